@@ -1,0 +1,3 @@
+from slipstream.cli import main
+
+raise SystemExit(main())

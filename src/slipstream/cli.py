@@ -1,0 +1,132 @@
+"""The command line: parse, then dispatch to plain functions (which the tests call directly).
+
+slipstream list
+slipstream check PIPELINE [flags]      explain the plan; refuse forbidden combinations
+slipstream run PIPELINE [flags]        check, then run (resumes from its checkpoint)
+slipstream reset PIPELINE [--outputs]  delete a pipeline's checkpoint (and outputs)
+slipstream feed [--port 9999] [FILE]   a line server for the socket source
+slipstream demo                        the quick-start demo (what `make demo` runs)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from slipstream.config import OPTIONS, Settings, load_settings
+from slipstream.errors import SlipstreamError
+
+EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
+
+
+def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE", help="TOML file of settings (flags win over it)"
+    )
+    group = parser.add_argument_group("settings (also accepted as keys of the --config file)")
+    for option in OPTIONS:
+        flag = option.flag or "--" + option.name.replace("_", "-")
+        help_text = option.help
+        if option.env:
+            help_text += f" [env {option.env}]"
+        if option.kind == "bool":
+            group.add_argument(
+                flag,
+                dest=option.name,
+                action="store_const",
+                const=True,
+                default=None,
+                help=help_text,
+            )
+        elif option.kind == "multi":
+            group.add_argument(
+                flag,
+                dest=option.name,
+                action="append",
+                default=None,
+                metavar=option.metavar,
+                help=help_text,
+            )
+        else:
+            group.add_argument(
+                flag,
+                dest=option.name,
+                default=None,
+                metavar=option.metavar or option.name.upper(),
+                help=help_text,
+            )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="slipstream",
+        description="Streaming pipelines on PySpark Structured Streaming, and the toolkit to "
+        "build, test and operate them.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("list", help="list the pipelines")
+    for name, text in (
+        ("check", "explain the plan and refuse forbidden combinations"),
+        ("run", "check, then run a pipeline (resumes from its checkpoint)"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("pipeline", help="a pipeline name (see `list`) or module:attr")
+        _add_settings_flags(p)
+    p = sub.add_parser(
+        "reset", help="delete a pipeline's checkpoint (and, with --outputs, its outputs)"
+    )
+    p.add_argument("pipeline")
+    p.add_argument(
+        "--outputs", action="store_true", help="also delete the results, quarantine and event log"
+    )
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    _add_settings_flags(p)
+    p = sub.add_parser("feed", help="serve lines to the socket source (instead of netcat)")
+    p.add_argument("file", nargs="?", type=Path, help="file of lines (default: standard input)")
+    p.add_argument("--port", type=int, default=9999)
+    p.add_argument("--host", default="127.0.0.1")
+    p = sub.add_parser("demo", help="the quick-start demo on bundled data")
+    p.add_argument("--state-dir", type=Path, default=Path("demo-state"))
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    flags = {o.name: getattr(args, o.name, None) for o in OPTIONS}
+    return load_settings(args.pipeline, flags, args.config)
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    args = build_parser().parse_args(argv)
+    try:
+        return _dispatch(args, out)
+    except SlipstreamError as exc:
+        print(f"slipstream: refused {exc.render()}", file=sys.stderr)
+        return EXIT_REFUSED
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
+    from slipstream import commands
+
+    if args.command == "list":
+        return commands.list_pipelines(out)
+    if args.command == "check":
+        return commands.check(settings_from_args(args), out)
+    if args.command == "run":
+        return commands.run(settings_from_args(args), out)
+    if args.command == "reset":
+        return commands.reset(settings_from_args(args), outputs=args.outputs, yes=args.yes, out=out)
+    if args.command == "feed":
+        from slipstream.generators.feed import serve
+
+        return serve(args.port, args.file, args.host)
+    if args.command == "demo":
+        from slipstream.demo import demo
+
+        return demo(args.state_dir, out)
+    raise AssertionError(args.command)

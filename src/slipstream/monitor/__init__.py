@@ -1,0 +1,1 @@
+"""Monitoring: the query listener, the event log, metrics, status and the dashboard."""

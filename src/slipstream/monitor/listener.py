@@ -1,0 +1,191 @@
+"""A StreamingQueryListener that turns Spark's query events into plain JSON records and hands
+them to handlers: the console batch line, the run summary, the event log, metrics.
+
+Records use the event-log format (see monitor/events.py): `{"event", "ts", "pipeline", "query",
+"query_id", "run_id", "pid", ...}` with Spark's progress JSON under "progress"."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+Record = dict[str, Any]
+Handler = Callable[[Record], None]
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+class RunListener(StreamingQueryListener):
+    """Forwards events of the queries whose names start with `PIPELINE.`."""
+
+    def __init__(self, pipeline: str, handlers: list[Handler]) -> None:
+        self.pipeline = pipeline
+        self.handlers = handlers
+        # idle/terminated events carry no name; the runner registers ids as queries start
+        self._names: dict[str, str] = {}
+
+    def _mine(self, name: str | None) -> bool:
+        return bool(name) and str(name).startswith(self.pipeline + ".")
+
+    def _emit(self, record: Record) -> None:
+        for handler in self.handlers:
+            try:
+                handler(record)
+            except Exception as exc:  # a monitoring failure must never stop the query
+                print(f"slipstream: monitor handler failed: {exc!r}", file=sys.stderr)
+
+    def _base(self, event: str, name: str | None, qid: Any, run_id: Any) -> Record:
+        return {
+            "event": event,
+            "ts": _now(),
+            "pipeline": self.pipeline,
+            "query": name,
+            "query_id": str(qid),
+            "run_id": str(run_id),
+            "pid": os.getpid(),
+        }
+
+    def onQueryStarted(self, event: Any) -> None:
+        if self._mine(event.name):
+            self._emit(self._base("started", event.name, event.id, event.runId))
+
+    def onQueryProgress(self, event: Any) -> None:
+        progress = json.loads(event.progress.json)
+        if self._mine(progress.get("name")):
+            record = self._base(
+                "progress", progress.get("name"), progress.get("id"), progress.get("runId")
+            )
+            record["progress"] = progress
+            self._emit(record)
+
+    def onQueryIdle(self, event: Any) -> None:
+        name = self._names.get(str(event.id))
+        if name:
+            self._emit(self._base("idle", name, event.id, event.runId))
+
+    def onQueryTerminated(self, event: Any) -> None:
+        name = self._names.get(str(event.id))
+        if name:
+            record = self._base("terminated", name, event.id, event.runId)
+            record["exception"] = event.exception
+            record["error_class"] = getattr(event, "errorClassOnException", None)
+            self._emit(record)
+
+    def register(self, query_id: str, name: str) -> None:
+        self._names = {**self._names, query_id: name}
+
+
+def _num(value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return 0.0 if number != number else number  # NaN -> 0
+
+
+def progress_summary(progress: dict[str, Any]) -> dict[str, Any]:
+    """The figures of one batch that slipstream shows and totals."""
+    operators = progress.get("stateOperators") or []
+    observed = progress.get("observedMetrics") or {}
+    quality = observed.get("quality") or {}
+    return {
+        "batch": progress.get("batchId"),
+        "rows": int(_num(progress.get("numInputRows"))),
+        "input_rps": _num(progress.get("inputRowsPerSecond")),
+        "processed_rps": _num(progress.get("processedRowsPerSecond")),
+        "duration_s": _num((progress.get("durationMs") or {}).get("triggerExecution")) / 1000,
+        "watermark": (progress.get("eventTime") or {}).get("watermark"),
+        "state_rows": int(sum(_num(o.get("numRowsTotal")) for o in operators)),
+        "late": int(sum(_num(o.get("numRowsDroppedByWatermark")) for o in operators)),
+        "quarantined": int(_num(quality.get("quarantined"))),
+        "expectations": {k: int(_num(v)) for k, v in (observed.get("expectations") or {}).items()},
+    }
+
+
+class ConsoleReporter:
+    """One line per micro-batch instead of Spark's logs."""
+
+    def __init__(self, stream: TextIO | None = None, verbose: bool = False) -> None:
+        self.stream = stream or sys.stdout
+        self.verbose = verbose
+
+    def __call__(self, record: Record) -> None:
+        if record["event"] == "terminated" and record.get("exception"):
+            print(
+                f"{record['query']}: FAILED: {record['exception'].splitlines()[0]}",
+                file=self.stream,
+                flush=True,
+            )
+        if record["event"] != "progress":
+            return
+        s = progress_summary(record["progress"])
+        if s["rows"] == 0 and not self.verbose and s["state_rows"] == 0:
+            return
+        wm = s["watermark"] or "-"
+        if wm.startswith("1970-01-01"):
+            wm = "-"
+        parts = [
+            f"{record['query']:<22} batch {s['batch']:>4}",
+            f"{s['rows']:>8,} rows",
+            f"{s['processed_rps']:>10,.0f} rows/s",
+            f"{s['duration_s']:6.2f} s",
+            f"watermark {wm}",
+            f"state {s['state_rows']:,}",
+            f"quarantined {s['quarantined']:,}",
+            f"late {s['late']:,}",
+        ]
+        parts += [f"{rule} {n:,}" for rule, n in s["expectations"].items() if n]
+        print(" | ".join(parts), file=self.stream, flush=True)
+        if self.verbose:
+            print(json.dumps(record["progress"], indent=1), file=self.stream, flush=True)
+
+
+class RunTotals:
+    """Totals over a run, per query: the run summary and the accounting tests read them."""
+
+    def __init__(self) -> None:
+        self.by_query: dict[str, dict[str, Any]] = {}
+        self.failures: dict[str, str] = {}
+        self.last_batch: dict[str, int] = {}
+        self._changed = threading.Condition()
+
+    def wait_for(self, query: str, batch_id: int, timeout: float = 60.0) -> bool:
+        """Block until the progress event of `batch_id` has been seen (events are async)."""
+        with self._changed:
+            return self._changed.wait_for(
+                lambda: self.last_batch.get(query, -1) >= batch_id, timeout
+            )
+
+    def __call__(self, record: Record) -> None:
+        with self._changed:
+            self._record(record)
+            self._changed.notify_all()
+
+    def _record(self, record: Record) -> None:
+        if record["event"] == "terminated" and record.get("exception"):
+            self.failures[record["query"]] = record["exception"]
+        if record["event"] != "progress":
+            return
+        batch = record["progress"].get("batchId")
+        if isinstance(batch, int):
+            self.last_batch[record["query"]] = max(batch, self.last_batch.get(record["query"], -1))
+        s = progress_summary(record["progress"])
+        t = self.by_query.setdefault(
+            record["query"],
+            {"batches": 0, "rows": 0, "quarantined": 0, "late": 0, "expectations": {}},
+        )
+        t["batches"] += 1
+        t["rows"] += s["rows"]
+        t["quarantined"] += s["quarantined"]
+        t["late"] += s["late"]
+        for rule, n in s["expectations"].items():
+            t["expectations"][rule] = t["expectations"].get(rule, 0) + n

@@ -1,0 +1,1 @@
+"""Data quality: parsing with rejection reasons, the quarantine, and expectations."""

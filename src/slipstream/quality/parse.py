@@ -1,0 +1,167 @@
+"""Turn raw records into typed rows, or into a rejection with its reason. Built-in functions only.
+
+Every record comes out as exactly one row: typed columns plus `_raw` (the record as received),
+`_source` (the file it came from, or the source kind) and `_reason` (NULL when valid). Nothing is
+dropped here, so valid + rejected always equals what was read."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    DataType,
+    DateType,
+    NumericType,
+    StringType,
+    StructType,
+    TimestampType,
+)
+
+RAW = "_raw"
+SOURCE = "_source"
+REASON = "_reason"
+META_COLUMNS = (RAW, SOURCE, REASON)
+
+
+def _variant_kind_ok(kind: Column, target: DataType) -> Column:
+    """Which JSON value kinds a target type accepts (strict: a number is not a string)."""
+    if isinstance(target, StringType | TimestampType | DateType):
+        return kind == F.lit("STRING")
+    if isinstance(target, NumericType):
+        return kind.rlike("^(BIGINT|INT|SMALLINT|TINYINT|DOUBLE|FLOAT|DECIMAL)")
+    if isinstance(target, BooleanType):
+        return kind == F.lit("BOOLEAN")
+    return F.lit(True)
+
+
+def _first_reason(checks: list[tuple[Column, Column]]) -> Column:
+    """The reason of the first failing check, else NULL."""
+    expr: Column = F.lit(None).cast("string")
+    for failed, reason in reversed(checks):
+        expr = F.when(failed, reason).otherwise(expr)
+    return expr
+
+
+def _field_checks(
+    name: str,
+    target: DataType,
+    present: Column,
+    kind_ok: Column,
+    typed: Column,
+    required: bool,
+    kind: Column,
+    raw_value: Column,
+) -> tuple[list[tuple[Column, Column]], list[tuple[Column, Column]]]:
+    missing = [] if not required else [(~present, F.lit(f"missing required field '{name}'"))]
+    type_name = target.simpleString()
+    bad_type = [
+        (
+            present & ~kind_ok,
+            F.concat(F.lit(f"wrong type for '{name}': expected {type_name}, got "), F.lower(kind)),
+        )
+    ]
+    if isinstance(target, TimestampType | DateType):
+        bad_type.append(
+            (
+                present & kind_ok & typed.isNull(),
+                F.concat(F.lit(f"unparseable {type_name} in '{name}': "), raw_value),
+            )
+        )
+    else:
+        bad_type.append(
+            (
+                present & kind_ok & typed.isNull(),
+                F.concat(F.lit(f"bad value for '{name}' ({type_name}): "), raw_value),
+            )
+        )
+    return missing, bad_type
+
+
+def parse_json(raw: DataFrame, schema: StructType, required: tuple[str, ...]) -> DataFrame:
+    """JSON lines (`value`, `_source`) -> typed columns + _raw, _source, _reason."""
+    doc = F.try_parse_json(F.col("value"))
+    with_doc = raw.select(F.col("value").alias(RAW), F.col(SOURCE), doc.alias("_doc"))
+    doc_kind = F.schema_of_variant(F.col("_doc"))
+    checks: list[tuple[Column, Column]] = [
+        (F.col("_doc").isNull(), F.lit("not JSON")),
+        (~doc_kind.startswith("OBJECT"), F.concat(F.lit("not a JSON object: "), F.lower(doc_kind))),
+    ]
+    typed_cols = []
+    missing_checks: list[tuple[Column, Column]] = []
+    type_checks: list[tuple[Column, Column]] = []
+    for f in schema.fields:
+        node = F.try_variant_get(F.col("_doc"), f"$.{f.name}", "variant")
+        present = node.isNotNull() & ~F.is_variant_null(node)
+        kind = F.schema_of_variant(node)
+        typed = F.try_variant_get(F.col("_doc"), f"$.{f.name}", f.dataType.simpleString())
+        raw_value = F.coalesce(F.to_json(node), F.lit("null"))
+        m, t = _field_checks(
+            f.name,
+            f.dataType,
+            present,
+            _variant_kind_ok(kind, f.dataType),
+            typed,
+            f.name in required,
+            kind,
+            raw_value,
+        )
+        missing_checks += m
+        type_checks += t
+        typed_cols.append(F.when(present, typed).alias(f.name))
+    reason = _first_reason(checks + missing_checks + type_checks)
+    return with_doc.select(*typed_cols, F.col(RAW), F.col(SOURCE), reason.alias(REASON))
+
+
+def parse_csv(
+    raw: DataFrame, schema: StructType, required: tuple[str, ...], header: bool = True
+) -> DataFrame:
+    """CSV lines -> typed columns. A header line equal to the field names is skipped."""
+    names = [f.name for f in schema.fields]
+    strings = ", ".join(f"`{n}` STRING" for n in names)
+    lines = raw
+    if header:
+        lines = raw.filter(F.col("value") != F.lit(",".join(names)))
+    parsed = lines.select(
+        F.col("value").alias(RAW),
+        F.col(SOURCE),
+        F.from_csv(F.col("value"), strings, {"mode": "PERMISSIVE"}).alias("_rec"),
+        (F.size(F.split(F.col("value"), ",")) < len(names)).alias("_short"),
+    )
+    checks: list[tuple[Column, Column]] = [
+        (F.col("_short"), F.lit(f"not a CSV record of {len(names)} fields"))
+    ]
+    typed_cols = []
+    missing_checks: list[tuple[Column, Column]] = []
+    type_checks: list[tuple[Column, Column]] = []
+    for f in schema.fields:
+        text = F.col(f"_rec.{f.name}")
+        present = text.isNotNull() & (text != F.lit(""))
+        typed = text.try_cast(f.dataType)
+        m, t = _field_checks(
+            f.name,
+            f.dataType,
+            present,
+            F.lit(True),
+            typed,
+            f.name in required,
+            F.lit("string"),
+            text,
+        )
+        missing_checks += m
+        type_checks += t
+        typed_cols.append(F.when(present, typed).alias(f.name))
+    reason = _first_reason(checks + missing_checks + type_checks)
+    return parsed.select(*typed_cols, F.col(RAW), F.col(SOURCE), reason.alias(REASON))
+
+
+def check_typed(typed: DataFrame, schema: StructType, required: tuple[str, ...]) -> DataFrame:
+    """Already-typed input (parquet, tables): only required fields can fail."""
+    checks = [(F.col(n).isNull(), F.lit(f"missing required field '{n}'")) for n in required]
+    raw = F.to_json(F.struct(*[F.col(f.name) for f in schema.fields]))
+    return typed.select(
+        *[F.col(f.name) for f in schema.fields],
+        raw.alias(RAW),
+        F.col(SOURCE),
+        _first_reason(checks).alias(REASON),
+    )

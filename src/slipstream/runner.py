@@ -1,0 +1,299 @@
+"""From settings to running queries: the one path `run`, `check` and the test harness share.
+
+prepare()  no Spark: resolve defaults, build sources/sinks, validate every rule
+start()    Spark: lock the checkpoint, read, parse, quarantine, transform, start queries
+Run.wait() until the queries finish (finite triggers), --duration passes, Ctrl-C or a stop
+           request; then stop at a batch boundary and release the checkpoint."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from slipstream.checkpoints import CheckpointLock, query_checkpoint
+from slipstream.config import Settings
+from slipstream.errors import ConfigError
+from slipstream.monitor.listener import Handler, RunListener, RunTotals
+from slipstream.pipelines import Pipeline, get_pipeline
+from slipstream.plan import Plan
+from slipstream.quality.parse import check_typed, parse_csv, parse_json
+from slipstream.quality.quarantine import QUALITY_METRICS, accepted, quality_metrics, rejected
+from slipstream.sinks import Sink, SinkContext, make_sink
+from slipstream.sinks.base import SinkSpec
+from slipstream.sources.base import Source, get_source
+from slipstream.specs import TriggerSpec, format_duration, spark_interval
+from slipstream.validate import validate, violations
+
+RESULTS = "results"
+QUARANTINE = "quarantine"
+
+
+@dataclass
+class Prepared:
+    """Everything decided before Spark starts."""
+
+    pipeline: Pipeline
+    settings: Settings
+    plan: Plan
+    source: Source
+    sink: Sink
+    ctx: SinkContext
+
+    def explain(self) -> str:
+        s = self.settings
+        p = self.plan
+        wm = (
+            f"{p.watermark_column} - {format_duration(p.watermark_delay)}"
+            if p.watermark_column and p.watermark_delay
+            else "none"
+        )
+        lines = [
+            f"pipeline    {self.pipeline.name}: {self.pipeline.description}",
+            f"source      {self.source.describe(s)}",
+            "operations  " + "\n            ".join(p.steps),
+            f"stateful    {'yes' if p.stateful else 'no'}",
+            f"watermark   {wm}",
+            f"output mode {s.mode}",
+            f"sink        {self.sink.describe(self.ctx)}",
+            f"trigger     {s.trigger.describe()}",
+            f"checkpoint  {s.checkpoint_root}",
+            f"quarantine  {s.quarantine_dir}" if self.parses else "quarantine  none (text lines)",
+        ]
+        return "\n".join(lines)
+
+    @property
+    def parses(self) -> bool:
+        return self.settings.format in ("json", "csv") or bool(self.pipeline.required)
+
+
+def prepare(
+    settings: Settings,
+    pipeline: Pipeline | None = None,
+    *,
+    check_rules: bool = True,
+    sink: Sink | None = None,
+) -> Prepared:
+    pipeline = pipeline or get_pipeline(settings.pipeline)
+    settings = pipeline.resolve(settings)
+    assert settings.source and settings.mode and settings.sink
+    if settings.source not in pipeline.sources:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"pipeline {pipeline.name} cannot read --source {settings.source}",
+            f"use one of: {', '.join(pipeline.sources)}",
+        )
+    source = get_source(settings.source)
+    source.validate(settings)
+    pipeline.validate(settings)
+    plan = pipeline.plan(settings)
+    sink = sink or make_sink(settings.sink, settings.default_database)
+    ctx = SinkContext(
+        pipeline=pipeline.name,
+        query_name=f"{pipeline.name}.{RESULTS}",
+        table=settings.table or pipeline.output,
+        key=pipeline.key,
+        mode=settings.mode,
+        checkpoint=query_checkpoint(settings.checkpoint_root, RESULTS),
+    )
+    prepared = Prepared(pipeline, settings, plan, source, sink, ctx)
+    if check_rules:
+        validate(
+            plan, settings.mode, settings.sink, settings.trigger, settings.source, pipeline.modes
+        )
+    return prepared
+
+
+def check(prepared: Prepared) -> list[Any]:
+    s = prepared.settings
+    assert s.mode and s.sink and s.source
+    return violations(prepared.plan, s.mode, s.sink, s.trigger, s.source, prepared.pipeline.modes)
+
+
+def apply_trigger(writer: Any, trigger: TriggerSpec) -> Any:
+    """The edge where a TriggerSpec becomes Spark's trigger call."""
+    if trigger.kind == "default":
+        return writer
+    if trigger.kind == "available-now":
+        return writer.trigger(availableNow=True)
+    if trigger.kind == "once":
+        return writer.trigger(once=True)
+    assert trigger.interval is not None
+    interval = spark_interval(trigger.interval)
+    if trigger.kind == "interval":
+        return writer.trigger(processingTime=interval)
+    if trigger.kind == "continuous":
+        return writer.trigger(continuous=interval)
+    return writer.trigger(realTime=interval)
+
+
+@dataclass
+class Run:
+    """The queries of one pipeline run, with the lock on their checkpoint."""
+
+    spark: SparkSession
+    prepared: Prepared
+    queries: dict[str, StreamingQuery]
+    lock: CheckpointLock
+    listener: RunListener
+    totals: RunTotals
+    stop_requested: Callable[[], bool] = field(default=lambda: False)
+
+    def process_all_available(self) -> None:
+        """Block until every query has processed all input available now (tests, backfills)."""
+        for query in self.queries.values():
+            query.processAllAvailable()
+        self.sync_progress()
+
+    def sync_progress(self) -> None:
+        """Wait until the listener has seen each query's last progress (bounded, no sleep):
+        Spark updates `lastProgress` before processAllAvailable returns, but delivers listener
+        events asynchronously."""
+        for name, query in self.queries.items():
+            last = query.lastProgress
+            if last is not None:
+                self.totals.wait_for(f"{self.prepared.pipeline.name}.{name}", last["batchId"])
+
+    def wait(self, duration: timedelta | None = None, poll: float = 0.5) -> None:
+        deadline = time.monotonic() + duration.total_seconds() if duration else None
+        try:
+            if self.prepared.settings.trigger.finite:
+                for query in self.queries.values():
+                    query.awaitTermination()
+                return
+            while True:
+                if any(not q.isActive for q in self.queries.values()):
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                if self.stop_requested():
+                    break
+                self.spark.streams.awaitAnyTermination(poll)
+                self.spark.streams.resetTerminated()
+        finally:
+            self.stop()
+        self.raise_failure()
+
+    def raise_failure(self) -> None:
+        for query in self.queries.values():
+            error = query.exception()
+            if error is not None:
+                raise error
+
+    def stop(self) -> None:
+        """Stop every query at a batch boundary, then release the checkpoint."""
+        try:
+            for query in self.queries.values():
+                _stop_at_batch_boundary(query)
+        finally:
+            with contextlib.suppress(Exception):  # already removed / session gone
+                self.spark.streams.removeListener(self.listener)
+            self.lock.release()
+
+    def results(self) -> DataFrame | None:
+        return self.prepared.sink.read(self.spark, self.prepared.ctx)
+
+
+def _stop_at_batch_boundary(query: StreamingQuery, timeout: float = 60.0) -> None:
+    """Wait (bounded) until no trigger is running, then stop: no batch is cut in half."""
+    deadline = time.monotonic() + timeout
+    while query.isActive and time.monotonic() < deadline:
+        status = query.status
+        if not status.get("isTriggerActive") or not status.get("isDataAvailable"):
+            break
+        query.awaitTermination(0.05)
+    if query.isActive:
+        query.stop()
+
+
+def read_records(spark: SparkSession, prepared: Prepared) -> DataFrame:
+    """Source -> one row per record with typed columns and a `_reason` (NULL when valid)."""
+    pipeline = prepared.pipeline
+    settings = prepared.settings
+    assert settings.format
+    raw = prepared.source.read(spark, settings, settings.format, pipeline.schema)
+    if raw.format == "json":
+        assert pipeline.schema is not None, f"{pipeline.name} declares no schema for json"
+        return parse_json(raw.frame, pipeline.schema, pipeline.required)
+    if raw.format == "csv":
+        assert pipeline.schema is not None
+        return parse_csv(raw.frame, pipeline.schema, pipeline.required)
+    if raw.format == "typed" and pipeline.schema is not None and pipeline.required:
+        return check_typed(raw.frame, pipeline.schema, pipeline.required)
+    return raw.frame
+
+
+def start(
+    spark: SparkSession,
+    prepared: Prepared,
+    handlers: list[Handler] | None = None,
+) -> Run:
+    """Start the run's queries (results, quarantine, extras). Refuses a checkpoint in use."""
+    settings = prepared.settings
+    pipeline = prepared.pipeline
+    lock = CheckpointLock(settings.checkpoint_root).acquire()
+    totals = RunTotals()
+    listener = RunListener(pipeline.name, [totals, *(handlers or [])])
+    spark.streams.addListener(listener)
+    queries: dict[str, StreamingQuery] = {}
+    try:
+        records = read_records(spark, prepared)
+        if prepared.parses:
+            valid = accepted(records.observe(QUALITY_METRICS, *quality_metrics()))
+        else:
+            valid = records
+        result = pipeline.transform(valid, settings, spark)
+        outputs: list[tuple[str, DataFrame, Sink, SinkContext]] = [
+            (RESULTS, result, prepared.sink, prepared.ctx)
+        ]
+        if prepared.parses:
+            qspec = SinkSpec("json", str(settings.quarantine_dir))
+            outputs.append(
+                (
+                    QUARANTINE,
+                    rejected(records),
+                    make_sink(qspec, Path()),
+                    _ctx(prepared, QUARANTINE, "quarantine", (), "append"),
+                )
+            )
+        for extra in pipeline.extra_outputs(result, valid, settings, spark):
+            outputs.append(
+                (
+                    extra.name,
+                    extra.frame,
+                    make_sink(extra.sink, settings.default_database),
+                    _ctx(prepared, extra.name, extra.name, extra.key, extra.mode),
+                )
+            )
+        for name, frame, sink, ctx in outputs:
+            writer = frame.writeStream.queryName(ctx.query_name).outputMode(ctx.mode)
+            writer = writer.option("checkpointLocation", str(ctx.checkpoint))
+            writer = apply_trigger(sink.attach(writer, ctx), settings.trigger)
+            query = writer.start()
+            listener.register(str(query.id), ctx.query_name)
+            queries[name] = query
+    except BaseException:
+        for query in queries.values():
+            query.stop()
+        spark.streams.removeListener(listener)
+        lock.release()
+        raise
+    return Run(spark, prepared, queries, lock, listener, totals)
+
+
+def _ctx(prepared: Prepared, name: str, table: str, key: tuple[str, ...], mode: Any) -> SinkContext:
+    return SinkContext(
+        pipeline=prepared.pipeline.name,
+        query_name=f"{prepared.pipeline.name}.{name}",
+        table=table,
+        key=key,
+        mode=mode,
+        checkpoint=query_checkpoint(prepared.settings.checkpoint_root, name),
+    )

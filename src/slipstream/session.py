@@ -1,0 +1,83 @@
+"""The one place that builds the SparkSession. Everything else takes it as an argument.
+
+Streaming defaults, each deliberate (see docs/architecture.md and docs/benchmarks.md):
+
+- `spark.sql.shuffle.partitions` = 2-3x the cores (here: 2 x cores, at least 2). Spark's 200 is
+  sized for large batch jobs; a micro-batch of thousands of rows split 200 ways spends its time
+  scheduling empty tasks, and every stateful operator keeps one state store per partition. The
+  number is fixed into the checkpoint on first start, so it is chosen once, up front.
+- RocksDB state store with changelog checkpointing: state lives off the JVM heap (no GC pauses
+  as state grows), and each batch uploads only a changelog, not a snapshot.
+- Session time zone UTC: event times, windows and the ISO text in sinks never depend on the host.
+- `spark.sql.streaming.noDataProgressEventInterval` 10 s: idle queries still report, so a stalled
+  query is told apart from an idle one.
+- Adaptive query execution off: Structured Streaming disables it anyway, and saying so avoids a
+  warning on every start.
+- Spark UI off by default (a server nobody asked for);
+  `--conf spark.ui.enabled=true` brings it back.
+- Log level WARN (ERROR with --quiet): slipstream prints its own one line per batch instead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+
+
+def default_shuffle_partitions(cores: int | None = None) -> int:
+    """2 x cores, at least 2: enough parallelism without hundreds of near-empty tasks."""
+    return max(2, 2 * (cores or os.cpu_count() or 2))
+
+
+def streaming_defaults(cores: int | None = None) -> dict[str, str]:
+    return {
+        "spark.sql.shuffle.partitions": str(default_shuffle_partitions(cores)),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.streaming.stateStore.providerClass": (
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+        ),
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.streaming.noDataProgressEventInterval": "10000",
+        "spark.sql.adaptive.enabled": "false",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        # Keep the metadata of completed batches short on local disks; enough to recover.
+        "spark.sql.streaming.minBatchesToRetain": "50",
+    }
+
+
+def build_session(
+    master: str = DEFAULT_MASTER,
+    conf: Mapping[str, str] | None = None,
+    app_name: str = "slipstream",
+    log_level: str = "WARN",
+) -> SparkSession:
+    """Build (or return the running) SparkSession with slipstream's streaming defaults.
+
+    `conf` wins over the defaults, so every default can be overridden with `--conf`."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    cores = _cores_of(master)
+    settings = {**streaming_defaults(cores), **dict(conf or {})}
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(log_level)
+    return spark
+
+
+def _cores_of(master: str) -> int | None:
+    """Cores implied by a local master URL (local[2] -> 2); None for clusters and local[*]."""
+    if master.startswith("local[") and master.endswith("]"):
+        inner = master[6:-1].split(",")[0]
+        if inner.isdigit():
+            return int(inner)
+    if master == "local":
+        return 1
+    return None

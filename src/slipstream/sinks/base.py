@@ -1,0 +1,233 @@
+"""The sink extension points, in two tiers.
+
+- `Sink`: configures a DataStreamWriter (format, path, options). Spark's own sinks (console,
+  memory, files) are this small.
+- `BatchSink`: owns the `foreachBatch` plumbing: the stable query id, batch ids, conversion of
+  timestamps to ISO-8601 UTC text, fault-injection points for crash tests, and retries. A
+  subclass writes one batch.
+- `DatabaseSink`: a BatchSink for transactional databases. Exactly-once comes from one rule:
+  a batch's rows and a ledger row `(query_id, batch_id)` commit in one transaction, and a batch
+  whose ledger row exists is skipped. Spark replays a batch after a crash with the same batch id
+  and the same offsets (its offset log is written before the batch runs), so skipping it is safe.
+  A new database sink implements `connect`, `ensure_schema`, `write_rows` and the two ledger
+  statements; see `sqlite.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamWriter
+from pyspark.sql.types import (
+    BooleanType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegralType,
+    StructType,
+    TimestampType,
+)
+
+from slipstream.errors import SlipstreamError
+from slipstream.specs import OutputMode, SinkSpec
+
+LEDGER_TABLE = "_slipstream_batches"
+FAULT_ENV = "SLIPSTREAM_FAULT"  # testing hook, see slipstream.testing.fault
+
+
+@dataclass(frozen=True)
+class SinkContext:
+    """What a sink knows about the query it serves."""
+
+    pipeline: str
+    query_name: str
+    table: str
+    key: tuple[str, ...]
+    mode: OutputMode
+    checkpoint: Path
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    query_id: str  # stable across restarts of one checkpoint (Spark's query id)
+    batch_id: int
+    ctx: SinkContext
+
+
+class Sink(ABC):
+    spec: SinkSpec
+
+    def __init__(self, spec: SinkSpec) -> None:
+        self.spec = spec
+
+    @abstractmethod
+    def attach(self, writer: DataStreamWriter, ctx: SinkContext) -> DataStreamWriter:
+        """Configure the writer; the runner sets mode, trigger, checkpoint and starts it."""
+
+    def describe(self, ctx: SinkContext | None = None) -> str:
+        return self.spec.describe()
+
+    def read(self, spark: SparkSession, ctx: SinkContext) -> DataFrame | None:
+        """The results written so far, for tests, the terminal view and the dashboard."""
+        return None
+
+    def reset(self, ctx: SinkContext) -> list[str]:
+        """Delete the outputs (for `slipstream reset --outputs`); return what was removed."""
+        return []
+
+
+def checkpoint_query_id(checkpoint: Path) -> str:
+    """Spark's persistent query id, from the checkpoint's `metadata` file (written at start)."""
+    return str(json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"])
+
+
+def iso_utc(column: str) -> Any:
+    """A timestamp as ISO-8601 UTC text; microseconds only when present. Session TZ is UTC."""
+    c = F.col(column)
+    whole = F.date_format(c, "yyyy-MM-dd'T'HH:mm:ss'Z'")
+    fraction = F.date_format(c, "yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'")
+    return F.when(F.unix_micros(c) % 1_000_000 == 0, whole).otherwise(fraction)
+
+
+def with_iso_timestamps(df: DataFrame) -> DataFrame:
+    return df.select(
+        *[
+            iso_utc(f.name).alias(f.name)
+            if isinstance(f.dataType, TimestampType)
+            else F.col(f.name)
+            for f in df.schema.fields
+        ]
+    )
+
+
+def _fault(point: str, batch_id: int) -> None:
+    """Crash tests set SLIPSTREAM_FAULT=point@batch to SIGKILL this process at that point."""
+    wanted = os.environ.get(FAULT_ENV)
+    if wanted and wanted == f"{point}@{batch_id}":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class BatchSink(Sink):
+    """A sink written through `foreachBatch`. Subclasses implement `write_batch`."""
+
+    def __init__(self, spec: SinkSpec) -> None:
+        super().__init__(spec)
+        self._query_ids: dict[Path, str] = {}
+        self.skipped_batches = 0  # replays recognised by the ledger, for tests and the summary
+
+    def attach(self, writer: DataStreamWriter, ctx: SinkContext) -> DataStreamWriter:
+        def handle(batch: DataFrame, batch_id: int) -> None:
+            self._handle(batch, batch_id, ctx)
+
+        return writer.foreachBatch(handle)
+
+    def _handle(self, batch: DataFrame, batch_id: int, ctx: SinkContext) -> None:
+        if ctx.checkpoint not in self._query_ids:
+            self._query_ids[ctx.checkpoint] = checkpoint_query_id(ctx.checkpoint)
+        info = BatchInfo(self._query_ids[ctx.checkpoint], batch_id, ctx)
+        _fault("before-write", batch_id)
+        self.write_batch(batch, info)
+        _fault("after-write", batch_id)
+
+    @abstractmethod
+    def write_batch(self, batch: DataFrame, info: BatchInfo) -> None: ...
+
+
+class DatabaseSink(BatchSink):
+    """A transactional database: rows + ledger row in one transaction; replays are skipped."""
+
+    placeholder: ClassVar[str] = "?"
+
+    @abstractmethod
+    def connect(self) -> Any: ...
+
+    @abstractmethod
+    def ensure_schema(self, conn: Any, table: str, schema: StructType, ctx: SinkContext) -> None:
+        """Create the output table (with the key when rows are upserted) and the ledger."""
+
+    @abstractmethod
+    def write_rows(self, conn: Any, table: str, batch: DataFrame, info: BatchInfo) -> int:
+        """Insert (append) or upsert (update/complete) the batch's rows; return the count."""
+
+    @contextmanager
+    def transaction(self, conn: Any) -> Iterator[Any]:
+        try:
+            yield conn
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+
+    def committed(self, conn: Any, info: BatchInfo) -> bool:
+        cur = conn.cursor()
+        p = self.placeholder
+        cur.execute(
+            f"SELECT 1 FROM {LEDGER_TABLE} WHERE query_id = {p} AND batch_id = {p}",
+            (info.query_id, info.batch_id),
+        )
+        return cur.fetchone() is not None
+
+    def record(self, conn: Any, info: BatchInfo, rows: int) -> None:
+        p = self.placeholder
+        conn.cursor().execute(
+            f"INSERT INTO {LEDGER_TABLE} (query_id, batch_id, pipeline, target_table, rows, "
+            f"committed_at) VALUES ({p}, {p}, {p}, {p}, {p}, CURRENT_TIMESTAMP)",
+            (info.query_id, info.batch_id, info.ctx.pipeline, info.ctx.table, rows),
+        )
+
+    def write_batch(self, batch: DataFrame, info: BatchInfo) -> None:
+        stored = with_iso_timestamps(batch)
+        conn = self.connect()
+        try:
+            self.ensure_schema(conn, info.ctx.table, stored.schema, info.ctx)
+            with self.transaction(conn):
+                if self.committed(conn, info):
+                    self.skipped_batches += 1
+                    return
+                rows = self.write_rows(conn, info.ctx.table, stored, info)
+                self.record(conn, info, rows)
+                _fault("before-commit", info.batch_id)
+        finally:
+            conn.close()
+
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def quote_ident(name: str) -> str:
+    """Validate an SQL identifier (letters, digits, underscore) and quote it."""
+    if not _IDENT.match(name):
+        raise SlipstreamError(
+            "SINK_BAD_TARGET",
+            f"{name!r} is not a valid table or column name",
+            "use letters, digits and underscores, starting with a letter or underscore",
+        )
+    return f'"{name}"'
+
+
+def sql_type(data_type: DataType) -> str:
+    """The column type used by the SQL sinks (timestamps arrive as ISO text)."""
+    if isinstance(data_type, BooleanType):
+        return "BOOLEAN"
+    if isinstance(data_type, IntegralType):
+        return "BIGINT"
+    if isinstance(data_type, FloatType | DoubleType):
+        return "DOUBLE PRECISION"
+    if isinstance(data_type, DecimalType):
+        return f"NUMERIC({data_type.precision},{data_type.scale})"
+    if isinstance(data_type, DateType):
+        return "DATE"
+    return "TEXT"

@@ -1,0 +1,125 @@
+"""SQLite: the embedded serving database, exactly-once through the ledger (see base.py).
+
+Rows are brought to the driver batch by batch with `toLocalIterator()` (one partition at a
+time, never the whole batch at once): SQLite is a local file with a single writer, so the driver
+is where it must be written. Update and complete modes upsert on the pipeline's key
+(`INSERT ... ON CONFLICT DO UPDATE`); append mode inserts. Timestamps are ISO-8601 UTC text."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from slipstream.sinks.base import (
+    LEDGER_TABLE,
+    BatchInfo,
+    DatabaseSink,
+    SinkContext,
+    quote_ident,
+    sql_type,
+)
+from slipstream.specs import SinkSpec
+
+CHUNK = 5000
+
+
+class SqliteSink(DatabaseSink):
+    placeholder = "?"
+
+    def __init__(self, spec: SinkSpec, default_path: Path) -> None:
+        super().__init__(spec)
+        self.path = Path(spec.target) if spec.target else default_path
+
+    def describe(self, ctx: SinkContext | None = None) -> str:
+        table = f" table {ctx.table}" if ctx else ""
+        return f"sqlite {self.path}{table} (exactly-once: batch ledger)"
+
+    def connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level="DEFERRED")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        return conn
+
+    def ensure_schema(
+        self, conn: sqlite3.Connection, table: str, schema: StructType, ctx: SinkContext
+    ) -> None:
+        cols = ", ".join(f"{quote_ident(f.name)} {sql_type(f.dataType)}" for f in schema.fields)
+        key = ""
+        if ctx.mode != "append" and ctx.key:
+            key = f", PRIMARY KEY ({', '.join(quote_ident(k) for k in ctx.key)})"
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {quote_ident(table)} ({cols}{key})")
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {LEDGER_TABLE} (query_id TEXT NOT NULL, "
+            "batch_id INTEGER NOT NULL, pipeline TEXT, target_table TEXT, rows INTEGER, "
+            "committed_at TEXT, PRIMARY KEY (query_id, batch_id))"
+        )
+        conn.commit()
+
+    def write_rows(
+        self, conn: sqlite3.Connection, table: str, batch: DataFrame, info: BatchInfo
+    ) -> int:
+        names = batch.columns
+        cols = ", ".join(quote_ident(n) for n in names)
+        marks = ", ".join("?" for _ in names)
+        sql = f"INSERT INTO {quote_ident(table)} ({cols}) VALUES ({marks})"
+        if info.ctx.mode != "append" and info.ctx.key:
+            keys = ", ".join(quote_ident(k) for k in info.ctx.key)
+            updates = ", ".join(
+                f"{quote_ident(n)} = excluded.{quote_ident(n)}"
+                for n in names
+                if n not in info.ctx.key
+            )
+            sql += f" ON CONFLICT ({keys}) DO " + (
+                f"UPDATE SET {updates}" if updates else "NOTHING"
+            )
+        count = 0
+        chunk: list[tuple[Any, ...]] = []
+        for row in batch.toLocalIterator():
+            chunk.append(tuple(row))
+            if len(chunk) >= CHUNK:
+                conn.executemany(sql, chunk)
+                count += len(chunk)
+                chunk.clear()
+        if chunk:
+            conn.executemany(sql, chunk)
+            count += len(chunk)
+        return count
+
+    def read(self, spark: SparkSession, ctx: SinkContext) -> DataFrame | None:
+        rows = read_table(self.path, ctx.table)
+        if not rows:
+            return None
+        return spark.createDataFrame(rows)
+
+    def reset(self, ctx: SinkContext) -> list[str]:
+        if not self.path.exists():
+            return []
+        with sqlite3.connect(self.path) as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {quote_ident(ctx.table)}")
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {LEDGER_TABLE} (query_id TEXT, batch_id "
+                "INTEGER, pipeline TEXT, target_table TEXT, rows INTEGER, "
+                "committed_at TEXT, PRIMARY KEY (query_id, batch_id))"
+            )
+            conn.execute(f"DELETE FROM {LEDGER_TABLE} WHERE target_table = ?", (ctx.table,))
+        return [f"table {ctx.table} in {self.path}"]
+
+
+def read_table(path: Path, table: str, order_by: str | None = None) -> list[dict[str, Any]]:
+    """Rows of a table as dicts (small serving tables: the terminal view, tests, dashboard)."""
+    if not Path(path).exists():
+        return []
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        conn.row_factory = sqlite3.Row
+        exists = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)
+        ).fetchone()
+        if not exists:
+            return []
+        order = f" ORDER BY {order_by}" if order_by else ""
+        return [dict(r) for r in conn.execute(f"SELECT * FROM {quote_ident(table)}{order}")]

@@ -1,0 +1,76 @@
+"""The source extension point.
+
+A Source turns settings into a streaming DataFrame of *raw* records: for line formats a `value`
+string column and `_source` (where it came from); for typed formats the declared columns and
+`_source`. Parsing and rejection happen after, in `slipstream.quality`, once for every source.
+
+To add a source: subclass `Source`, set `kind`, implement `read`, and register it with
+`@register`. A custom source that Spark does not ship is best written with PySpark's own
+`pyspark.sql.datasource.DataSource` (`streamReader`) and then wrapped here in a few lines."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from slipstream.errors import ConfigError
+
+if TYPE_CHECKING:
+    from slipstream.config import Settings
+
+
+@dataclass(frozen=True)
+class RawInput:
+    frame: DataFrame
+    format: str  # json | csv | text | typed
+    replayable: bool  # can Spark re-read an offset range after a failure?
+
+
+class Source(ABC):
+    kind: ClassVar[str]
+    replayable: ClassVar[bool] = True
+    #: what `check` prints
+    describe_fmt: ClassVar[str] = "{kind}"
+
+    @abstractmethod
+    def read(
+        self, spark: SparkSession, settings: Settings, fmt: str, schema: StructType | None
+    ) -> RawInput: ...
+
+    def validate(self, settings: Settings) -> None:
+        """Raise ConfigError for settings this source cannot work with (before Spark starts)."""
+
+    def describe(self, settings: Settings) -> str:
+        return self.kind
+
+
+SOURCES: dict[str, type[Source]] = {}
+
+
+def register(cls: type[Source]) -> type[Source]:
+    SOURCES[cls.kind] = cls
+    return cls
+
+
+def get_source(kind: str) -> Source:
+    # Import the built-in modules so their @register runs.
+    from slipstream.sources import files, rate, socket, table  # noqa: F401
+
+    if kind not in SOURCES:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"unknown source {kind!r}",
+            f"use one of {', '.join(sorted(SOURCES))}",
+        )
+    return SOURCES[kind]()
+
+
+def open_source(
+    spark: SparkSession, settings: Settings, fmt: str, schema: StructType | None
+) -> RawInput:
+    assert settings.source is not None
+    return get_source(settings.source).read(spark, settings, fmt, schema)

@@ -1,0 +1,34 @@
+"""Spark's rate source: (timestamp, value) rows at a fixed rate; for load tests and demos."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from slipstream.quality.parse import SOURCE
+from slipstream.sources.base import RawInput, Source, register
+
+if TYPE_CHECKING:
+    from slipstream.config import Settings
+
+
+@register
+class RateSource(Source):
+    kind = "rate"
+
+    def describe(self, settings: Settings) -> str:
+        return f"rate {settings.rows_per_second} rows/s"
+
+    def read(
+        self, spark: SparkSession, settings: Settings, fmt: str, schema: StructType | None
+    ) -> RawInput:
+        frame = (
+            spark.readStream.format("rate")
+            .option("rowsPerSecond", settings.rows_per_second)
+            .load()
+            .withColumn(SOURCE, F.lit("rate"))
+        )
+        return RawInput(frame, "typed", True)

@@ -1,0 +1,39 @@
+"""Lines from a TCP socket (the seeds' quick example; `slipstream feed` serves one).
+
+Not fault-tolerant: a socket cannot replay what it sent before a failure, so results are
+at-most-once across restarts. `check` says so."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from slipstream.quality.parse import SOURCE
+from slipstream.sources.base import RawInput, Source, register
+
+if TYPE_CHECKING:
+    from slipstream.config import Settings
+
+
+@register
+class SocketSource(Source):
+    kind = "socket"
+    replayable = False
+
+    def describe(self, settings: Settings) -> str:
+        return f"socket {settings.host}:{settings.port} (not replayable: at-most-once on restart)"
+
+    def read(
+        self, spark: SparkSession, settings: Settings, fmt: str, schema: StructType | None
+    ) -> RawInput:
+        frame = (
+            spark.readStream.format("socket")
+            .option("host", settings.host)
+            .option("port", settings.port)
+            .load()
+            .select(F.col("value"), F.lit(f"socket:{settings.host}:{settings.port}").alias(SOURCE))
+        )
+        return RawInput(frame, fmt if fmt != "parquet" else "text", False)

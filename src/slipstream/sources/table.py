@@ -1,0 +1,39 @@
+"""A table as a stream (`spark.readStream.table`), e.g. one written by another query's `toTable`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from slipstream.errors import ConfigError
+from slipstream.quality.parse import SOURCE
+from slipstream.sources.base import RawInput, Source, register
+
+if TYPE_CHECKING:
+    from slipstream.config import Settings
+
+
+@register
+class TableSource(Source):
+    kind = "table"
+
+    def validate(self, settings: Settings) -> None:
+        if not settings.source_table:
+            raise ConfigError(
+                "CONFIG_MISSING", "the table source needs a table name", "pass --source-table NAME"
+            )
+
+    def describe(self, settings: Settings) -> str:
+        return f"table {settings.source_table}"
+
+    def read(
+        self, spark: SparkSession, settings: Settings, fmt: str, schema: StructType | None
+    ) -> RawInput:
+        frame = spark.readStream.table(str(settings.source_table))
+        frame = frame.withColumn(SOURCE, F.lit(f"table:{settings.source_table}"))
+        if "value" in frame.columns and fmt in ("json", "csv", "text"):
+            return RawInput(frame.select("value", SOURCE), fmt, True)
+        return RawInput(frame, "typed", True)

@@ -1,0 +1,196 @@
+"""Frozen, self-validating descriptions of durations, triggers and sinks.
+
+They are parsed once at the edge (CLI flags, TOML) and turned into Spark calls elsewhere
+(`slipstream.runner`, `slipstream.sinks`). Nothing here imports Spark."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Literal
+from urllib.parse import unquote, urlsplit
+
+OutputMode = Literal["append", "update", "complete"]
+OUTPUT_MODES: tuple[OutputMode, ...] = ("append", "update", "complete")
+
+_UNITS = {
+    "ms": 0.001, "msec": 0.001, "millisecond": 0.001, "milliseconds": 0.001,
+    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+    "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
+    "d": 86400, "day": 86400, "days": 86400,
+}  # fmt: skip
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*$")
+DURATION_HELP = "a duration such as 90s, 10m, 1h, 500ms or '10 minutes'"
+
+
+def parse_duration(text: str | int | float | timedelta) -> timedelta:
+    """Parse `10m`, `90s`, `1h`, `500ms`, `10 minutes` into a timedelta (positive)."""
+    if isinstance(text, timedelta):
+        value = text
+    elif isinstance(text, bool):
+        raise ValueError(DURATION_HELP)
+    elif isinstance(text, int | float):
+        value = timedelta(seconds=text)
+    else:
+        match = _DURATION.match(str(text))
+        if not match or match.group(2).lower() not in _UNITS:
+            raise ValueError(DURATION_HELP)
+        value = timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2).lower()])
+    if value <= timedelta(0):
+        raise ValueError("a positive duration")
+    return value
+
+
+def spark_interval(value: timedelta) -> str:
+    """The edge: a timedelta as the interval string Spark expects ('600 seconds')."""
+    ms = round(value.total_seconds() * 1000)
+    if ms % 1000 == 0:
+        return f"{ms // 1000} seconds"
+    return f"{ms} milliseconds"
+
+
+def format_duration(value: timedelta) -> str:
+    seconds = value.total_seconds()
+    for unit, size in (("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{round(seconds * 1000)}ms"
+
+
+TriggerKind = Literal["default", "interval", "available-now", "once", "continuous", "real-time"]
+TRIGGER_HELP = (
+    "default, an interval (1s, 5s), available-now, once, continuous:INTERVAL or real-time:INTERVAL"
+)
+
+
+@dataclass(frozen=True)
+class TriggerSpec:
+    kind: TriggerKind = "default"
+    interval: timedelta | None = None
+
+    @classmethod
+    def parse(cls, text: str | TriggerSpec) -> TriggerSpec:
+        if isinstance(text, TriggerSpec):
+            return text
+        raw = str(text).strip().lower()
+        if raw in ("", "default"):
+            return cls("default")
+        if raw in ("available-now", "availablenow", "available_now"):
+            return cls("available-now")
+        if raw == "once":
+            return cls("once")
+        for kind in ("continuous", "real-time"):
+            if raw.startswith(kind + ":"):
+                return cls(kind, parse_duration(raw.split(":", 1)[1]))  # type: ignore[arg-type]
+        if raw in ("continuous", "real-time"):
+            raise ValueError(f"{raw} needs an interval, e.g. {raw}:1s")
+        try:
+            return cls("interval", parse_duration(raw))
+        except ValueError:
+            raise ValueError(TRIGGER_HELP) from None
+
+    @property
+    def finite(self) -> bool:
+        """True when the query stops by itself after the data available at start."""
+        return self.kind in ("available-now", "once")
+
+    def describe(self) -> str:
+        if self.interval is None:
+            return self.kind
+        if self.kind == "interval":
+            return f"every {format_duration(self.interval)}"
+        return f"{self.kind}:{format_duration(self.interval)}"
+
+
+class Secret:
+    """A value that never shows itself in logs, errors, reprs or progress output."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+SinkKind = Literal[
+    "console", "memory", "parquet", "json", "csv", "sqlite", "postgresql", "foreach", "noop"
+]
+FILE_SINKS: frozenset[str] = frozenset({"parquet", "json", "csv"})
+SINK_HELP = (
+    "console, memory, noop, parquet:DIR, json:DIR, csv:DIR, sqlite[:PATH], "
+    "postgresql[://user[:password]@host[:port]/db], foreach:module:attr"
+)
+
+
+@dataclass(frozen=True)
+class SinkSpec:
+    """Where results go. `target` is a directory, a database file, a DSN or a module:attr."""
+
+    kind: SinkKind
+    target: str | None = None
+    password: Secret | None = field(default=None, compare=False)
+
+    @classmethod
+    def parse(cls, text: str | SinkSpec) -> SinkSpec:
+        if isinstance(text, SinkSpec):
+            return text
+        raw = str(text).strip()
+        if raw.startswith(("postgresql://", "postgres://")):
+            parts = urlsplit(raw)
+            if not parts.hostname or not parts.path.strip("/"):
+                raise ValueError("postgresql://user[:password]@host[:port]/db")
+            password = Secret(unquote(parts.password)) if parts.password else None
+            netloc = parts.hostname
+            if parts.username:
+                netloc = f"{unquote(parts.username)}@{netloc}"
+            if parts.port:
+                netloc += f":{parts.port}"
+            target = f"postgresql://{netloc}{parts.path}"
+            if parts.query:
+                target += f"?{parts.query}"
+            return cls("postgresql", target, password)
+        kind, _, target = raw.partition(":")
+        kind = kind.lower()
+        if kind in ("console", "memory", "noop", "postgresql") and not target:
+            return cls(kind)  # type: ignore[arg-type]
+        if kind == "sqlite":
+            return cls("sqlite", target or None)
+        if kind in FILE_SINKS:
+            if not target:
+                raise ValueError(f"{kind}:DIR (a directory for the files)")
+            return cls(kind, target)  # type: ignore[arg-type]
+        if kind == "foreach" and ":" in target:
+            return cls("foreach", target)
+        raise ValueError(SINK_HELP)
+
+    @property
+    def is_file_sink(self) -> bool:
+        return self.kind in FILE_SINKS
+
+    def describe(self) -> str:
+        """Shown in `check`, logs and errors: never includes a password."""
+        return (
+            f"{self.kind}:{self.target}"
+            if self.target and self.kind != "postgresql"
+            else (self.target or self.kind)
+        )
+
+    def path(self) -> Path:
+        assert self.target is not None
+        return Path(self.target)

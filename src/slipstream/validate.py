@@ -1,0 +1,144 @@
+"""Rules checked before any query starts: the combinations the seeds and Spark forbid.
+
+Each rule has a stable code (slipstream.errors.CODES). `violations` returns every broken rule so
+`slipstream check` can list them; `validate` raises the first, and `slipstream run` calls it
+before starting anything."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from slipstream.errors import ValidationError
+from slipstream.plan import Plan
+from slipstream.specs import OutputMode, SinkSpec, TriggerSpec
+
+CONTINUOUS_SOURCES = frozenset({"rate", "kafka"})
+CONTINUOUS_SINKS = frozenset({"console", "memory", "kafka", "foreach"})
+REAL_TIME_SOURCES = frozenset({"kafka"})
+REAL_TIME_SINKS = frozenset({"console", "foreach", "kafka"})
+
+
+def violations(
+    plan: Plan,
+    mode: OutputMode,
+    sink: SinkSpec,
+    trigger: TriggerSpec,
+    source: str,
+    offered_modes: Iterable[OutputMode] | None = None,
+) -> list[ValidationError]:
+    found: list[ValidationError] = []
+
+    def refuse(code: str, message: str, fix: str) -> None:
+        found.append(ValidationError(code, message, fix))
+
+    if sink.is_file_sink and mode != "append":
+        refuse(
+            "FILE_SINK_APPEND_ONLY",
+            f"the {sink.kind} file sink takes append mode only; got --mode {mode}",
+            "use --mode append (finalised rows only), or a database sink such as "
+            "sqlite: for update/complete",
+        )
+    if mode == "complete" and not plan.aggregation:
+        refuse(
+            "COMPLETE_NEEDS_AGGREGATION",
+            "complete mode rewrites the whole result table, which needs a streaming "
+            "aggregation; this query has none",
+            "use --mode append (or update) for a query without aggregation",
+        )
+    if plan.aggregation and mode == "append":
+        if plan.window == "none" or plan.watermark_column is None:
+            refuse(
+                "APPEND_NEEDS_WATERMARK",
+                "append mode on an aggregation needs an event-time window with a watermark: "
+                "without one, no row is ever final",
+                "use --mode update or complete, or aggregate over an event-time window with "
+                "withWatermark on the same column",
+            )
+        elif plan.watermark_column != plan.window_column:
+            refuse(
+                "APPEND_NEEDS_WATERMARK",
+                f"the watermark is on {plan.watermark_column!r} but the window is on "
+                f"{plan.window_column!r}",
+                "put withWatermark on the window's event-time column",
+            )
+        elif not plan.watermark_before_aggregation:
+            refuse(
+                "APPEND_NEEDS_WATERMARK",
+                "the watermark is declared after the groupBy, so Spark ignores it",
+                "call withWatermark before groupBy",
+            )
+    if plan.window == "session" and mode == "update":
+        refuse(
+            "SESSION_WINDOW_NO_UPDATE",
+            "session windows do not support update mode",
+            "use --mode append (sessions emitted when they close) or complete",
+        )
+    for op in plan.stream_ops:
+        if op == "sort" and plan.aggregation and plan.ops_after_aggregation:
+            if mode != "complete":
+                refuse(
+                    "SORT_NEEDS_COMPLETE",
+                    f"sorting an aggregated stream is supported in complete mode only; got "
+                    f"--mode {mode}",
+                    "use --mode complete, or sort when reading the sink",
+                )
+            continue
+        if not plan.aggregation or not plan.ops_after_aggregation:
+            refuse(
+                "UNSUPPORTED_STREAM_OPERATION",
+                f"{op} is not supported on a streaming DataFrame without an aggregation",
+                {
+                    "limit": "apply the limit when reading the sink's table",
+                    "distinct": "use dropDuplicates with a watermark (bounded state)",
+                    "sort": "sort when reading the sink's table",
+                }[op],
+            )
+    if trigger.kind == "continuous":
+        reasons = []
+        if not plan.map_like:
+            reasons.append("the query is stateful or joins (only map-like queries are allowed)")
+        if source not in CONTINUOUS_SOURCES:
+            reasons.append(f"source {source} (allowed: {', '.join(sorted(CONTINUOUS_SOURCES))})")
+        if sink.kind not in CONTINUOUS_SINKS:
+            reasons.append(f"sink {sink.kind} (allowed: {', '.join(sorted(CONTINUOUS_SINKS))})")
+        if reasons:
+            refuse(
+                "CONTINUOUS_NOT_ELIGIBLE",
+                "the continuous trigger cannot run this query: " + "; ".join(reasons),
+                "use a micro-batch trigger (default or an interval such as 1s)",
+            )
+    if trigger.kind == "real-time":
+        reasons = []
+        if not plan.map_like:
+            reasons.append("the query is stateful or joins")
+        if source not in REAL_TIME_SOURCES:
+            reasons.append(f"source {source} (allowed: kafka)")
+        if sink.kind not in REAL_TIME_SINKS:
+            reasons.append(f"sink {sink.kind} (allowed: {', '.join(sorted(REAL_TIME_SINKS))})")
+        if reasons:
+            refuse(
+                "REAL_TIME_NOT_ELIGIBLE",
+                "the real-time trigger cannot run this query: " + "; ".join(reasons),
+                "use a micro-batch trigger (default or an interval such as 1s)",
+            )
+    offered = tuple(offered_modes or ())
+    if offered and mode not in offered and not found:
+        refuse(
+            "MODE_NOT_SUPPORTED",
+            f"this pipeline offers modes {', '.join(offered)}; got --mode {mode}",
+            f"use --mode {offered[0]}",
+        )
+    return found
+
+
+def validate(
+    plan: Plan,
+    mode: OutputMode,
+    sink: SinkSpec,
+    trigger: TriggerSpec,
+    source: str,
+    offered_modes: Iterable[OutputMode] | None = None,
+) -> None:
+    found = violations(plan, mode, sink, trigger, source, offered_modes)
+    if found:
+        raise found[0]
