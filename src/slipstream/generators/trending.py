@@ -61,6 +61,8 @@ from slipstream.generators.files import write_atomically
 from slipstream.progressbar import ProgressBar
 
 __all__ = [
+    "CATALOG_HEADER",
+    "MALFORMED_KINDS",
     "SECTIONS",
     "Article",
     "Clock",
