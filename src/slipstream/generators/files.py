@@ -1,24 +1,71 @@
-"""Atomic file writes: Spark's file source must never see a half-written file."""
+"""Atomic file publication for generators and the test harness.
+
+Spark's file source lists a directory and reads every file it has not seen before, once. A file it
+lists while it is still being written is read half-written and never again. So every file a
+generator produces is written under a hidden temporary name in the same directory (Spark ignores
+names starting with ``.`` or ``_``), flushed to disk, and only then renamed to its final name with
+``os.replace``, which is atomic within one file system.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+__all__ = ["write_atomically"]
+
+_FILE_MODE = 0o644
+
 
 def write_atomically(directory: Path, name: str, lines: Iterable[str]) -> Path:
-    """Write lines to a hidden temporary name in `directory`, fsync, then rename into place.
+    """Write ``lines`` to ``directory / name`` so that readers see either nothing or the whole file.
 
-    The temporary name starts with '.', which Spark's file source ignores."""
+    Each item of ``lines`` is one line without its terminator; a ``"\\n"`` is written after each.
+    The data goes to a temporary file named ``.<name>.<random>.tmp`` in the same directory, is
+    fsynced, and is renamed to ``name``; the directory is then fsynced so the rename survives a
+    crash. An existing file named ``name`` is replaced. If anything fails (including the
+    ``lines`` iterable raising), the temporary file is removed and ``name`` is left untouched.
+
+    Returns the final path.
+    """
+    if not name or name in {".", ".."} or "/" in name or os.sep in name:
+        raise ValueError(f"name must be a plain file name; got name={name!r}")
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    final = directory / name
-    temp = directory / f".{name}.tmp-{os.getpid()}"
-    with open(temp, "w") as handle:
-        for line in lines:
-            handle.write(line.rstrip("\n") + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, final)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"directory does not exist: {directory}; create it first")
+
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            # mkstemp creates 0600; published files should read like any other file.
+            if hasattr(os, "fchmod"):
+                os.fchmod(handle.fileno(), _FILE_MODE)
+            handle.writelines(f"{line}\n" for line in lines)
+            handle.flush()
+            os.fsync(handle.fileno())
+        final = directory / name
+        os.replace(tmp, final)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    _fsync_directory(directory)
     return final
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
