@@ -1,0 +1,49 @@
+# slipstream: two commands on a fresh machine.
+#   make demo   the flagship job on embedded defaults (local Spark, files, SQLite)
+#   make test   lint + the whole suite (installs and starts what the tests need)
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: venv demo test lint format services bench bench-quick clean check-java
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "slipstream needs Python 3.11+"'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+check-java:
+	@command -v java >/dev/null || { echo "slipstream needs Java 17+ (apt-get install openjdk-17-jre-headless)"; exit 1; }
+
+demo: venv check-java
+	$(VENV)/bin/slipstream demo
+
+lint: venv
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+
+format: venv
+	$(VENV)/bin/ruff format src tests bench
+	$(VENV)/bin/ruff check --fix src tests bench
+
+# Real services for the tests: PostgreSQL and headless Chromium from Debian (installed if missing).
+services:
+	bash scripts/install-services.sh
+
+test: venv check-java lint services
+	$(PY) -m pytest
+
+bench: venv check-java
+	$(PY) -m bench all
+
+bench-quick: venv check-java
+	$(PY) -m bench all --quick
+
+clean:
+	rm -rf state demo-state artifacts .pytest_cache
