@@ -1,0 +1,380 @@
+"""Typed events of the slipstream event log.
+
+The event log is one JSON object per line (see ``eventlog.py``). The listener writes the
+records; everything else (status, metrics, dashboard) reads them through ``parse_event``,
+which turns a record into one of the frozen dataclasses below. Spark's own progress JSON is
+kept as it came (``QueryProgress.progress``) and read through typed accessors that tolerate
+missing keys and non-finite rates, because Spark omits or nulls fields depending on the
+query shape (no watermark, no state, first batch).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Literal
+
+EventKind = Literal["run_started", "run_stopped", "started", "progress", "idle", "terminated"]
+
+QUALITY_METRIC = "quality"
+"""Name of the ``observe()`` metric that carries ``input`` and ``quarantined`` row counts."""
+EXPECTATIONS_METRIC = "expectations"
+"""Name of the ``observe()`` metric that carries one violation count per expectation rule."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+Clock = Callable[[], datetime]
+"""Returns the current time as an aware UTC datetime; injected wherever "now" matters."""
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class EventFormatError(ValueError):
+    """A record that is not a slipstream event; ``code`` is stable, the message is for people."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"[{code}] {message}")
+        self.code = code
+
+
+# --------------------------------------------------------------------------- time helpers
+
+
+def parse_ts(value: Any) -> datetime | None:
+    """An aware UTC datetime from an ISO-8601 string (``Z`` or offset); None if absent or bad."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def format_ts(value: datetime) -> str:
+    """``2024-05-01T12:00:00.123Z``: the millisecond UTC form Spark itself writes."""
+    if value.tzinfo is None:
+        raise ValueError(f"timestamps must be timezone-aware; got naive {value!r}")
+    utc = value.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+def _finite(value: Any) -> float | None:
+    """A finite float, or None for missing, null, NaN, infinities and non-numbers."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _int(value: Any, default: int = 0) -> int:
+    number = _finite(value)
+    return default if number is None else int(number)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _operators(progress: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    ops = progress.get("stateOperators")
+    return [op for op in ops if isinstance(op, Mapping)] if isinstance(ops, list) else []
+
+
+# --------------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    """A ``slipstream run`` process started its queries."""
+
+    kind: ClassVar[EventKind] = "run_started"
+    ts: datetime
+    pipeline: str
+    pid: int | None = None
+    queries: tuple[str, ...] = ()
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "event": self.kind,
+            "ts": format_ts(self.ts),
+            "pipeline": self.pipeline,
+            "pid": self.pid,
+            "queries": list(self.queries),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class RunStopped:
+    """A ``slipstream run`` process stopped (cleanly, or after a query failed)."""
+
+    kind: ClassVar[EventKind] = "run_stopped"
+    ts: datetime
+    pipeline: str
+    pid: int | None = None
+    queries: tuple[str, ...] = ()
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "event": self.kind,
+            "ts": format_ts(self.ts),
+            "pipeline": self.pipeline,
+            "pid": self.pid,
+            "queries": list(self.queries),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class _QueryEvent:
+    ts: datetime
+    pipeline: str
+    query: str
+    query_id: str
+    run_id: str
+    pid: int | None
+
+    def _envelope(self, kind: EventKind) -> dict[str, Any]:
+        return {
+            "event": kind,
+            "ts": format_ts(self.ts),
+            "pipeline": self.pipeline,
+            "query": self.query,
+            "query_id": self.query_id,
+            "run_id": self.run_id,
+            "pid": self.pid,
+        }
+
+
+@dataclass(frozen=True)
+class QueryStarted(_QueryEvent):
+    kind: ClassVar[EventKind] = "started"
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._envelope(self.kind)
+
+
+@dataclass(frozen=True)
+class QueryIdle(_QueryEvent):
+    """No new data arrived for ``spark.sql.streaming.noDataProgressEventInterval``."""
+
+    kind: ClassVar[EventKind] = "idle"
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._envelope(self.kind)
+
+
+@dataclass(frozen=True)
+class QueryTerminated(_QueryEvent):
+    kind: ClassVar[EventKind] = "terminated"
+    exception: str | None = None
+    error_class: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.exception is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        record = self._envelope(self.kind)
+        record["exception"] = self.exception
+        record["error_class"] = self.error_class
+        return record
+
+
+@dataclass(frozen=True)
+class QueryProgress(_QueryEvent):
+    """One completed micro-batch; ``progress`` is Spark's StreamingQueryProgress JSON as a dict."""
+
+    kind: ClassVar[EventKind] = "progress"
+    progress: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        record = self._envelope(self.kind)
+        record["progress"] = dict(self.progress)
+        return record
+
+    @property
+    def batch_id(self) -> int | None:
+        number = _finite(self.progress.get("batchId"))
+        return None if number is None else int(number)
+
+    @property
+    def batch_timestamp(self) -> datetime | None:
+        """When Spark triggered the batch (``timestamp`` in the progress)."""
+        return parse_ts(self.progress.get("timestamp"))
+
+    @property
+    def input_rows(self) -> int:
+        rows = _finite(self.progress.get("numInputRows"))
+        if rows is not None:
+            return int(rows)
+        sources = self.progress.get("sources")
+        if isinstance(sources, list):
+            return sum(_int(_mapping(s).get("numInputRows")) for s in sources)
+        return 0
+
+    @property
+    def input_rps(self) -> float | None:
+        """Rows per second arriving; None when Spark could not compute it (NaN, first batch)."""
+        return _finite(self.progress.get("inputRowsPerSecond"))
+
+    @property
+    def processed_rps(self) -> float | None:
+        return _finite(self.progress.get("processedRowsPerSecond"))
+
+    @property
+    def duration_ms(self) -> dict[str, int]:
+        """Spark's ``durationMs`` phases (triggerExecution, addBatch, ...), in milliseconds."""
+        phases = _mapping(self.progress.get("durationMs"))
+        return {str(k): int(v) for k, v in phases.items() if _finite(v) is not None}
+
+    @property
+    def batch_duration_ms(self) -> int | None:
+        """Wall time of the batch: ``batchDuration``, else ``durationMs.triggerExecution``."""
+        value = _finite(self.progress.get("batchDuration"))
+        if value is None:
+            value = _finite(self.duration_ms.get("triggerExecution"))
+        return None if value is None else int(value)
+
+    @property
+    def watermark(self) -> datetime | None:
+        """The event-time watermark used by this batch; None if the query has none yet.
+
+        Spark reports ``1970-01-01T00:00:00.000Z`` until the first watermark is set; that is
+        treated as "no watermark".
+        """
+        mark = parse_ts(_mapping(self.progress.get("eventTime")).get("watermark"))
+        return None if mark is None or mark == _EPOCH else mark
+
+    @property
+    def state_rows(self) -> int:
+        return sum(_int(op.get("numRowsTotal")) for op in _operators(self.progress))
+
+    @property
+    def state_memory_bytes(self) -> int:
+        return sum(_int(op.get("memoryUsedBytes")) for op in _operators(self.progress))
+
+    @property
+    def dropped_by_watermark(self) -> int:
+        """Late rows dropped in this batch, summed over all stateful operators."""
+        return sum(_int(op.get("numRowsDroppedByWatermark")) for op in _operators(self.progress))
+
+    def observed(self, name: str) -> dict[str, float]:
+        """The finite numeric fields of one ``observe(name, ...)`` metric (empty if absent)."""
+        fields = _mapping(_mapping(self.progress.get("observedMetrics")).get(name))
+        out: dict[str, float] = {}
+        for key, value in fields.items():
+            number = _finite(value)
+            if number is not None:
+                out[str(key)] = number
+        return out
+
+    @property
+    def quarantined(self) -> int:
+        return int(self.observed(QUALITY_METRIC).get("quarantined", 0))
+
+    @property
+    def expectation_violations(self) -> dict[str, int]:
+        return {rule: int(n) for rule, n in self.observed(EXPECTATIONS_METRIC).items()}
+
+
+Event = RunStarted | RunStopped | QueryStarted | QueryProgress | QueryIdle | QueryTerminated
+QueryEvent = QueryStarted | QueryProgress | QueryIdle | QueryTerminated
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def _require_ts(record: Mapping[str, Any]) -> datetime:
+    if "ts" not in record:
+        raise EventFormatError("EVENT_MISSING_FIELD", "event record has no 'ts'")
+    ts = parse_ts(record["ts"])
+    if ts is None:
+        raise EventFormatError(
+            "EVENT_BAD_TIMESTAMP",
+            f"'ts' must be ISO-8601 like 2024-05-01T12:00:00Z; got {record['ts']!r}",
+        )
+    return ts
+
+
+def _pid(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def parse_event(record: Mapping[str, Any]) -> Event:
+    """Turn one event-log record into a typed event.
+
+    Raises ``EventFormatError`` (codes ``EVENT_NOT_AN_OBJECT``, ``EVENT_UNKNOWN_KIND``,
+    ``EVENT_MISSING_FIELD``, ``EVENT_BAD_TIMESTAMP``) for records that cannot be events;
+    fields inside Spark's progress payload are never required.
+    """
+    if not isinstance(record, Mapping):
+        kind_name = type(record).__name__
+        raise EventFormatError("EVENT_NOT_AN_OBJECT", f"expected a JSON object; got {kind_name}")
+    kind = record.get("event")
+    ts = _require_ts(record)
+    pipeline = _text(record.get("pipeline"))
+    if pipeline is None:
+        raise EventFormatError("EVENT_MISSING_FIELD", f"{kind!r} event has no 'pipeline'")
+    pid = _pid(record.get("pid"))
+
+    if kind in ("run_started", "run_stopped"):
+        queries = record.get("queries")
+        names = tuple(str(q) for q in queries) if isinstance(queries, list) else ()
+        cls = RunStarted if kind == "run_started" else RunStopped
+        reason = _text(record.get("reason"))
+        return cls(ts=ts, pipeline=pipeline, pid=pid, queries=names, reason=reason)
+
+    if kind not in ("started", "progress", "idle", "terminated"):
+        raise EventFormatError(
+            "EVENT_UNKNOWN_KIND",
+            "'event' must be one of run_started, run_stopped, started, progress, idle, "
+            f"terminated; got {kind!r}",
+        )
+
+    progress = _mapping(record.get("progress")) if kind == "progress" else {}
+    query_id = _text(record.get("query_id")) or _text(progress.get("id"))
+    if query_id is None:
+        raise EventFormatError("EVENT_MISSING_FIELD", f"{kind!r} event has no 'query_id'")
+    run_id = _text(record.get("run_id")) or _text(progress.get("runId")) or ""
+    query = _text(record.get("query")) or _text(progress.get("name")) or query_id
+    common: dict[str, Any] = {
+        "ts": ts,
+        "pipeline": pipeline,
+        "query": query,
+        "query_id": query_id,
+        "run_id": run_id,
+        "pid": pid,
+    }
+    if kind == "started":
+        return QueryStarted(**common)
+    if kind == "idle":
+        return QueryIdle(**common)
+    if kind == "terminated":
+        return QueryTerminated(
+            **common,
+            exception=_text(record.get("exception")),
+            error_class=_text(record.get("error_class")),
+        )
+    return QueryProgress(**common, progress=dict(progress))
