@@ -1,0 +1,533 @@
+"""Status verdicts from the event log: is each query running, keeping up, stalled or failed?
+
+``StatusTracker`` consumes events one at a time and keeps bounded state per query, so a
+dashboard can follow a live log; ``query_status(events, now)`` is the one-shot form used by
+``slipstream status``. Both take ``now`` and a pid check as arguments, so verdicts are
+reproducible from a recorded log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from statistics import fmean
+from typing import Any, Literal
+
+from slipstream.monitor.eventlog import event_log_path, pipelines_in, read_events
+from slipstream.monitor.events import (
+    Event,
+    QueryIdle,
+    QueryProgress,
+    QueryStarted,
+    QueryTerminated,
+    RunStarted,
+    RunStopped,
+    format_ts,
+)
+
+Health = Literal["healthy", "falling_behind", "stalled", "failed", "stopped"]
+PidCheck = Callable[[int], bool]
+
+DEFAULT_STALL_AFTER = timedelta(minutes=2)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists on this machine (signal 0 probes, sends nothing)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+@dataclass(frozen=True)
+class FallingBehindRule:
+    """Falling behind: of the last ``window`` batches that read rows, at least ``min_slow``
+    processed rows more slowly than they arrived, and processed/input averages below
+    ``max_ratio``."""
+
+    window: int = 5
+    min_slow: int = 3
+    max_ratio: float = 0.95
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_slow <= self.window:
+            raise ValueError(
+                f"min_slow must be between 1 and window; got min_slow={self.min_slow}, "
+                f"window={self.window}"
+            )
+        if not 0 < self.max_ratio <= 1:
+            raise ValueError(f"max_ratio must be in (0, 1]; got max_ratio={self.max_ratio}")
+
+
+@dataclass(frozen=True)
+class ProgressPoint:
+    """One batch as a point of the dashboard's charts."""
+
+    ts: datetime
+    batch_id: int | None
+    input_rows: int
+    input_rps: float | None
+    processed_rps: float | None
+    batch_duration_ms: int | None
+    watermark_lag_s: float | None  # when the batch completed, minus its watermark
+    state_rows: int
+
+    @classmethod
+    def of(cls, event: QueryProgress) -> ProgressPoint:
+        mark = event.watermark
+        return cls(
+            ts=event.ts,
+            batch_id=event.batch_id,
+            input_rows=event.input_rows,
+            input_rps=event.input_rps,
+            processed_rps=event.processed_rps,
+            batch_duration_ms=event.batch_duration_ms,
+            watermark_lag_s=None if mark is None else (event.ts - mark).total_seconds(),
+            state_rows=event.state_rows,
+        )
+
+
+@dataclass(frozen=True)
+class QueryStatus:
+    pipeline: str
+    query: str
+    query_id: str
+    run_id: str
+    pid: int | None
+    running: bool
+    health: Health
+    reason: str
+    started_at: datetime | None
+    last_event_at: datetime | None
+    last_batch_id: int | None
+    last_batch_at: datetime | None
+    input_rps: float | None  # average over the recent batches
+    processed_rps: float | None
+    batch_duration_ms: int | None  # of the last batch
+    watermark: datetime | None
+    watermark_lag: timedelta | None  # now - watermark (last batch - watermark once stopped)
+    state_rows: int
+    state_memory_bytes: int
+    total_batches: int
+    total_input_rows: int
+    total_quarantined: int
+    total_dropped_by_watermark: int
+    expectation_violations: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+    error_class: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        def ts(value: datetime | None) -> str | None:
+            return None if value is None else format_ts(value)
+
+        return {
+            "pipeline": self.pipeline,
+            "query": self.query,
+            "query_id": self.query_id,
+            "run_id": self.run_id,
+            "pid": self.pid,
+            "running": self.running,
+            "health": self.health,
+            "reason": self.reason,
+            "started_at": ts(self.started_at),
+            "last_event_at": ts(self.last_event_at),
+            "last_batch_id": self.last_batch_id,
+            "last_batch_at": ts(self.last_batch_at),
+            "input_rows_per_second": self.input_rps,
+            "processed_rows_per_second": self.processed_rps,
+            "batch_duration_ms": self.batch_duration_ms,
+            "watermark": ts(self.watermark),
+            "watermark_lag_seconds": (
+                None if self.watermark_lag is None else self.watermark_lag.total_seconds()
+            ),
+            "state_rows": self.state_rows,
+            "state_memory_bytes": self.state_memory_bytes,
+            "total_batches": self.total_batches,
+            "total_input_rows": self.total_input_rows,
+            "total_quarantined": self.total_quarantined,
+            "total_dropped_by_watermark": self.total_dropped_by_watermark,
+            "expectation_violations": dict(self.expectation_violations),
+            "error": self.error,
+            "error_class": self.error_class,
+        }
+
+
+@dataclass
+class _QueryState:
+    pipeline: str
+    query: str
+    query_id: str = ""
+    run_id: str = ""
+    pid: int | None = None
+    started_at: datetime | None = None
+    last_event_at: datetime | None = None
+    terminated: QueryTerminated | None = None
+    idle_since: datetime | None = None
+    last: QueryProgress | None = None
+    watermark: datetime | None = None
+    recent: deque[QueryProgress] = field(default_factory=deque)
+    total_batches: int = 0
+    total_input_rows: int = 0
+    total_quarantined: int = 0
+    total_dropped: int = 0
+    violations: dict[str, int] = field(default_factory=dict)
+
+
+class StatusTracker:
+    """Feed events in log order; ask for verdicts at any time.
+
+    Memory is bounded: per query only the last ``history`` progress events are kept (for the
+    charts and the recent averages) plus running totals.
+    """
+
+    def __init__(
+        self,
+        stall_after: timedelta = DEFAULT_STALL_AFTER,
+        rule: FallingBehindRule | None = None,
+        history: int = 120,
+        pid_check: PidCheck = pid_alive,
+    ) -> None:
+        if stall_after <= timedelta(0):
+            raise ValueError(f"stall_after must be positive; got stall_after={stall_after}")
+        self.stall_after = stall_after
+        self.rule = rule or FallingBehindRule()
+        if history < self.rule.window:
+            raise ValueError(
+                f"history must hold at least the rule's window; got history={history}, "
+                f"window={self.rule.window}"
+            )
+        self.history = history
+        self.pid_check = pid_check
+        self._queries: dict[tuple[str, str], _QueryState] = {}
+        self._runs: dict[str, RunStarted | RunStopped] = {}
+
+    def feed(self, events: Iterable[Event]) -> None:
+        for event in events:
+            self.add(event)
+
+    def add(self, event: Event) -> None:
+        if isinstance(event, RunStarted | RunStopped):
+            self._runs[event.pipeline] = event
+            return
+        state = self._queries.get((event.pipeline, event.query))
+        if state is None:
+            state = _QueryState(event.pipeline, event.query, recent=deque(maxlen=self.history))
+            self._queries[(event.pipeline, event.query)] = state
+        state.query_id, state.run_id = event.query_id, event.run_id or state.run_id
+        state.pid = event.pid if event.pid is not None else state.pid
+        state.last_event_at = event.ts
+        if isinstance(event, QueryStarted):
+            state.started_at = event.ts
+            state.terminated = None
+            state.idle_since = None
+        elif isinstance(event, QueryIdle):
+            state.idle_since = state.idle_since or event.ts
+        elif isinstance(event, QueryTerminated):
+            state.terminated = event
+        elif isinstance(event, QueryProgress):
+            self._add_progress(state, event)
+
+    @staticmethod
+    def _add_progress(state: _QueryState, event: QueryProgress) -> None:
+        if state.started_at is None:  # log rotated past the started event
+            state.started_at = event.ts
+        state.last = event
+        state.recent.append(event)
+        if event.input_rows > 0:
+            state.idle_since = None
+        state.watermark = event.watermark or state.watermark
+        state.total_batches += 1
+        state.total_input_rows += event.input_rows
+        state.total_quarantined += event.quarantined
+        state.total_dropped += event.dropped_by_watermark
+        for rule, count in event.expectation_violations.items():
+            state.violations[rule] = state.violations.get(rule, 0) + count
+
+    def keys(self) -> list[tuple[str, str]]:
+        return sorted(self._queries)
+
+    def statuses(self, now: datetime) -> list[QueryStatus]:
+        return [self._status(self._queries[key], now) for key in self.keys()]
+
+    def series(self, pipeline: str, query: str, points: int | None = None) -> list[ProgressPoint]:
+        state = self._queries.get((pipeline, query))
+        if state is None:
+            return []
+        recent = list(state.recent)
+        return [ProgressPoint.of(p) for p in (recent[-points:] if points else recent)]
+
+    # ----------------------------------------------------------------- verdicts
+
+    def _status(self, st: _QueryState, now: datetime) -> QueryStatus:
+        health, reason, running = self._verdict(st, now)
+        recent = list(st.recent)[-self.rule.window :]
+        last = st.last
+        mark_reference = now if running else (st.last.ts if st.last else now)
+        term = st.terminated
+        return QueryStatus(
+            pipeline=st.pipeline,
+            query=st.query,
+            query_id=st.query_id,
+            run_id=st.run_id,
+            pid=st.pid,
+            running=running,
+            health=health,
+            reason=reason,
+            started_at=st.started_at,
+            last_event_at=st.last_event_at,
+            last_batch_id=last.batch_id if last else None,
+            last_batch_at=last.ts if last else None,
+            input_rps=_mean(p.input_rps for p in recent),
+            processed_rps=_mean(p.processed_rps for p in recent),
+            batch_duration_ms=last.batch_duration_ms if last else None,
+            watermark=st.watermark,
+            watermark_lag=None if st.watermark is None else mark_reference - st.watermark,
+            state_rows=last.state_rows if last else 0,
+            state_memory_bytes=last.state_memory_bytes if last else 0,
+            total_batches=st.total_batches,
+            total_input_rows=st.total_input_rows,
+            total_quarantined=st.total_quarantined,
+            total_dropped_by_watermark=st.total_dropped,
+            expectation_violations=dict(st.violations),
+            error=term.exception if term else None,
+            error_class=term.error_class if term else None,
+        )
+
+    def _verdict(self, st: _QueryState, now: datetime) -> tuple[Health, str, bool]:
+        term = st.terminated
+        if term is not None:
+            if term.exception is not None:
+                cause = summarize_error(term.exception)
+                if term.error_class and term.error_class not in cause:
+                    cause = f"{term.error_class}: {cause}"
+                return "failed", f"failed at {format_ts(term.ts)}: {cause}", False
+            return "stopped", f"stopped cleanly at {format_ts(term.ts)}", False
+
+        run = self._runs.get(st.pipeline)
+        if isinstance(run, RunStopped) and st.started_at is not None and run.ts >= st.started_at:
+            why = f" ({run.reason})" if run.reason else ""
+            return "stopped", f"run stopped at {format_ts(run.ts)}{why}", False
+        if st.pid is not None and not self.pid_check(st.pid):
+            return (
+                "failed",
+                f"process {st.pid} is gone without a terminated event (killed or crashed)",
+                False,
+            )
+
+        quiet_since = st.last_event_at or st.started_at or now
+        quiet = now - quiet_since
+        if quiet > self.stall_after:
+            last = st.last
+            where = (
+                f"; last batch {last.batch_id} at {format_ts(last.ts)}"
+                if last is not None
+                else "; no batch completed yet"
+            )
+            limit = human_duration(self.stall_after)
+            return (
+                "stalled",
+                f"no progress for {human_duration(quiet)} (limit {limit}){where}",
+                True,
+            )
+
+        behind = self._falling_behind(st)
+        if behind is not None:
+            return "falling_behind", behind, True
+        if st.idle_since is not None:
+            return "healthy", f"idle: no new data since {format_ts(st.idle_since)}", True
+        recent = list(st.recent)[-self.rule.window :]
+        in_rps = _mean(p.input_rps for p in recent)
+        out_rps = _mean(p.processed_rps for p in recent)
+        if in_rps is None or out_rps is None:
+            return "healthy", "running; waiting for the first batches", True
+        return (
+            "healthy",
+            f"keeping up: {out_rps:,.0f} rows/s processed vs {in_rps:,.0f} rows/s arriving",
+            True,
+        )
+
+    def _falling_behind(self, st: _QueryState) -> str | None:
+        rule = self.rule
+        ratios = [
+            p.processed_rps / p.input_rps
+            for p in st.recent
+            if p.input_rows > 0 and p.input_rps and p.processed_rps is not None
+        ][-rule.window :]
+        slow = sum(1 for r in ratios if r < 1.0)
+        if len(ratios) < rule.min_slow or slow < rule.min_slow:
+            return None
+        average = fmean(ratios)
+        if average >= rule.max_ratio:
+            return None
+        return (
+            f"processing {average:.0%} of the arrival rate: {slow} of the last {len(ratios)} "
+            "batches were slower than their input"
+        )
+
+
+# --------------------------------------------------------------------------- one-shot API
+
+
+def query_status(
+    events: Iterable[Event],
+    now: datetime,
+    stall_after: timedelta = DEFAULT_STALL_AFTER,
+    pid_check: PidCheck = pid_alive,
+    rule: FallingBehindRule | None = None,
+) -> list[QueryStatus]:
+    """Verdicts per (pipeline, query) after reading ``events`` in order."""
+    tracker = StatusTracker(stall_after=stall_after, rule=rule, pid_check=pid_check)
+    tracker.feed(events)
+    return tracker.statuses(now)
+
+
+def load_status(
+    state_dir: Path | str,
+    now: datetime,
+    stall_after: timedelta = DEFAULT_STALL_AFTER,
+    pid_check: PidCheck = pid_alive,
+) -> list[QueryStatus]:
+    """Verdicts for every pipeline that has an event log under ``state_dir``."""
+    statuses: list[QueryStatus] = []
+    for pipeline in pipelines_in(state_dir):
+        events = read_events(event_log_path(state_dir, pipeline))
+        statuses.extend(query_status(events, now, stall_after=stall_after, pid_check=pid_check))
+    return statuses
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def to_json(statuses: Sequence[QueryStatus], now: datetime) -> str:
+    """The ``--json`` form: ``{"generated": ts, "queries": [status, ...]}``."""
+    payload = {"generated": format_ts(now), "queries": [s.to_dict() for s in statuses]}
+    return json.dumps(payload, indent=2)
+
+
+_HEALTH_LABEL: dict[Health, str] = {
+    "healthy": "healthy",
+    "falling_behind": "FALLING BEHIND",
+    "stalled": "STALLED",
+    "failed": "FAILED",
+    "stopped": "stopped",
+}
+
+
+def format_status_table(statuses: Sequence[QueryStatus], now: datetime) -> str:
+    """A fixed-width table for the terminal, then one reason line per query."""
+    if not statuses:
+        return "no pipelines have an event log yet"
+    header = (
+        "PIPELINE",
+        "QUERY",
+        "HEALTH",
+        "BATCH",
+        "LAST BATCH",
+        "IN ROWS/S",
+        "OUT ROWS/S",
+        "WM LAG",
+        "STATE ROWS",
+        "ROWS",
+        "QUARANTINED",
+        "LATE",
+    )
+    rows = [header]
+    for s in statuses:
+        ago = "-" if s.last_batch_at is None else human_duration(now - s.last_batch_at) + " ago"
+        rows.append(
+            (
+                s.pipeline,
+                s.query,
+                _HEALTH_LABEL[s.health],
+                "-" if s.last_batch_id is None else str(s.last_batch_id),
+                ago,
+                _rate(s.input_rps),
+                _rate(s.processed_rps),
+                "-" if s.watermark_lag is None else human_duration(s.watermark_lag),
+                f"{s.state_rows:,}",
+                f"{s.total_input_rows:,}",
+                f"{s.total_quarantined:,}",
+                f"{s.total_dropped_by_watermark:,}",
+            )
+        )
+    numeric = {3, 5, 6, 7, 8, 9, 10, 11}
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i])
+            for i, cell in enumerate(row)
+        ).rstrip()
+        for row in rows
+    ]
+    lines.append("")
+    lines.extend(f"{s.pipeline}/{s.query}: {s.reason}" for s in statuses)
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _mean(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return fmean(present) if present else None
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.$]*(?:Error|Exception|Exit|Interrupt)\b.*?: \S")
+
+
+def summarize_error(text: str, limit: int = 200) -> str:
+    """The line of an exception dump a person needs first.
+
+    Spark wraps Python errors raised in ``foreachBatch`` in a Py4J exception whose text embeds
+    the Python traceback; the useful line is the traceback's last ``SomeError: message``.
+    Otherwise the first ``...Exception: message`` line (Spark's own errors) or the first line.
+    """
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    marks = [i for i, ln in enumerate(lines) if "Traceback (most recent call last)" in ln]
+    python_errors = [ln for ln in lines[marks[-1] + 1 :] if _ERROR_LINE.match(ln)] if marks else []
+    spark_errors = [ln for ln in lines if _ERROR_LINE.match(ln)]
+    if python_errors:
+        line = python_errors[-1]
+    elif spark_errors:
+        line = spark_errors[0]
+    else:
+        line = lines[0]
+    line = line.strip()
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def human_duration(delta: timedelta) -> str:
+    """``850ms``, ``42s``, ``3m12s``, ``2h05m``, ``3d04h``; negative durations get a sign."""
+    seconds = delta.total_seconds()
+    sign = "-" if seconds < 0 else ""
+    seconds = abs(seconds)
+    if seconds < 1:
+        return f"{sign}{seconds * 1000:.0f}ms"
+    whole = int(seconds)
+    if whole < 60:
+        return f"{sign}{seconds:.0f}s" if seconds >= 10 else f"{sign}{seconds:.1f}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{sign}{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{sign}{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{sign}{days}d{hours:02d}h"
