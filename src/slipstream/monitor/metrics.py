@@ -1,0 +1,205 @@
+"""Prometheus metrics from query progress, on a registry the caller owns.
+
+``SlipstreamMetrics(registry)`` registers its metrics on the given ``CollectorRegistry``
+(never prometheus-client's global one, so tests and several runs in one process do not
+collide). Feed it progress events with ``observe``, or hand ``handle`` to the listener as a
+record handler. ``serve_metrics`` exposes a registry over HTTP for Prometheus to scrape.
+
+Counters count per-batch numbers (rows dropped by the watermark, quarantined rows,
+expectation violations): Spark reports those per micro-batch, and a batch seen twice (a
+replayed log) is counted once. The watermark lag is computed when scraped, so it keeps
+growing while a query makes no progress.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from slipstream.monitor.events import (
+    Clock,
+    Event,
+    QueryProgress,
+    QueryTerminated,
+    parse_event,
+    utc_now,
+)
+
+LABELS = ("pipeline", "query")
+
+
+class _WatermarkLag(Collector):
+    """``slipstream_watermark_lag_seconds``: clock() minus the last watermark, at scrape time."""
+
+    NAME = "slipstream_watermark_lag_seconds"
+    HELP = "Seconds between now and the query's event-time watermark"
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._marks: dict[tuple[str, str], datetime] = {}
+        self._lock = threading.Lock()
+
+    def set(self, pipeline: str, query: str, watermark: datetime) -> None:
+        with self._lock:
+            self._marks[(pipeline, query)] = watermark
+
+    def remove(self, pipeline: str, query: str) -> None:
+        with self._lock:
+            self._marks.pop((pipeline, query), None)
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily(self.NAME, self.HELP, labels=LABELS)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(self.NAME, self.HELP, labels=LABELS)
+        now = self._clock()
+        with self._lock:
+            marks = dict(self._marks)
+        for (pipeline, query), mark in sorted(marks.items()):
+            family.add_metric([pipeline, query], (now - mark).total_seconds())
+        yield family
+
+
+class SlipstreamMetrics:
+    """The slipstream metric set, labelled by ``pipeline`` and ``query``."""
+
+    def __init__(self, registry: CollectorRegistry, clock: Clock = utc_now) -> None:
+        self.registry = registry
+
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, LABELS, registry=registry)
+
+        def counter(name: str, doc: str, extra: tuple[str, ...] = ()) -> Counter:
+            return Counter(name, doc, (*LABELS, *extra), registry=registry)
+
+        self.input_rps = gauge(
+            "slipstream_input_rows_per_second", "Rows per second arriving, last batch"
+        )
+        self.processed_rps = gauge(
+            "slipstream_processed_rows_per_second", "Rows per second processed, last batch"
+        )
+        self.batch_duration = gauge(
+            "slipstream_batch_duration_seconds", "Wall time of the last micro-batch"
+        )
+        self.batch_input_rows = gauge("slipstream_batch_input_rows", "Rows read by the last batch")
+        self.state_rows = gauge("slipstream_state_rows", "Rows held in state, all operators")
+        self.state_memory = gauge(
+            "slipstream_state_memory_bytes", "Memory used by state stores, all operators"
+        )
+        self.last_progress = gauge(
+            "slipstream_last_progress_timestamp_seconds",
+            "Unix time at which the last reported batch was triggered",
+        )
+        # prometheus-client appends _total to counter names in the exposition
+        self.dropped = counter(
+            "slipstream_rows_dropped_by_watermark", "Late rows dropped by the watermark"
+        )
+        self.quarantined = counter("slipstream_quarantined_rows", "Rows sent to quarantine")
+        self.violations = counter(
+            "slipstream_expectation_violations", "Rows violating an expectation", ("rule",)
+        )
+        self.batches = counter("slipstream_batches_completed", "Micro-batches completed")
+        self.watermark_lag = _WatermarkLag(clock)
+        registry.register(self.watermark_lag)
+        self._last_batch: dict[tuple[str, str, str], int] = {}
+        self._lock = threading.Lock()
+
+    def observe(self, progress: QueryProgress, pipeline: str | None = None) -> None:
+        """Record one batch. ``pipeline`` defaults to the event's own pipeline."""
+        labels = (pipeline or progress.pipeline, progress.query)
+        self._set(self.input_rps, labels, progress.input_rps)
+        self._set(self.processed_rps, labels, progress.processed_rps)
+        duration = progress.batch_duration_ms
+        self._set(self.batch_duration, labels, None if duration is None else duration / 1000)
+        self.batch_input_rows.labels(*labels).set(progress.input_rows)
+        self.state_rows.labels(*labels).set(progress.state_rows)
+        self.state_memory.labels(*labels).set(progress.state_memory_bytes)
+        stamp = progress.batch_timestamp or progress.ts
+        self.last_progress.labels(*labels).set(stamp.timestamp())
+        if progress.watermark is not None:
+            self.watermark_lag.set(*labels, progress.watermark)
+
+        if not self._first_sighting(labels, progress):
+            return
+        self.batches.labels(*labels).inc()
+        self.dropped.labels(*labels).inc(progress.dropped_by_watermark)
+        self.quarantined.labels(*labels).inc(progress.quarantined)
+        for rule, count in progress.expectation_violations.items():
+            self.violations.labels(*labels, rule).inc(count)
+
+    def observe_event(self, event: Event) -> None:
+        """Progress updates the metrics; a terminated query stops reporting watermark lag."""
+        if isinstance(event, QueryProgress):
+            self.observe(event)
+        elif isinstance(event, QueryTerminated):
+            self.watermark_lag.remove(event.pipeline, event.query)
+
+    def handle(self, record: Mapping[str, Any]) -> None:
+        """A listener handler: takes one event-log record (a dict)."""
+        self.observe_event(parse_event(record))
+
+    def _first_sighting(self, labels: tuple[str, str], progress: QueryProgress) -> bool:
+        batch = progress.batch_id
+        if batch is None:
+            return True
+        key = (*labels, progress.query_id)
+        with self._lock:
+            if batch <= self._last_batch.get(key, -1):
+                return False
+            self._last_batch[key] = batch
+            return True
+
+    @staticmethod
+    def _set(gauge: Gauge, labels: tuple[str, str], value: float | None) -> None:
+        if value is not None:  # unknown (NaN) rates leave the last known value
+            gauge.labels(*labels).set(value)
+
+
+@dataclass
+class MetricsServer:
+    """A running ``/metrics`` endpoint; ``close()`` stops it and frees the port."""
+
+    host: str
+    port: int
+    _httpd: WSGIServer
+    _thread: threading.Thread
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/metrics"
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> MetricsServer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def serve_metrics(registry: CollectorRegistry, port: int, host: str = "127.0.0.1") -> MetricsServer:
+    """Serve ``registry`` at ``http://host:port/metrics`` from a daemon thread.
+
+    ``port=0`` picks a free port; the bound one is ``server.port``. The default host keeps
+    the endpoint local; pass ``0.0.0.0`` deliberately to let a remote Prometheus scrape it.
+    """
+    httpd, thread = start_http_server(port, addr=host, registry=registry)
+    bound = int(httpd.server_address[1])
+    return MetricsServer(host=host, port=bound, _httpd=httpd, _thread=thread)
