@@ -44,21 +44,21 @@ def pipelines_in(state_dir: Path | str) -> list[str]:
     return sorted(p.name[: -len(SUFFIX)] for p in events_dir.glob(f"*{SUFFIX}") if p.is_file())
 
 
-def _json_safe(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """Replace NaN and infinities (which JSON cannot carry) with null, recursively."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
 def encode_record(record: Mapping[str, Any] | Event) -> bytes:
     """One event as a single newline-terminated line of UTF-8 JSON."""
     data = record.to_dict() if hasattr(record, "to_dict") else record
-    line = json.dumps(_json_safe(data), separators=(",", ":"), allow_nan=False, default=str)
+    line = json.dumps(json_safe(data), separators=(",", ":"), allow_nan=False, default=str)
     return line.encode("utf-8") + b"\n"
 
 
