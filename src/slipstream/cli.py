@@ -11,6 +11,7 @@ slipstream demo                        the quick-start demo (what `make demo` ru
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -101,6 +102,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="slipstream: %(message)s", stream=sys.stderr)
+    for noisy in ("py4j", "pyspark"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
     try:
         return _dispatch(args, out)
     except SlipstreamError as exc:
