@@ -57,6 +57,7 @@ def run(settings: Settings, out: TextIO) -> int:
         return EXIT_FAILED
     finally:
         summary(run_, out)
+        spark.stop()  # drains the listener bus before the Python side goes away
     return EXIT_OK
 
 

@@ -167,6 +167,7 @@ class Run:
             if self.prepared.settings.trigger.finite:
                 for query in self.queries.values():
                     query.awaitTermination()
+                self.sync_progress()
                 return
             while True:
                 if any(not q.isActive for q in self.queries.values()):
