@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", type=Path, help="file of lines (default: standard input)")
     p.add_argument("--port", type=int, default=9999)
     p.add_argument("--host", default="127.0.0.1")
+    p = sub.add_parser("samples", help="copy a workload's bundled sample files into a folder")
+    p.add_argument("workload", choices=["mobile"])
+    p.add_argument("--out", type=Path, required=True, help="landing folder to copy into")
     p = sub.add_parser("demo", help="the quick-start demo on bundled data")
     p.add_argument("--state-dir", type=Path, default=Path("demo-state"))
     return parser
@@ -129,6 +132,12 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
         from slipstream.generators.feed import serve
 
         return serve(args.port, args.file, args.host)
+    if args.command == "samples":
+        from slipstream.demo import copy_samples
+
+        for path in copy_samples(args.out):
+            print(path, file=out)
+        return 0
     if args.command == "demo":
         from slipstream.demo import demo
 

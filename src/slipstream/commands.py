@@ -79,7 +79,7 @@ def reset(
     out: TextIO,
     confirm_input: TextIO | None = None,
 ) -> int:
-    prepared = runner.prepare(settings, check_rules=False)
+    prepared = runner.prepare(settings, check_rules=False, check_source=False)
     s = prepared.settings
     root = s.checkpoint_root
     if is_locked(root):

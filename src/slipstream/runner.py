@@ -80,6 +80,7 @@ def prepare(
     *,
     check_rules: bool = True,
     sink: Sink | None = None,
+    check_source: bool = True,
 ) -> Prepared:
     pipeline = pipeline or get_pipeline(settings.pipeline)
     settings = pipeline.resolve(settings)
@@ -91,8 +92,9 @@ def prepare(
             f"use one of: {', '.join(pipeline.sources)}",
         )
     source = get_source(settings.source)
-    source.validate(settings)
-    pipeline.validate(settings)
+    if check_source:
+        source.validate(settings)
+        pipeline.validate(settings)
     plan = pipeline.plan(settings)
     sink = sink or make_sink(settings.sink, settings.default_database)
     ctx = SinkContext(
