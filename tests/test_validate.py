@@ -141,3 +141,17 @@ def test_pipeline_plans_pass_their_own_modes(tmp_path) -> None:  # type: ignore[
 
 def test_every_code_is_documented() -> None:
     assert all(CODES[c] for c in CODES)
+
+
+def test_kafka_without_its_connector_is_refused_before_start() -> None:
+    from slipstream.errors import ConfigError
+
+    settings = load_settings(
+        "mobile",
+        {"source": "kafka", "kafka_bootstrap": "127.0.0.1:9092", "kafka_topic": "actions"},
+        environ={},
+    )
+    with pytest.raises(ConfigError) as err:
+        runner.prepare(settings)
+    assert err.value.code == "SOURCE_NOT_AVAILABLE"
+    assert "spark.jars" in err.value.fix
