@@ -57,12 +57,17 @@ def run(settings: Settings, out: TextIO) -> int:
         return EXIT_FAILED
     finally:
         summary(run_, out)
+        # Stop Spark before the interpreter exits: its listener bus may still be delivering a
+        # progress event to the Python listener, which fails with a Py4J stack trace once the
+        # callback server is gone.
+        spark.stop()
     return EXIT_OK
 
 
 def summary(run_: runner.Run, out: TextIO) -> None:
     for query, t in sorted(run_.totals.by_query.items()):
-        extra = "".join(f", {rule} {n:,}" for rule, n in t["expectations"].items())
+        extra = f", duplicates dropped {t['duplicates']:,}" if t.get("duplicates") else ""
+        extra += "".join(f", {rule} {n:,}" for rule, n in t["expectations"].items())
         print(
             f"summary {query}: {t['batches']} batches, {t['rows']:,} rows, quarantined "
             f"{t['quarantined']:,}, late (dropped by watermark) {t['late']:,}{extra}",
