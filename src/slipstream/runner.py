@@ -24,6 +24,13 @@ from slipstream.errors import ConfigError
 from slipstream.monitor.listener import Handler, RunListener, RunTotals
 from slipstream.pipelines import Pipeline, get_pipeline
 from slipstream.plan import Plan
+from slipstream.quality.expectations import (
+    Expectation,
+    as_expectation_failure,
+    check_expectations,
+    enforce,
+    route,
+)
 from slipstream.quality.parse import check_typed, parse_csv, parse_json
 from slipstream.quality.quarantine import QUALITY_METRICS, accepted, quality_metrics, rejected
 from slipstream.sinks import Sink, SinkContext, make_sink
@@ -46,6 +53,7 @@ class Prepared:
     source: Source
     sink: Sink
     ctx: SinkContext
+    expectations: tuple[Expectation, ...] = ()
 
     def explain(self) -> str:
         s = self.settings
@@ -67,6 +75,9 @@ class Prepared:
             f"checkpoint  {s.checkpoint_root}",
             f"quarantine  {s.quarantine_dir}" if self.parses else "quarantine  none (text lines)",
         ]
+        if self.expectations:
+            rules = "\n            ".join(rule.describe() for rule in self.expectations)
+            lines.append(f"expect      {rules}")
         return "\n".join(lines)
 
     @property
@@ -93,6 +104,7 @@ def prepare(
     source = get_source(settings.source)
     source.validate(settings)
     pipeline.validate(settings)
+    rules = check_expectations(pipeline.expectations(settings))
     plan = pipeline.plan(settings)
     sink = sink or make_sink(settings.sink, settings.default_database)
     ctx = SinkContext(
@@ -103,7 +115,13 @@ def prepare(
         mode=settings.mode,
         checkpoint=query_checkpoint(settings.checkpoint_root, RESULTS),
     )
-    prepared = Prepared(pipeline, settings, plan, source, sink, ctx)
+    prepared = Prepared(pipeline, settings, plan, source, sink, ctx, rules)
+    if rules and not prepared.parses:
+        raise ConfigError(
+            "EXPECTATION_INVALID",
+            f"pipeline {pipeline.name} declares expectations on unparsed {settings.format} input",
+            "expectations need typed records: read json or csv with a declared schema",
+        )
     if check_rules:
         validate(
             plan, settings.mode, settings.sink, settings.trigger, settings.source, pipeline.modes
@@ -149,7 +167,13 @@ class Run:
     def process_all_available(self) -> None:
         """Block until every query has processed all input available now (tests, backfills)."""
         for query in self.queries.values():
-            query.processAllAvailable()
+            try:
+                query.processAllAvailable()
+            except Exception as exc:
+                failure = as_expectation_failure(exc)
+                if failure is None:
+                    raise
+                raise failure from exc
         self.sync_progress()
 
     def sync_progress(self) -> None:
@@ -185,7 +209,7 @@ class Run:
         for query in self.queries.values():
             error = query.exception()
             if error is not None:
-                raise error
+                raise as_expectation_failure(error) or error
 
     def stop(self) -> None:
         """Stop every query at a batch boundary, then release the checkpoint."""
@@ -245,8 +269,12 @@ def start(
     queries: dict[str, StreamingQuery] = {}
     try:
         records = read_records(spark, prepared)
+        rules = prepared.expectations
         if prepared.parses:
-            valid = accepted(records.observe(QUALITY_METRICS, *quality_metrics()))
+            # expectations: counted (and `fail` enforced) on the results branch only; `drop`
+            # rules set a reason on both branches, so the quarantine query receives those rows
+            checked = route(enforce(records, rules), rules)
+            valid = accepted(checked.observe(QUALITY_METRICS, *quality_metrics()))
         else:
             valid = records
         result = pipeline.transform(valid, settings, spark)
@@ -258,7 +286,7 @@ def start(
             outputs.append(
                 (
                     QUARANTINE,
-                    rejected(records),
+                    rejected(route(records, rules)),
                     make_sink(qspec, Path()),
                     _ctx(prepared, QUARANTINE, "quarantine", (), "append"),
                 )
