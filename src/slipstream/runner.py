@@ -179,11 +179,16 @@ class Run:
     def sync_progress(self) -> None:
         """Wait until the listener has seen each query's last progress (bounded, no sleep):
         Spark updates `lastProgress` before processAllAvailable returns, but delivers listener
-        events asynchronously."""
+        events asynchronously.
+
+        Only executed batches count: an idle query also appends progress entries (no
+        `addBatch` timing, carrying the id of the batch it has not run yet) that reach
+        listeners as idle events, not progress events, so waiting for `lastProgress` would
+        time out (60 s) whenever a query had been idle for noDataProgressEventInterval."""
         for name, query in self.queries.items():
-            last = query.lastProgress
-            if last is not None:
-                self.totals.wait_for(f"{self.prepared.pipeline.name}.{name}", last["batchId"])
+            executed = [p["batchId"] for p in query.recentProgress if "addBatch" in p["durationMs"]]
+            if executed:
+                self.totals.wait_for(f"{self.prepared.pipeline.name}.{name}", max(executed))
 
     def wait(self, duration: timedelta | None = None, poll: float = 0.5) -> None:
         deadline = time.monotonic() + duration.total_seconds() if duration else None
