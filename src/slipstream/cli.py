@@ -5,7 +5,8 @@ slipstream check PIPELINE [flags]      explain the plan; refuse forbidden combin
 slipstream run PIPELINE [flags]        check, then run (resumes from its checkpoint)
 slipstream reset PIPELINE [--outputs]  delete a pipeline's checkpoint (and outputs)
 slipstream feed [--port 9999] [FILE]   a line server for the socket source
-slipstream demo                        the quick-start demo (what `make demo` runs)
+slipstream generate trending --out DIR an event stream for a pipeline (see --help)
+slipstream demo [trending|mobile]      the quick-start demo (what `make demo` runs)
 """
 
 from __future__ import annotations
@@ -88,8 +89,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", type=Path, help="file of lines (default: standard input)")
     p.add_argument("--port", type=int, default=9999)
     p.add_argument("--host", default="127.0.0.1")
-    p = sub.add_parser("demo", help="the quick-start demo on bundled data")
+    p = sub.add_parser("generate", help="write a generated event stream into a landing dir")
+    from slipstream.generators.command import add_arguments as add_generate_arguments
+
+    add_generate_arguments(p)
+    p = sub.add_parser("demo", help="the quick-start demo (default: live trending articles)")
     p.add_argument("--state-dir", type=Path, default=Path("demo-state"))
+    p.add_argument(
+        "pipeline",
+        nargs="?",
+        choices=("trending", "mobile"),
+        default="trending",
+        help="trending: a live generated stream and its top 10 (default); mobile: seed 003",
+    )
+    p.add_argument("--duration", help="trending: stop after this long (default: until Ctrl-C)")
+    p.add_argument("--rate", type=float, default=2000.0, help="trending: events/s (default 2000)")
     return parser
 
 
@@ -125,6 +139,14 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
         from slipstream.generators.feed import serve
 
         return serve(args.port, args.file, args.host)
+    if args.command == "generate":
+        from slipstream.generators.command import run as generate
+
+        return generate(args, out)
+    if args.command == "demo" and args.pipeline == "trending":
+        from slipstream.demo_trending import demo as trending_demo
+
+        return trending_demo(args.state_dir, out, duration=args.duration, rate=args.rate)
     if args.command == "demo":
         from slipstream.demo import demo
 
