@@ -42,6 +42,9 @@ def run(settings: Settings, out: TextIO) -> int:
     if not s.quiet:
         print(prepared.explain(), file=out, flush=True)
         print("", file=out, flush=True)
+    from pyspark.sql import SparkSession
+
+    started_here = SparkSession.getActiveSession() is None
     spark = build_session(
         s.master,
         s.conf,
@@ -59,8 +62,9 @@ def run(settings: Settings, out: TextIO) -> int:
         summary(run_, out)
         # Stop Spark before the interpreter exits: its listener bus may still be delivering a
         # progress event to the Python listener, which fails with a Py4J stack trace once the
-        # callback server is gone.
-        spark.stop()
+        # callback server is gone. Only a session started here: a caller's (a test's) stays.
+        if started_here:
+            spark.stop()
     return EXIT_OK
 
 
