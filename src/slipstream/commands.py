@@ -42,9 +42,10 @@ def run(settings: Settings, out: TextIO) -> int:
     if not s.quiet:
         print(prepared.explain(), file=out, flush=True)
         print("", file=out, flush=True)
-    from pyspark.sql import SparkSession
+    from pyspark import SparkContext
 
-    started_here = SparkSession.getActiveSession() is None
+    # process-wide (getActiveSession is per thread); no public API says "a context exists"
+    started_here = SparkContext._active_spark_context is None
     spark = build_session(
         s.master,
         s.conf,
