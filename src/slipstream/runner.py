@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -163,6 +164,8 @@ class Run:
     listener: RunListener
     totals: RunTotals
     stop_requested: Callable[[], bool] = field(default=lambda: False)
+    # queries this run stopped while they were running (see raise_failure)
+    interrupted: set[str] = field(default_factory=set)
 
     def process_all_available(self) -> None:
         """Block until every query has processed all input available now (tests, backfills)."""
@@ -192,26 +195,37 @@ class Run:
 
     def wait(self, duration: timedelta | None = None, poll: float = 0.5) -> None:
         deadline = time.monotonic() + duration.total_seconds() if duration else None
+        # Wait on this run's own queries: the session's awaitAnyTermination would also raise
+        # the failure of any earlier query of the session (another run, a previous test).
+        # A failure is raised after the stop, by raise_failure (which maps expectation errors).
         try:
-            if self.prepared.settings.trigger.finite:
+            finite = self.prepared.settings.trigger.finite
+            if finite:
                 for query in self.queries.values():
-                    query.awaitTermination()
-                return
-            while True:
+                    with contextlib.suppress(StreamingQueryException):
+                        query.awaitTermination()
+            first = next(iter(self.queries.values()))
+            while not finite:
                 if any(not q.isActive for q in self.queries.values()):
                     break
                 if deadline is not None and time.monotonic() >= deadline:
                     break
                 if self.stop_requested():
                     break
-                self.spark.streams.awaitAnyTermination(poll)
-                self.spark.streams.resetTerminated()
+                with contextlib.suppress(StreamingQueryException):
+                    first.awaitTermination(poll)
         finally:
             self.stop()
         self.raise_failure()
 
     def raise_failure(self) -> None:
-        for query in self.queries.values():
+        """Raise the first query failure. A query `stop()` interrupted mid-batch may end with
+        an error caused by the interruption itself (inside a foreachBatch it surfaces as
+        FOREACH_BATCH_USER_FUNCTION_ERROR, which Spark does not recognise as a stop); that
+        batch was not committed and is replayed at the next start, so it is not a failure."""
+        for name, query in self.queries.items():
+            if name in self.interrupted:
+                continue
             error = query.exception()
             if error is not None:
                 raise as_expectation_failure(error) or error
@@ -219,8 +233,9 @@ class Run:
     def stop(self) -> None:
         """Stop every query at a batch boundary, then release the checkpoint."""
         try:
-            for query in self.queries.values():
-                _stop_at_batch_boundary(query)
+            for name, query in self.queries.items():
+                if _stop_at_batch_boundary(query):
+                    self.interrupted.add(name)
         finally:
             with contextlib.suppress(Exception):  # already removed / session gone
                 self.spark.streams.removeListener(self.listener)
@@ -230,8 +245,9 @@ class Run:
         return self.prepared.sink.read(self.spark, self.prepared.ctx)
 
 
-def _stop_at_batch_boundary(query: StreamingQuery, timeout: float = 60.0) -> None:
-    """Wait (bounded) until no trigger is running, then stop: no batch is cut in half."""
+def _stop_at_batch_boundary(query: StreamingQuery, timeout: float = 60.0) -> bool:
+    """Wait (bounded) until no trigger is running, then stop: no batch is cut in half.
+    True when the query was still running when it was stopped."""
     deadline = time.monotonic() + timeout
     while query.isActive and time.monotonic() < deadline:
         status = query.status
@@ -240,6 +256,8 @@ def _stop_at_batch_boundary(query: StreamingQuery, timeout: float = 60.0) -> Non
         query.awaitTermination(0.05)
     if query.isActive:
         query.stop()
+        return True
+    return False
 
 
 def read_records(spark: SparkSession, prepared: Prepared) -> DataFrame:
