@@ -403,3 +403,22 @@ def test_a_fail_expectation_stops_the_query_with_its_code(
     assert caught.value.code == "EXPECTATION_FAILED"
     assert "no_a999" in caught.value.message and '"bad"' in caught.value.message
     assert read_table(h.prepared.sink.path, "article_views") == []  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow
+def test_the_demo_shows_a_live_top_ten_and_cleans_up(spark: SparkSession, tmp_path: Path) -> None:
+    import io
+
+    from slipstream.demo_trending import demo
+
+    out = io.StringIO()
+    assert demo(tmp_path / "demo-state", out, rate=1000, max_batches=2) == 0
+    text = out.getvalue()
+    assert text.count("top 10 of the current window") >= 2
+    assert "sustained:" in text and "outputs:" in text
+    report = json.loads(
+        (tmp_path / "demo-state" / "generator" / "trending-report.json").read_text()
+    )
+    assert report["interrupted"] is True  # stopped by the demo, after its current file
+    db = tmp_path / "demo-state" / "slipstream.db"
+    assert len(top_articles(db)["current"]) == 10

@@ -223,7 +223,9 @@ def demo(
     rate: float = 2000.0,
     seed: int = DEMO_SEED,
     top: int = 10,
+    max_batches: int | None = None,
 ) -> int:
+    """Run the demo; `max_batches` stops it after that many batches with data (smoke tests)."""
     from slipstream.session import build_session
 
     state_dir = Path(state_dir).resolve()
@@ -266,6 +268,8 @@ def demo(
                 settings.master, settings.conf, app_name="slipstream-demo", log_level="ERROR"
             )
             run_ = runner.start(spark, prepared, [view])
+            if max_batches is not None:
+                run_.stop_requested = lambda: len(view.batches) >= max_batches
             run_.wait(limit)
     except KeyboardInterrupt:
         interrupted = True
