@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="trending",
         help="trending: a live generated stream and its top 10 (default); mobile: seed 003",
     )
+    p.add_argument(
+        "--pipeline", dest="demo_pipeline", choices=("trending", "mobile"), help=argparse.SUPPRESS
+    )
     p.add_argument("--duration", help="trending: stop after this long (default: until Ctrl-C)")
     p.add_argument("--rate", type=float, default=2000.0, help="trending: events/s (default 2000)")
     return parser
@@ -143,6 +146,8 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
         from slipstream.generators.command import run as generate
 
         return generate(args, out)
+    if args.command == "demo":
+        args.pipeline = args.demo_pipeline or args.pipeline
     if args.command == "demo" and args.pipeline == "trending":
         from slipstream.demo_trending import demo as trending_demo
 
