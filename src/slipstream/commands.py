@@ -42,6 +42,10 @@ def run(settings: Settings, out: TextIO) -> int:
     if not s.quiet:
         print(prepared.explain(), file=out, flush=True)
         print("", file=out, flush=True)
+    from pyspark import SparkContext
+
+    # process-wide (getActiveSession is per thread); no public API says "a context exists"
+    started_here = SparkContext._active_spark_context is None
     spark = build_session(
         s.master,
         s.conf,
@@ -57,13 +61,18 @@ def run(settings: Settings, out: TextIO) -> int:
         return EXIT_FAILED
     finally:
         summary(run_, out)
-        spark.stop()  # drains the listener bus before the Python side goes away
+        # Stop Spark before the interpreter exits: its listener bus may still be delivering a
+        # progress event to the Python listener, which fails with a Py4J stack trace once the
+        # callback server is gone. Only a session started here: a caller's (a test's) stays.
+        if started_here:
+            spark.stop()
     return EXIT_OK
 
 
 def summary(run_: runner.Run, out: TextIO) -> None:
     for query, t in sorted(run_.totals.by_query.items()):
-        extra = "".join(f", {rule} {n:,}" for rule, n in t["expectations"].items())
+        extra = f", duplicates dropped {t['duplicates']:,}" if t.get("duplicates") else ""
+        extra += "".join(f", {rule} {n:,}" for rule, n in t["expectations"].items())
         print(
             f"summary {query}: {t['batches']} batches, {t['rows']:,} rows, quarantined "
             f"{t['quarantined']:,}, late (dropped by watermark) {t['late']:,}{extra}",

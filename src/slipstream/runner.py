@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -24,6 +25,13 @@ from slipstream.errors import ConfigError
 from slipstream.monitor.listener import Handler, RunListener, RunTotals
 from slipstream.pipelines import Pipeline, get_pipeline
 from slipstream.plan import Plan
+from slipstream.quality.expectations import (
+    Expectation,
+    as_expectation_failure,
+    check_expectations,
+    enforce,
+    route,
+)
 from slipstream.quality.parse import check_typed, parse_csv, parse_json
 from slipstream.quality.quarantine import QUALITY_METRICS, accepted, quality_metrics, rejected
 from slipstream.sinks import Sink, SinkContext, make_sink
@@ -46,6 +54,7 @@ class Prepared:
     source: Source
     sink: Sink
     ctx: SinkContext
+    expectations: tuple[Expectation, ...] = ()
 
     def explain(self) -> str:
         s = self.settings
@@ -67,6 +76,9 @@ class Prepared:
             f"checkpoint  {s.checkpoint_root}",
             f"quarantine  {s.quarantine_dir}" if self.parses else "quarantine  none (text lines)",
         ]
+        if self.expectations:
+            rules = "\n            ".join(rule.describe() for rule in self.expectations)
+            lines.append(f"expect      {rules}")
         return "\n".join(lines)
 
     @property
@@ -95,6 +107,7 @@ def prepare(
     if check_source:
         source.validate(settings)
         pipeline.validate(settings)
+    rules = check_expectations(pipeline.expectations(settings))
     plan = pipeline.plan(settings)
     sink = sink or make_sink(settings.sink, settings.default_database)
     ctx = SinkContext(
@@ -105,7 +118,13 @@ def prepare(
         mode=settings.mode,
         checkpoint=query_checkpoint(settings.checkpoint_root, RESULTS),
     )
-    prepared = Prepared(pipeline, settings, plan, source, sink, ctx)
+    prepared = Prepared(pipeline, settings, plan, source, sink, ctx, rules)
+    if rules and not prepared.parses:
+        raise ConfigError(
+            "EXPECTATION_INVALID",
+            f"pipeline {pipeline.name} declares expectations on unparsed {settings.format} input",
+            "expectations need typed records: read json or csv with a declared schema",
+        )
     if check_rules:
         validate(
             plan, settings.mode, settings.sink, settings.trigger, settings.source, pipeline.modes
@@ -147,54 +166,78 @@ class Run:
     listener: RunListener
     totals: RunTotals
     stop_requested: Callable[[], bool] = field(default=lambda: False)
+    # queries this run stopped while they were running (see raise_failure)
+    interrupted: set[str] = field(default_factory=set)
 
     def process_all_available(self) -> None:
         """Block until every query has processed all input available now (tests, backfills)."""
         for query in self.queries.values():
-            query.processAllAvailable()
+            try:
+                query.processAllAvailable()
+            except Exception as exc:
+                failure = as_expectation_failure(exc)
+                if failure is None:
+                    raise
+                raise failure from exc
         self.sync_progress()
 
     def sync_progress(self) -> None:
         """Wait until the listener has seen each query's last progress (bounded, no sleep):
         Spark updates `lastProgress` before processAllAvailable returns, but delivers listener
-        events asynchronously."""
+        events asynchronously.
+
+        Only executed batches count: an idle query also appends progress entries (no
+        `addBatch` timing, carrying the id of the batch it has not run yet) that reach
+        listeners as idle events, not progress events, so waiting for `lastProgress` would
+        time out (60 s) whenever a query had been idle for noDataProgressEventInterval."""
         for name, query in self.queries.items():
-            last = query.lastProgress
-            if last is not None:
-                self.totals.wait_for(f"{self.prepared.pipeline.name}.{name}", last["batchId"])
+            executed = [p["batchId"] for p in query.recentProgress if "addBatch" in p["durationMs"]]
+            if executed:
+                self.totals.wait_for(f"{self.prepared.pipeline.name}.{name}", max(executed))
 
     def wait(self, duration: timedelta | None = None, poll: float = 0.5) -> None:
         deadline = time.monotonic() + duration.total_seconds() if duration else None
+        # Wait on this run's own queries: the session's awaitAnyTermination would also raise
+        # the failure of any earlier query of the session (another run, a previous test).
+        # A failure is raised after the stop, by raise_failure (which maps expectation errors).
         try:
-            if self.prepared.settings.trigger.finite:
+            finite = self.prepared.settings.trigger.finite
+            if finite:
                 for query in self.queries.values():
-                    query.awaitTermination()
-                self.sync_progress()
-                return
-            while True:
+                    with contextlib.suppress(StreamingQueryException):
+                        query.awaitTermination()
+            first = next(iter(self.queries.values()))
+            while not finite:
                 if any(not q.isActive for q in self.queries.values()):
                     break
                 if deadline is not None and time.monotonic() >= deadline:
                     break
                 if self.stop_requested():
                     break
-                self.spark.streams.awaitAnyTermination(poll)
-                self.spark.streams.resetTerminated()
+                with contextlib.suppress(StreamingQueryException):
+                    first.awaitTermination(poll)
         finally:
             self.stop()
         self.raise_failure()
 
     def raise_failure(self) -> None:
-        for query in self.queries.values():
+        """Raise the first query failure. A query `stop()` interrupted mid-batch may end with
+        an error caused by the interruption itself (inside a foreachBatch it surfaces as
+        FOREACH_BATCH_USER_FUNCTION_ERROR, which Spark does not recognise as a stop); that
+        batch was not committed and is replayed at the next start, so it is not a failure."""
+        for name, query in self.queries.items():
+            if name in self.interrupted:
+                continue
             error = query.exception()
             if error is not None:
-                raise error
+                raise as_expectation_failure(error) or error
 
     def stop(self) -> None:
         """Stop every query at a batch boundary, then release the checkpoint."""
         try:
-            for query in self.queries.values():
-                _stop_at_batch_boundary(query)
+            for name, query in self.queries.items():
+                if _stop_at_batch_boundary(query):
+                    self.interrupted.add(name)
         finally:
             with contextlib.suppress(Exception):  # already removed / session gone
                 self.spark.streams.removeListener(self.listener)
@@ -204,8 +247,9 @@ class Run:
         return self.prepared.sink.read(self.spark, self.prepared.ctx)
 
 
-def _stop_at_batch_boundary(query: StreamingQuery, timeout: float = 60.0) -> None:
-    """Wait (bounded) until no trigger is running, then stop: no batch is cut in half."""
+def _stop_at_batch_boundary(query: StreamingQuery, timeout: float = 60.0) -> bool:
+    """Wait (bounded) until no trigger is running, then stop: no batch is cut in half.
+    True when the query was still running when it was stopped."""
     deadline = time.monotonic() + timeout
     while query.isActive and time.monotonic() < deadline:
         status = query.status
@@ -214,6 +258,8 @@ def _stop_at_batch_boundary(query: StreamingQuery, timeout: float = 60.0) -> Non
         query.awaitTermination(0.05)
     if query.isActive:
         query.stop()
+        return True
+    return False
 
 
 def read_records(spark: SparkSession, prepared: Prepared) -> DataFrame:
@@ -248,8 +294,12 @@ def start(
     queries: dict[str, StreamingQuery] = {}
     try:
         records = read_records(spark, prepared)
+        rules = prepared.expectations
         if prepared.parses:
-            valid = accepted(records.observe(QUALITY_METRICS, *quality_metrics()))
+            # expectations: counted (and `fail` enforced) on the results branch only; `drop`
+            # rules set a reason on both branches, so the quarantine query receives those rows
+            checked = route(enforce(records, rules), rules)
+            valid = accepted(checked.observe(QUALITY_METRICS, *quality_metrics()))
         else:
             valid = records
         result = pipeline.transform(valid, settings, spark)
@@ -261,7 +311,7 @@ def start(
             outputs.append(
                 (
                     QUARANTINE,
-                    rejected(records),
+                    rejected(route(records, rules)),
                     make_sink(qspec, Path()),
                     _ctx(prepared, QUARANTINE, "quarantine", (), "append"),
                 )
