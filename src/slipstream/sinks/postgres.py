@@ -65,6 +65,7 @@ from slipstream.sinks.base import (
     DatabaseSink,
     SinkContext,
     _fault,
+    drain,
     quote_ident,
     sql_type,
     with_iso_timestamps,
@@ -491,19 +492,17 @@ class PostgresSink(DatabaseSink):
         with self.connect() as conn:
             self.ensure_schema(conn, table, batch.schema, info.ctx)
             with conn.transaction():
-                if self.committed(conn, info):
-                    self.skipped_batches += 1
-                    conn.execute(
-                        f"DELETE FROM {quote_ident(staging)} WHERE _query_id = %s "
-                        "AND _batch_id <= %s",
-                        (info.query_id, info.batch_id),
-                    )
-                    return
-                # Leftovers of an earlier attempt of this batch (a crash before its merge).
+                replay = self.committed(conn, info)
+                # Leftovers of an earlier attempt of this batch (a crash before its merge), or
+                # of any earlier batch of this query.
                 conn.execute(
-                    f"DELETE FROM {quote_ident(staging)} WHERE _query_id = %s AND _batch_id = %s",
+                    f"DELETE FROM {quote_ident(staging)} WHERE _query_id = %s AND _batch_id <= %s",
                     (info.query_id, info.batch_id),
                 )
+        if replay:
+            self.skipped_batches += 1
+            drain(batch)  # stateful queries must still run it (see base.drain)
+            return
         stored = with_iso_timestamps(batch).persist()
         try:
             large = stored.count() > self.target.parallel_rows
