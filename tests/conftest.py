@@ -31,7 +31,7 @@ def spark() -> Iterator[SparkSession]:
 def postgres_server() -> Iterator[object]:
     """A throwaway PostgreSQL cluster for the session (see tests/services.py). Under CI a server
     that cannot start fails the tests that need it; locally they are skipped with the reason."""
-    from services import running_postgres
+    from tests.services import running_postgres
 
     with running_postgres() as server:
         yield server
@@ -39,7 +39,7 @@ def postgres_server() -> Iterator[object]:
 
 @pytest.fixture
 def postgres(postgres_server: object) -> object:
-    from services import unavailable
+    from tests.services import unavailable
 
     if isinstance(postgres_server, str):
         unavailable(postgres_server)

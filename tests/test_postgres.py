@@ -10,7 +10,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from services import APP_PASSWORD, free_port
 from slipstream.errors import SlipstreamError, find_error
 from slipstream.sinks.base import BatchInfo, SinkContext
 from slipstream.sinks.postgres import (
@@ -22,6 +21,7 @@ from slipstream.sinks.postgres import (
     staging_table,
 )
 from slipstream.specs import Secret, SinkSpec
+from tests.services import APP_PASSWORD, free_port
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "src" / "slipstream" / "data" / "mobile"
