@@ -30,13 +30,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from services import APP_PASSWORD
 from slipstream.generators.files import write_atomically
+from tests.services import APP_PASSWORD
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = int(os.environ.get("SLIPSTREAM_CRASH_SEED", "20240917"))
@@ -53,18 +54,30 @@ pytestmark = [pytest.mark.slow]
 # --- the pipelines under test ------------------------------------------------------------------
 
 
+FULL_PLANS = {
+    "sqlite": ("after-write", "random", "before-commit", "random"),
+    "postgresql": ("random", "after-write", "random", "before-commit", "random"),
+    "parquet": ("random", "random", "random"),
+}  # 12 kills
+
+
 @dataclass(frozen=True)
 class CrashCase:
     """A pipeline, its input generator and an independent computation of its results."""
 
     pipeline: str
     key: tuple[str, ...]
+    measure: str  # the counted column, for the report
     make_file: Callable[[random.Random, int], list[str]]  # (rng, file index) -> lines
     malformed: Callable[[list[str]], int]  # how many lines of a file must be quarantined
     expected_table: Callable[[list[Path]], pd.DataFrame]  # update mode: the final table
     expected_final: Callable[[list[Path]], pd.DataFrame]  # append mode: finalised rows only
     normalise: Callable[[pd.DataFrame], pd.DataFrame]  # an output, typed and sorted like those
-    args: tuple[str, ...] = ()
+    args: Callable[[], list[str]] = list  # extra flags of `slipstream run`
+    archive: bool = False  # the sqlite run also appends finalised rows with --archive DIR
+    plans: dict[str, tuple[str, ...]] = field(default_factory=lambda: FULL_PLANS)
+    files_per_cycle: tuple[int, int] = (2, 4)
+    min_kills: int = 10
 
 
 MOBILE_T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -72,12 +85,12 @@ ACTIONS = ("open", "close", "crash", "swipe")
 
 
 def mobile_file(rng: random.Random, index: int) -> list[str]:
-    """File i holds events in [T0 + 2i min, T0 + 2i + 2 min): never later than the 10-minute
+    """File i holds events in [T0 + 4i min, T0 + 4i + 4 min): never later than the 10-minute
     watermark however the files are batched, so the final counts do not depend on batching.
     Some files carry malformed records (not JSON, a missing field, a bad timestamp)."""
     lines = []
     for n in range(rng.randint(15, 30)):
-        ts = MOBILE_T0 + timedelta(minutes=2 * index, seconds=rng.uniform(0, 119.9))
+        ts = MOBILE_T0 + timedelta(minutes=4 * index, seconds=rng.uniform(0, 239.9))
         event = {"id": f"p{rng.randint(1, 9)}", "action": rng.choice(ACTIONS)}
         event["ts"] = ts.strftime("%Y-%m-%dT%H:%M:%S.%f") if n % 3 else ts.isoformat()
         lines.append(json.dumps(event))
@@ -144,15 +157,130 @@ def normalise_mobile(frame: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["window_start", "action"]).reset_index(drop=True)
 
 
+# trending: files from its own generator (duplicates, out-of-order events, malformed lines,
+# unknown articles), made never late however they are batched; expected results from
+# tests/trending_reference.py, which shares no code with slipstream.
+TRENDING_WINDOW, TRENDING_SLIDE = timedelta(minutes=10), timedelta(minutes=1)
+TRENDING_WATERMARK = timedelta(minutes=10)
+
+
+@cache
+def trending_pool() -> tuple[Path, list[Path]]:
+    """A catalog and 40 event files, generated once per test session."""
+    import atexit
+    import shutil
+    import tempfile
+
+    from slipstream.generators.trending import TrendingSpec, generate, write_catalog
+
+    root = Path(tempfile.mkdtemp(prefix="slipstream-crash-trending-"))
+    atexit.register(shutil.rmtree, root, True)
+    spec = TrendingSpec(
+        articles=30, users=200, rate=1 / 3, events=40 * 60, file_every=timedelta(minutes=3),
+        seed=SEED, start=datetime(2026, 1, 1, tzinfo=UTC), late=0.0, out_of_order=0.05,
+        duplicates=0.03, malformed=0.02, unknown_article=0.02,
+        # out-of-order events at most 5 minutes back: never late for the pipeline's 10 minutes
+        watermark=timedelta(minutes=5),
+    )  # fmt: skip
+    catalog = write_catalog(root / "catalog.csv", spec)
+    generate(spec, root / "files")
+    return catalog, sorted((root / "files").iterdir())
+
+
+def trending_file(rng: random.Random, index: int) -> list[str]:
+    files = trending_pool()[1]
+    assert index < len(files), f"the trending pool holds {len(files)} files; make more"
+    return files[index].read_text().splitlines()
+
+
+def trending_counted(files: list[Path]) -> list[dict]:
+    from tests.trending_reference import counted_events
+
+    batches = [path.read_text().splitlines() for path in files]
+    events, stats = counted_events(batches, TRENDING_WATERMARK, datetime.now(UTC))
+    assert stats["late"] == 0  # as generated: the result cannot depend on batch boundaries
+    return events
+
+
+def trending_expected(files: list[Path]) -> pd.DataFrame:
+    from tests.trending_reference import article_views
+
+    catalog = trending_pool()[0]
+    rows = article_views(trending_counted(files), catalog, TRENDING_WINDOW, TRENDING_SLIDE)
+    return normalise_trending(pd.DataFrame(sorted(rows, key=str), columns=TRENDING_COLUMNS))
+
+
+def trending_expected_final(files: list[Path]) -> pd.DataFrame:
+    """Finalised: the watermark (max event time - 10 min) has passed the window's end."""
+    table = trending_expected(files)
+    events = trending_counted(files)
+    watermark = max(e["ts"] for e in events) - TRENDING_WATERMARK
+    ends = pd.to_datetime(table["window_end"], utc=True)
+    return table[ends <= watermark].reset_index(drop=True)
+
+
+def trending_malformed(lines: list[str]) -> int:
+    from tests.trending_reference import parse_line
+
+    now = datetime.now(UTC)
+    return sum(parse_line(line, now) is None for line in lines)
+
+
+TRENDING_COLUMNS = [
+    "window_start", "window_end", "article_id", "title", "section", "views", "in_catalog",
+]  # fmt: skip
+
+
+def normalise_trending(frame: pd.DataFrame) -> pd.DataFrame:
+    out = pd.DataFrame(
+        {
+            "window_start": _iso(frame["window_start"]),
+            "window_end": _iso(frame["window_end"]),
+            "article_id": frame["article_id"].astype(str),
+            "title": frame["title"].astype(object).where(frame["title"].notna(), None),
+            "section": frame["section"].astype(object).where(frame["section"].notna(), None),
+            "views": frame["views"].astype("int64"),
+            "in_catalog": frame["in_catalog"].astype(bool),
+        }
+    )
+    return out.sort_values(["window_start", "article_id"]).reset_index(drop=True)
+
+
+def _iso(column: pd.Series) -> pd.Series:
+    return pd.to_datetime(column, utc=True).dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 CASES = {
     "mobile": CrashCase(
         pipeline="mobile",
         key=("window_start", "action"),
+        measure="count",
         make_file=mobile_file,
         malformed=mobile_malformed,
         expected_table=mobile_expected,
         expected_final=mobile_expected_final,
         normalise=normalise_mobile,
+    ),
+    "trending": CrashCase(
+        pipeline="trending",
+        key=("window_start", "article_id"),
+        measure="views",
+        make_file=trending_file,
+        malformed=trending_malformed,
+        expected_table=trending_expected,
+        expected_final=trending_expected_final,
+        normalise=normalise_trending,
+        args=lambda: ["--catalog", str(trending_pool()[0])],
+        archive=True,
+        # Heavier per batch than mobile: fewer kills keep the suite within minutes; mobile's
+        # run carries the 12 kills and every kind of them.
+        plans={
+            "sqlite": ("after-write", "random"),
+            "postgresql": ("random", "before-commit"),
+            "parquet": ("random",),
+        },
+        min_kills=4,
+        files_per_cycle=(3, 5),
     ),
 }
 
@@ -203,7 +331,7 @@ class Chain:
             sys.executable, "-m", "slipstream", "run", self.case.pipeline,
             "--input", str(self.input), "--checkpoint", str(self.checkpoint),
             "--state-dir", str(self.workdir / "state"), "--trigger", self.trigger,
-            "--max-files-per-trigger", "1", *SPARK_ARGS, *self.case.args, *self.sink_args,
+            "--max-files-per-trigger", "1", *SPARK_ARGS, *self.case.args(), *self.sink_args,
         ]  # fmt: skip
 
     def start(self, fault: str | None = None) -> subprocess.Popen:
@@ -350,10 +478,14 @@ def test_outputs_survive_sigkills_exactly_once(
     table = case.pipeline  # explicit --table, the same in every database
     db = tmp_path / "sqlite" / "results.db"
     pg_url = f"{postgres.url(pg_database)}?parallel_rows=0"  # stage from the executors
+    archive = tmp_path / "sqlite" / "archive"
+    sqlite_args = ["--sink", f"sqlite:{db}", "--table", table, "--mode", "update"]
+    if case.archive:
+        sqlite_args += ["--archive", str(archive)]
     chains = {
         "sqlite": Chain(
-            case, "sqlite", ["--sink", f"sqlite:{db}", "--table", table, "--mode", "update"],
-            tmp_path / "sqlite", random.Random(f"{SEED}-sqlite"), ledger=sqlite_ledger(db),
+            case, "sqlite", sqlite_args, tmp_path / "sqlite", random.Random(f"{SEED}-sqlite"),
+            ledger=sqlite_ledger(db),
         ),
         "postgresql": Chain(
             case, "postgresql", ["--sink", pg_url, "--table", table, "--mode", "update"],
@@ -365,16 +497,12 @@ def test_outputs_survive_sigkills_exactly_once(
             tmp_path / "parquet", random.Random(f"{SEED}-parquet"),
         ),
     }  # fmt: skip
-    plans = {
-        "sqlite": ["after-write", "random", "before-commit", "random"],
-        "postgresql": ["random", "after-write", "random", "before-commit", "random"],
-        "parquet": ["random", "random", "random"],
-    }
+    plans = case.plans
     started = time.monotonic()
 
     def drive(name: str) -> None:
         chain = chains[name]
-        chain.crash_loop(plans[name])
+        chain.crash_loop(list(plans[name]), case.files_per_cycle)
         chain.finish()
 
     with ThreadPoolExecutor(len(chains)) as pool:
@@ -387,20 +515,27 @@ def test_outputs_survive_sigkills_exactly_once(
         "postgresql": read_pg(postgres, pg_database, table),
         "parquet": read_committed_files(spark, tmp_path / "parquet" / "out", "parquet"),
     }
+    finals = {"parquet"}
+    if case.archive:
+        outputs["sqlite --archive"] = read_committed_files(spark, archive, "parquet")
+        finals.add("sqlite --archive")
     report = [f"crash suite {case.pipeline}, seed {SEED}, {elapsed:.0f}s"]
-    for name, chain in chains.items():
-        expected = (case.expected_final if name == "parquet" else case.expected_table)(chain.files)
-        got = case.normalise(outputs[name])
+    for name, output in outputs.items():
+        chain = chains[name.split()[0]]
+        expected = (case.expected_final if name in finals else case.expected_table)(chain.files)
+        got = case.normalise(output)
+        m = case.measure
         report.append(
-            f"  {name:<10} {len(chain.kills)} kills, {chain.runs} runs, {len(chain.files)} files: "
-            f"{len(got)} rows, count total {got['count'].sum()} vs expected {len(expected)} rows, "
-            f"{expected['count'].sum()}"
+            f"  {name:<16} {len(chain.kills)} kills, {chain.runs} runs, {len(chain.files)} "
+            f"files: {len(got)} rows, {m} total {got[m].sum()} vs expected {len(expected)} rows, "
+            f"{expected[m].sum()}"
         )
         report += [
             f"      {k.kind:<13} {k.where} ({k.seconds:.1f}s after start)" for k in chain.kills
         ]
         assert not got.duplicated(list(case.key)).any(), f"{name}: a key written twice"
         pd.testing.assert_frame_equal(got, expected, obj=f"{name} output")
+    for name, chain in chains.items():
         quarantined = read_committed_files(
             spark, chain.workdir / "state" / "quarantine" / case.pipeline, "json"
         )
@@ -408,7 +543,7 @@ def test_outputs_survive_sigkills_exactly_once(
         assert APP_PASSWORD not in chain.output_text() and "s3cret" not in chain.output_text()
     print("\n".join(report))
     kills = [k for chain in chains.values() for k in chain.kills]
-    assert len(kills) >= 10, report
+    assert len(kills) >= case.min_kills, report
     kinds = {k.kind for k in kills}
     assert {"after-write", "before-commit", "random"} <= kinds, report
     assert any(k.kind == "random" and k.where.startswith("inside") for k in kills), report
@@ -425,7 +560,7 @@ def wait_until(condition: Callable[[], bool], proc: subprocess.Popen, what: str)
 
 @pytest.mark.postgres
 def test_postgres_stopped_mid_stream_fails_loudly_and_loses_nothing(tmp_path: Path) -> None:
-    from services import running_postgres, unavailable
+    from tests.services import running_postgres, unavailable
 
     with running_postgres() as server:  # its own server: this test stops it
         if isinstance(server, str):
