@@ -2,11 +2,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
 os.environ.setdefault("TZ", "UTC")
+
+# Spark's Python workers are separate processes: let them import this checkout's slipstream (the
+# code under test), not whichever copy happens to be installed in the environment.
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [SRC, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != SRC]]
+)
 
 
 @pytest.fixture(scope="session")
@@ -17,3 +25,31 @@ def spark() -> Iterator[SparkSession]:
     spark = session()
     yield spark
     spark.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[object]:
+    """A throwaway PostgreSQL cluster for the session (see tests/services.py). Under CI a server
+    that cannot start fails the tests that need it; locally they are skipped with the reason."""
+    from tests.services import running_postgres
+
+    with running_postgres() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres(postgres_server: object) -> object:
+    from tests.services import unavailable
+
+    if isinstance(postgres_server, str):
+        unavailable(postgres_server)
+    return postgres_server
+
+
+@pytest.fixture
+def pg_database(postgres: object, request: pytest.FixtureRequest) -> str:
+    """A fresh database, owned by the application role, for one test."""
+    import re
+
+    name = "t_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:50]
+    return postgres.create_database(name)  # type: ignore[attr-defined]

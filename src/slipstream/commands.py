@@ -6,9 +6,9 @@ import sys
 from typing import TextIO
 
 from slipstream import runner
-from slipstream.checkpoints import delete_checkpoint, is_locked
+from slipstream.checkpoints import CheckpointLock, delete_checkpoint, is_locked
 from slipstream.config import Settings
-from slipstream.errors import CheckpointError
+from slipstream.errors import CheckpointError, find_error
 from slipstream.monitor.listener import ConsoleReporter
 from slipstream.pipelines import pipelines
 
@@ -39,6 +39,8 @@ def run(settings: Settings, out: TextIO) -> int:
 
     prepared = runner.prepare(settings)  # every rule, before Spark starts
     s = prepared.settings
+    # Refuse a checkpoint in use now, not after ~10 s of Spark start-up (start() holds the lock).
+    CheckpointLock(s.checkpoint_root).acquire().release()
     if not s.quiet:
         print(prepared.explain(), file=out, flush=True)
         print("", file=out, flush=True)
@@ -57,7 +59,9 @@ def run(settings: Settings, out: TextIO) -> int:
     try:
         run_.wait(s.duration)
     except Exception as exc:  # noqa: BLE001 - report a failed query, exit non-zero
-        print(f"slipstream: the query failed: {str(exc).splitlines()[0]}", file=sys.stderr)
+        ours = find_error(str(exc))  # a sink's own error, wrapped by Spark's foreachBatch
+        shown = ours.render() if ours else str(exc).splitlines()[0]
+        print(f"slipstream: the query failed: {shown}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         summary(run_, out)

@@ -5,6 +5,8 @@ wording), a message naming the problem, and a fix a person can act on."""
 
 from __future__ import annotations
 
+import re
+
 # code -> one-line rule. The catalog doubles as documentation (`slipstream check --rules`).
 CODES: dict[str, str] = {
     # configuration
@@ -43,6 +45,8 @@ CODES: dict[str, str] = {
     # sinks
     "SINK_UNKNOWN": "no sink of that kind",
     "SINK_BAD_TARGET": "the sink's target cannot be used",
+    "SINK_UNREACHABLE": "the sink's database cannot be reached",
+    "SINK_WRITE_FAILED": "the sink's database refused or lost a write",
     "EXPECTATION_FAILED": "a data-quality expectation of strength 'fail' was violated",
     "EXPECTATION_INVALID": "an expectation is declared wrongly (name, strength or condition)",
 }
@@ -76,3 +80,18 @@ class ValidationError(SlipstreamError):
 
 class CheckpointError(SlipstreamError):
     """A checkpoint cannot be used (in use by another run, or reset refused)."""
+
+
+_RENDERED = re.compile(r"\[([A-Z][A-Z_]+)\] (.+?)(?:\n  fix: (.+))?$", re.M)
+
+
+def find_error(text: str) -> SlipstreamError | None:
+    """Our error inside another error's text: a sink's error raised in `foreachBatch` or in a
+    Spark task reaches the driver wrapped in Spark's own exception and Python traceback."""
+    found = None
+    for match in _RENDERED.finditer(text):
+        if match.group(1) in CODES:
+            found = match  # the last one is the innermost cause
+    if found is None:
+        return None
+    return SlipstreamError(found.group(1), found.group(2).strip(), (found.group(3) or "").strip())

@@ -16,11 +16,14 @@ Streaming defaults, each deliberate (see docs/architecture.md and docs/benchmark
 - Spark UI off by default (a server nobody asked for);
   `--conf spark.ui.enabled=true` brings it back.
 - Log level WARN (ERROR with --quiet): slipstream prints its own one line per batch instead.
+- Python workers use the driver's interpreter (PYSPARK_PYTHON defaults to `sys.executable`), so
+  code that runs on executors sees the same packages as the driver.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
@@ -62,6 +65,9 @@ def build_session(
 
     `conf` wins over the defaults, so every default can be overridden with `--conf`."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers run the driver's interpreter (its packages: psycopg, pandas, slipstream),
+    # not whatever `python3` is first on PATH. Set PYSPARK_PYTHON to choose another.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     cores = _cores_of(master)
     settings = {**streaming_defaults(cores), **dict(conf or {})}
     builder = SparkSession.builder.master(master).appName(app_name)
