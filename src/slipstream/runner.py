@@ -201,16 +201,28 @@ class Run:
         return self.prepared.sink.read(self.spark, self.prepared.ctx)
 
 
-def _stop_at_batch_boundary(query: StreamingQuery, timeout: float = 60.0) -> None:
-    """Wait (bounded) until no trigger is running, then stop: no batch is cut in half."""
+def _stop_at_batch_boundary(
+    query: StreamingQuery, timeout: float = 60.0, poll: float = 0.005
+) -> bool:
+    """Stop `query` between two triggers; True if it stopped there, False if `timeout` passed
+    with a trigger always running (it is then stopped anyway, and Spark replays the cut batch
+    on restart).
+
+    Spark has no graceful stop: `stop()` interrupts a running batch. Between triggers
+    (`isTriggerActive` false) the last batch has written its commit, and `stop()` marks the query
+    terminated before the next trigger can plan a batch. `isDataAvailable` is no guide: Spark
+    reports it false while it writes the next batch's offsets. What remains is the few
+    milliseconds between reading the status and `stop()` reaching the JVM."""
     deadline = time.monotonic() + timeout
-    while query.isActive and time.monotonic() < deadline:
-        status = query.status
-        if not status.get("isTriggerActive") or not status.get("isDataAvailable"):
-            break
-        query.awaitTermination(0.05)
-    if query.isActive:
-        query.stop()
+    while query.isActive:
+        if not query.status.get("isTriggerActive"):
+            query.stop()
+            return True
+        if time.monotonic() >= deadline:
+            query.stop()
+            return False
+        query.awaitTermination(poll)
+    return True
 
 
 def read_records(spark: SparkSession, prepared: Prepared) -> DataFrame:
@@ -240,7 +252,8 @@ def start(
     pipeline = prepared.pipeline
     lock = CheckpointLock(settings.checkpoint_root).acquire()
     totals = RunTotals()
-    listener = RunListener(pipeline.name, [totals, *(handlers or [])])
+    # totals last: `sync_progress` waits on it, so every other handler has seen the batch too
+    listener = RunListener(pipeline.name, [*(handlers or []), totals])
     spark.streams.addListener(listener)
     queries: dict[str, StreamingQuery] = {}
     try:
