@@ -5,15 +5,19 @@ ledger) on the bundled sample files, in a fresh state directory."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import sys
 from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
 from slipstream import runner
-from slipstream.config import load_settings
+from slipstream.config import DEFAULT_DASHBOARD_PORT, load_settings
 from slipstream.generators.files import write_atomically
+from slipstream.monitor.eventlog import log_files
 from slipstream.monitor.listener import ConsoleReporter
+from slipstream.monitor.serve import start_monitoring
 from slipstream.sinks.sqlite import read_table
 
 SAMPLE_FILES = ("file1.json", "file2.json", "file3.json", "file4.json")
@@ -26,15 +30,29 @@ def sample_dir() -> Path:
 def format_table(rows: list[dict[str, object]], columns: list[str]) -> str:
     widths = [max([len(c)] + [len(str(r[c])) for r in rows]) for c in columns]
     line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    out = [line, "| " + " | ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)) + " |",
-           line]
-    out += ["| " + " | ".join(str(r[c]).ljust(w) for c, w in zip(columns, widths, strict=True))
-            + " |" for r in rows]
+    out = [
+        line,
+        "| " + " | ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)) + " |",
+        line,
+    ]
+    out += [
+        "| " + " | ".join(str(r[c]).ljust(w) for c, w in zip(columns, widths, strict=True)) + " |"
+        for r in rows
+    ]
     out.append(line)
     return "\n".join(out)
 
 
-def demo(state_dir: Path, out: TextIO) -> int:
+def demo(
+    state_dir: Path,
+    out: TextIO,
+    dashboard: int | None = DEFAULT_DASHBOARD_PORT,
+    linger: bool | None = None,
+) -> int:
+    """Land the sample files one by one and show the table after each batch. `dashboard` is
+    its port (0: any free port, None: no dashboard). With `linger` (default: when standard input
+    is a terminal) the run and its dashboard stay up until Ctrl-C or `slipstream stop mobile`,
+    so more files dropped into the landing folder show up live."""
     from slipstream.session import build_session
 
     state_dir = Path(state_dir).resolve()
@@ -43,13 +61,21 @@ def demo(state_dir: Path, out: TextIO) -> int:
         shutil.rmtree(stale, ignore_errors=True)
     (state_dir / "slipstream.db").unlink(missing_ok=True)
     landing.mkdir(parents=True)
-    settings = load_settings("mobile", {"input": landing, "state_dir": state_dir})
+    settings = load_settings(
+        "mobile", {"input": landing, "state_dir": state_dir, "dashboard": dashboard}
+    )
+    for log in log_files(settings.event_log):  # a fresh run: fresh charts
+        log.unlink()
     prepared = runner.prepare(settings)
     print(prepared.explain(), file=out)
+    monitoring = start_monitoring(prepared.settings, prepared.pipeline)
+    print("", file=out)
+    monitoring.announce(out)
     print("\nstarting Spark (about 10 s)...", file=out, flush=True)
-    spark = build_session(settings.master, settings.conf, app_name="slipstream-demo",
-                          log_level="ERROR")
-    run = runner.start(spark, prepared, [ConsoleReporter(out)])
+    spark = build_session(
+        settings.master, settings.conf, app_name="slipstream-demo", log_level="ERROR"
+    )
+    run = runner.start(spark, prepared, [ConsoleReporter(out), *monitoring.handlers], origin="demo")
     db = prepared.sink.path  # type: ignore[attr-defined]
     columns = ["window_start", "window_end", "action", "count"]
     try:
@@ -60,11 +86,23 @@ def demo(state_dir: Path, out: TextIO) -> int:
             run.process_all_available()
             rows = read_table(db, prepared.ctx.table, order_by="window_start, action")
             print(format_table(rows, columns), file=out, flush=True)
+        if monitoring.dashboard is not None and (sys.stdin.isatty() if linger is None else linger):
+            print(
+                f"\nthe run and its dashboard ({monitoring.dashboard.url}) stay up: drop more "
+                f"JSON lines files into {landing}\nCtrl-C (or `slipstream stop mobile "
+                f"--state-dir {state_dir}`) to finish",
+                file=out,
+                flush=True,
+            )
+            with contextlib.suppress(KeyboardInterrupt):
+                run.wait()
     finally:
         run.stop()
+        monitoring.close()
         spark.stop()
     print(f"\nresults: table {prepared.ctx.table} in {db}", file=out)
-    print(f"checkpoint: {settings.checkpoint_root}  quarantine: {settings.quarantine_dir}",
-          file=out)
+    print(
+        f"checkpoint: {settings.checkpoint_root}  quarantine: {settings.quarantine_dir}", file=out
+    )
     print(f"try: sqlite3 {db} 'select * from {prepared.ctx.table}'", file=out)
     return 0
