@@ -95,6 +95,12 @@ def _operators(progress: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [op for op in ops if isinstance(op, Mapping)] if isinstance(ops, list) else []
 
 
+def batch_executed(progress: Mapping[str, Any]) -> bool:
+    """See ``QueryProgress.executed``: false for Spark's idle progress reports."""
+    phases = _mapping(progress.get("durationMs"))
+    return not phases or "addBatch" in phases or "walCommit" in phases
+
+
 # --------------------------------------------------------------------------- events
 
 
@@ -214,6 +220,14 @@ class QueryProgress(_QueryEvent):
     def batch_id(self) -> int | None:
         number = _finite(self.progress.get("batchId"))
         return None if number is None else int(number)
+
+    @property
+    def executed(self) -> bool:
+        """Whether a micro-batch ran. While a query waits for data Spark also reports progress
+        (every ``noDataProgressEventInterval``) that carries the *next* batch id, zero rows and
+        only the ``latestOffset`` and ``triggerExecution`` phases; no batch ran. Records without
+        phases (hand-made ones) count as executed."""
+        return batch_executed(self.progress)
 
     @property
     def batch_timestamp(self) -> datetime | None:

@@ -242,10 +242,12 @@ class StatusTracker:
     def _add_progress(state: _QueryState, event: QueryProgress) -> None:
         if state.started_at is None:  # log rotated past the started event
             state.started_at = event.ts
-        state.last = event
         state.recent.append(event)
         if event.input_rows > 0:
             state.idle_since = None
+        if not event.executed:  # an idle report (see QueryProgress.executed): no batch ran
+            return
+        state.last = event
         state.watermark = event.watermark or state.watermark
         state.total_batches += 1
         state.total_input_rows += event.input_rows
