@@ -27,6 +27,7 @@ from slipstream.checkpoints import (
 from slipstream.config import Settings
 from slipstream.control import StopControl
 from slipstream.errors import ConfigError
+from slipstream.monitor.events import batch_executed
 from slipstream.monitor.listener import Handler, RunListener, RunTotals
 from slipstream.monitor.recorder import RunRecorder
 from slipstream.pipelines import Pipeline, get_pipeline
@@ -165,11 +166,18 @@ class Run:
     def sync_progress(self) -> None:
         """Wait until the listener has seen each query's last progress (bounded, no sleep):
         Spark updates `lastProgress` before processAllAvailable returns, but delivers listener
-        events asynchronously."""
+        events asynchronously. A `lastProgress` in which no batch ran (Spark records one while
+        the query waits for data) names the next batch, and listeners get an idle event for it
+        instead of progress: wait for the batch before it."""
         for name, query in self.queries.items():
             last = query.lastProgress
-            if last is not None:
-                self.totals.wait_for(f"{self.prepared.pipeline.name}.{name}", last["batchId"])
+            if last is None:
+                continue
+            batch = last["batchId"]
+            if not batch_executed({"durationMs": last["durationMs"]}):
+                batch -= 1
+            if batch >= 0:
+                self.totals.wait_for(f"{self.prepared.pipeline.name}.{name}", batch)
 
     def wait(self, duration: timedelta | None = None, poll: float = 0.5) -> None:
         """Until the queries finish (finite triggers: all of them; otherwise: any of them),
