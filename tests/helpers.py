@@ -23,18 +23,25 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def slipstream(*args: str, env: dict[str, str] | None = None, timeout: float = 300,
-               cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def slipstream(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the CLI in a real subprocess, as a user would."""
     return subprocess.run(
         [sys.executable, "-m", "slipstream", *args],
-        capture_output=True, text=True, timeout=timeout, env=env or cli_env(), cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or cli_env(),
+        cwd=cwd,
     )
 
 
 def mobile_counts(lines: list[str], window: str = "10min") -> pd.DataFrame:
     """Seed 003's counts computed independently with pandas (valid records only)."""
-    frame = pd.read_json(io.StringIO("\n".join(lines)), lines=True, dtype={"id": str, "action": str})
+    frame = pd.read_json(
+        io.StringIO("\n".join(lines)), lines=True, dtype={"id": str, "action": str}
+    )
     frame["ts"] = pd.to_datetime(frame["ts"], utc=True, format="ISO8601")
     frame["window_start"] = frame["ts"].dt.floor(window)
     counts = frame.groupby(["window_start", "action"]).size().rename("count").reset_index()
