@@ -211,25 +211,28 @@ def test_dashboard_flag_takes_an_optional_port() -> None:
 # --------------------------------------------------------------------------- verdicts
 
 
-def sparse_batches(gap_s: float) -> list[Any]:
+def sparse_batches(gap_s: float, watermark_batches: bool = False) -> list[Any]:
     """Batches of 4 rows taking 2 s, `gap_s` apart: Spark's input rate (rows over the time since
-    the previous trigger, ~15 ms with the default trigger) dwarfs the processed rate."""
+    the previous trigger, ~15 ms with the default trigger) dwarfs the processed rate. With
+    `watermark_batches`, each is followed at once by a batch without input (how a stateful
+    query moves its watermark when it has caught up)."""
     t0 = datetime(2026, 1, 15, 9, 0, tzinfo=UTC)
     events: list[Any] = [QueryStarted(t0, "p", "p.results", "q", "r", 1)]
     start = t0
-    for batch in range(5):
+    rows = [4, 0] * 5 if watermark_batches else [4] * 5
+    for batch, n in enumerate(rows):
         end = start + timedelta(seconds=2)
         progress = {
             "batchId": batch,
             "timestamp": format_ts(start),
             "batchDuration": 2000,
-            "numInputRows": 4,
-            "inputRowsPerSecond": 260.0,
-            "processedRowsPerSecond": 2.0,
+            "numInputRows": n,
+            "inputRowsPerSecond": 260.0 if n else 0.0,
+            "processedRowsPerSecond": 2.0 if n else 0.0,
             "durationMs": {"addBatch": 1900, "triggerExecution": 2000},
         }
         events.append(QueryProgress(end, "p", "p.results", "q", "r", 1, progress=progress))
-        start = end + timedelta(seconds=gap_s)
+        start = end + timedelta(seconds=gap_s if n or not watermark_batches else 0.01)
     return events
 
 
@@ -241,3 +244,7 @@ def test_small_batches_with_idle_gaps_keep_up() -> None:
     assert status.reason == "keeping up: waits for data between batches (last: 4 rows in 2.0s)"
     (busy,) = query_status(sparse_batches(gap_s=0.01), now, pid_check=lambda pid: True)
     assert busy.health == "falling_behind"
+    # the demo's pattern: a file lands as soon as the previous one is done
+    caught_up = sparse_batches(gap_s=0.01, watermark_batches=True)
+    (demo,) = query_status(caught_up, now, pid_check=lambda pid: True)
+    assert demo.health == "healthy" and demo.reason.startswith("keeping up: waits for data")

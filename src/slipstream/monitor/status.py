@@ -57,8 +57,10 @@ class FallingBehindRule:
     arrived, and processed/input averages below ``max_ratio``.
 
     "Back to back": the batch started within ``max_gap`` (or a tenth of the previous batch's
-    duration, if longer) after the previous batch ended. A batch that started later found the
-    query waiting for data, so it keeps up whatever the rates say: Spark computes
+    duration, if longer) after the previous batch ended, and that batch read rows. A batch that
+    started later, or after a batch without input (which Spark runs only when no input is
+    waiting, to move the watermark), found the query caught up, so it keeps up whatever the
+    rates say: Spark computes
     ``inputRowsPerSecond`` over the time since the previous trigger, which with sparse input
     (a few rows per file) is far above what a batch's fixed cost lets it process."""
 
@@ -389,6 +391,8 @@ class StatusTracker:
     def _back_to_back(self, prev: QueryProgress | None, batch: QueryProgress) -> bool | None:
         if prev is None or prev.batch_timestamp is None or batch.batch_timestamp is None:
             return None
+        if prev.input_rows == 0:  # a batch run to move the watermark: no input was waiting
+            return False
         duration = timedelta(milliseconds=prev.batch_duration_ms or 0)
         gap = batch.batch_timestamp - (prev.batch_timestamp + duration)
         return gap <= max(self.rule.max_gap, duration / 10)
