@@ -14,6 +14,7 @@ slipstream demo                        the quick-start demo (what `make demo` ru
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -94,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=9999)
     p.add_argument("--host", default="127.0.0.1")
     _add_monitor_commands(sub)
+    p = sub.add_parser("samples", help="copy a workload's bundled sample files into a folder")
+    p.add_argument("workload", choices=["mobile"])
+    p.add_argument("--out", type=Path, required=True, help="landing folder to copy into")
     p = sub.add_parser("demo", help="the quick-start demo on bundled data")
     p.add_argument("--state-dir", type=Path, default=Path("demo-state"))
     return parser
@@ -135,6 +139,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="slipstream: %(message)s", stream=sys.stderr)
+    for noisy in ("py4j", "pyspark"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
     try:
         return _dispatch(args, out)
     except SlipstreamError as exc:
@@ -161,6 +168,12 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
         from slipstream.generators.feed import serve
 
         return serve(args.port, args.file, args.host)
+    if args.command == "samples":
+        from slipstream.demo import copy_samples
+
+        for path in copy_samples(args.out):
+            print(path, file=out)
+        return 0
     if args.command == "demo":
         from slipstream.demo import demo
 

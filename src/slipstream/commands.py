@@ -75,6 +75,7 @@ def run(settings: Settings, out: TextIO) -> int:
             bar.close()
         monitoring.close()
         summary(run_, out)
+        spark.stop()  # drains the listener bus before the Python side goes away
     return EXIT_OK
 
 
@@ -124,7 +125,7 @@ def reset(
     out: TextIO,
     confirm_input: TextIO | None = None,
 ) -> int:
-    prepared = runner.prepare(settings, check_rules=False)
+    prepared = runner.prepare(settings, check_rules=False, check_source=False)
     s = prepared.settings
     root = s.checkpoint_root
     if is_locked(root):

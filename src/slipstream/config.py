@@ -170,6 +170,21 @@ OPTIONS: tuple[Option, ...] = (
         "source_table", _text, "table to read with the table source", "a table name", metavar="NAME"
     ),
     Option(
+        "kafka_bootstrap",
+        _text,
+        "Kafka bootstrap servers (kafka source)",
+        "host:port[,...]",
+        metavar="SERVERS",
+        env="SLIPSTREAM_KAFKA_BOOTSTRAP",
+    ),
+    Option(
+        "kafka_topic",
+        _text,
+        "Kafka topic to subscribe to (kafka source)",
+        "a topic name",
+        metavar="TOPIC",
+    ),
+    Option(
         "sink",
         SinkSpec.parse,
         "where results go (default: sqlite under the state dir)",
@@ -311,6 +326,8 @@ class Settings:
     max_files_per_trigger: int | None = None
     latest_first: bool = False
     source_table: str | None = None
+    kafka_bootstrap: str | None = None
+    kafka_topic: str | None = None
     sink: SinkSpec | None = None
     table: str | None = None
     mode: OutputMode | None = None

@@ -6,6 +6,7 @@ ledger) on the bundled sample files, in a fresh state directory."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sys
 from importlib import resources
@@ -25,6 +26,19 @@ SAMPLE_FILES = ("file1.json", "file2.json", "file3.json", "file4.json")
 
 def sample_dir() -> Path:
     return Path(str(resources.files("slipstream") / "data" / "mobile"))
+
+
+def copy_samples(out: Path) -> list[Path]:
+    """Land seed 003's files in `out`, atomically and with increasing modification times (the
+    file source takes new files in modification-time order)."""
+    copied = []
+    Path(out).mkdir(parents=True, exist_ok=True)
+    for i, name in enumerate(SAMPLE_FILES):
+        target = write_atomically(Path(out), name, (sample_dir() / name).read_text().splitlines())
+        stamp = target.stat().st_mtime - len(SAMPLE_FILES) + i
+        os.utime(target, (stamp, stamp))
+        copied.append(target)
+    return copied
 
 
 def format_table(rows: list[dict[str, object]], columns: list[str]) -> str:

@@ -88,6 +88,7 @@ def prepare(
     *,
     check_rules: bool = True,
     sink: Sink | None = None,
+    check_source: bool = True,
 ) -> Prepared:
     pipeline = pipeline or get_pipeline(settings.pipeline)
     settings = pipeline.resolve(settings)
@@ -99,8 +100,9 @@ def prepare(
             f"use one of: {', '.join(pipeline.sources)}",
         )
     source = get_source(settings.source)
-    source.validate(settings)
-    pipeline.validate(settings)
+    if check_source:
+        source.validate(settings)
+        pipeline.validate(settings)
     plan = pipeline.plan(settings)
     sink = sink or make_sink(settings.sink, settings.default_database)
     ctx = SinkContext(
@@ -189,6 +191,8 @@ class Run:
                 ended = [n for n, q in self.queries.items() if not q.isActive]
                 if ended and (not finite or len(ended) == len(self.queries)):
                     self.stop_reason = self._ended_reason(ended, finite)
+                    if finite:
+                        self.sync_progress()  # the summary counts the last batch
                     break
                 if deadline is not None and time.monotonic() >= deadline:
                     assert duration is not None

@@ -125,7 +125,14 @@ class PipelineHarness:
         """Land one file of lines (atomically). The next `process()` sees it."""
         if isinstance(lines, str):
             lines = lines.splitlines()
-        name = name or f"batch-{next(self._files):05d}.{self.prepared.settings.format}"
+        if name is None:
+            # unique across harnesses sharing a landing folder: Spark reads a path only once
+            index = next(self._files)
+            while any(self.input.glob(f"batch-{index:05d}.*")):
+                index = next(self._files)
+            name = f"batch-{index:05d}.{self.prepared.settings.format}"
+        elif (self.input / name).exists():
+            raise FileExistsError(f"{name} already landed; Spark would not read it again")
         return write_atomically(self.input, name, lines)
 
     def feed_records(self, records: Iterable[Mapping[str, Any]], name: str | None = None) -> Path:

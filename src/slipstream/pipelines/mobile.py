@@ -23,7 +23,7 @@ class MobilePipeline(Pipeline):
     output = "mobile_action_counts"
     key = ("window_start", "action")
     modes = ("update", "complete", "append")
-    sources = ("files", "table")
+    sources = ("files", "table", "kafka")
     input_format = "json"
     schema = StructType(
         [

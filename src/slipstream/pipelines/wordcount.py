@@ -20,7 +20,7 @@ class WordCountPipeline(Pipeline):
     output = "word_counts"
     key = ("word",)
     modes = ("complete", "update")
-    sources = ("socket", "files", "table")
+    sources = ("socket", "files", "table", "kafka")
     input_format = "text"
 
     def resolve(self, settings: Settings) -> Settings:

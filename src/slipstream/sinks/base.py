@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -43,6 +44,8 @@ from pyspark.sql.types import (
 
 from slipstream.errors import SlipstreamError
 from slipstream.specs import OutputMode, SinkSpec
+
+log = logging.getLogger("slipstream.sinks")
 
 LEDGER_TABLE = "_slipstream_batches"
 FAULT_ENV = "SLIPSTREAM_FAULT"  # testing hook, see slipstream.testing.fault
@@ -195,7 +198,18 @@ class DatabaseSink(BatchSink):
             self.ensure_schema(conn, info.ctx.table, stored.schema, info.ctx)
             with self.transaction(conn):
                 if self.committed(conn, info):
+                    # Still run the batch, writing nothing: Spark commits the stateful
+                    # operators' state of a batch only when its plan executes (and Spark 4
+                    # fails the query otherwise: STATE_STORE_COMMIT_VALIDATION_FAILED).
+                    stored.write.format("noop").mode("append").save()
                     self.skipped_batches += 1
+                    log.warning(
+                        "%s batch %d was already committed to %s (a replay after a "
+                        "restart); skipped",
+                        info.ctx.query_name,
+                        info.batch_id,
+                        info.ctx.table,
+                    )
                     return
                 rows = self.write_rows(conn, info.ctx.table, stored, info)
                 self.record(conn, info, rows)

@@ -58,7 +58,7 @@ def register(cls: type[Source]) -> type[Source]:
 
 def get_source(kind: str) -> Source:
     # Import the built-in modules so their @register runs.
-    from slipstream.sources import files, rate, socket, table  # noqa: F401
+    from slipstream.sources import files, kafka, rate, socket, table  # noqa: F401
 
     if kind not in SOURCES:
         raise ConfigError(

@@ -1,0 +1,70 @@
+"""Kafka, where Spark's Kafka connector is installed (it is not part of the PyPI pyspark).
+
+The connector jar (`spark-sql-kafka-0-10_2.13-<spark version>.jar` and its dependencies) must
+be on the classpath: in pyspark's `jars/` folder or listed in `--conf spark.jars=...`. Without
+it the source is refused before Spark starts with SOURCE_NOT_AVAILABLE."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from slipstream.errors import ConfigError
+from slipstream.quality.parse import SOURCE
+from slipstream.sources.base import RawInput, Source, register
+
+if TYPE_CHECKING:
+    from slipstream.config import Settings
+
+
+def connector_jars(settings: Settings) -> list[str]:
+    import pyspark
+
+    jars_dir = Path(pyspark.__file__).parent / "jars"
+    found = [p.name for p in jars_dir.glob("spark-sql-kafka-0-10*.jar")]
+    found += [j for j in settings.conf.get("spark.jars", "").split(",") if "kafka" in j]
+    return found
+
+
+@register
+class KafkaSource(Source):
+    kind = "kafka"
+
+    def validate(self, settings: Settings) -> None:
+        if not connector_jars(settings):
+            raise ConfigError(
+                "SOURCE_NOT_AVAILABLE",
+                "the Kafka source needs Spark's Kafka connector, which is not installed",
+                "put spark-sql-kafka-0-10_2.13 (matching your Spark version) and its "
+                "dependencies on the classpath, e.g. --conf spark.jars=/path/a.jar,/path/b.jar",
+            )
+        if not settings.kafka_bootstrap or not settings.kafka_topic:
+            raise ConfigError(
+                "CONFIG_MISSING",
+                "the Kafka source needs servers and a topic",
+                "pass --kafka-bootstrap HOST:PORT and --kafka-topic TOPIC",
+            )
+
+    def describe(self, settings: Settings) -> str:
+        return f"kafka {settings.kafka_topic} at {settings.kafka_bootstrap}"
+
+    def read(
+        self, spark: SparkSession, settings: Settings, fmt: str, schema: StructType | None
+    ) -> RawInput:
+        frame = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", str(settings.kafka_bootstrap))
+            .option("subscribe", str(settings.kafka_topic))
+            .load()
+            .select(
+                F.col("value").cast("string").alias("value"),
+                F.concat_ws(
+                    ":", F.lit("kafka"), F.col("topic"), F.col("partition"), F.col("offset")
+                ).alias(SOURCE),
+            )
+        )
+        return RawInput(frame, fmt if fmt in ("json", "csv", "text") else "json", True)

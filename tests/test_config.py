@@ -1,0 +1,135 @@
+"""Settings: durations parsed once, flags over TOML over environment, errors name the key."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from slipstream.config import load_settings
+from slipstream.errors import ConfigError
+from slipstream.specs import SinkSpec, TriggerSpec, parse_duration, spark_interval
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("10m", 600),
+        ("90s", 90),
+        ("1h", 3600),
+        ("10 minutes", 600),
+        ("1 minute", 60),
+        ("500ms", 0.5),
+        ("2 hours", 7200),
+        ("1.5s", 1.5),
+        ("1d", 86400),
+    ],
+)
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("text", ["10", "ten minutes", "10 parsecs", "-5m", "0s", ""])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+def test_spark_interval_is_the_edge() -> None:
+    assert spark_interval(timedelta(minutes=10)) == "600 seconds"
+    assert spark_interval(timedelta(milliseconds=1500)) == "1500 milliseconds"
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "interval"),
+    [
+        ("default", "default", None),
+        ("5s", "interval", 5),
+        ("available-now", "available-now", None),
+        ("once", "once", None),
+        ("continuous:1s", "continuous", 1),
+        ("real-time:5s", "real-time", 5),
+    ],
+)
+def test_triggers(text: str, kind: str, interval: float | None) -> None:
+    spec = TriggerSpec.parse(text)
+    assert spec.kind == kind
+    assert spec.interval == (timedelta(seconds=interval) if interval else None)
+
+
+def test_bad_value_names_key_value_and_allowed() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings("mobile", {"window": "ten minutes"}, environ={})
+    assert err.value.code == "CONFIG_BAD_VALUE"
+    assert "--window" in err.value.message and "ten minutes" in err.value.message
+    assert "duration" in err.value.message
+
+
+def test_bad_trigger_and_mode_and_port() -> None:
+    for flags, key in (
+        ({"trigger": "sometimes"}, "--trigger"),
+        ({"mode": "upsert"}, "--mode"),
+        ({"port": "99999"}, "--port"),
+        ({"sink": "kafka:x"}, "--sink"),
+    ):
+        with pytest.raises(ConfigError) as err:
+            load_settings("mobile", flags, environ={})
+        assert err.value.code == "CONFIG_BAD_VALUE"
+        assert key in err.value.message
+
+
+def test_toml_file_and_flags_win(tmp_path: Path) -> None:
+    config = tmp_path / "slipstream.toml"
+    config.write_text(
+        'window = "5m"\nwatermark = "2 minutes"\nmax-files-per-trigger = 3\n'
+        '[conf]\n"spark.sql.shuffle.partitions" = "3"\n'
+    )
+    settings = load_settings("mobile", {"window": "1m", "conf": ["a.b=c"]}, config, environ={})
+    assert settings.window == timedelta(minutes=1)  # flag wins
+    assert settings.watermark == timedelta(minutes=2)  # from the file
+    assert settings.max_files_per_trigger == 3
+    assert settings.conf == {"spark.sql.shuffle.partitions": "3", "a.b": "c"}
+
+
+def test_unknown_toml_key_is_named_with_a_suggestion(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text('watermrk = "5m"\n')
+    with pytest.raises(ConfigError) as err:
+        load_settings("mobile", {}, config, environ={})
+    assert err.value.code == "CONFIG_UNKNOWN_KEY"
+    assert "watermrk" in err.value.message
+    assert "watermark" in err.value.fix
+
+
+def test_bad_toml_value_names_the_key(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("rows-per-second = -3\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings("mobile", {}, config, environ={})
+    assert err.value.code == "CONFIG_BAD_VALUE" and "rows_per_second" in err.value.message
+
+
+def test_environment_is_below_flags() -> None:
+    env = {"SLIPSTREAM_STATE_DIR": "/tmp/from-env"}
+    assert load_settings("mobile", {}, environ=env).state_dir == Path("/tmp/from-env")
+    assert load_settings("mobile", {"state_dir": "x"}, environ=env).state_dir == Path("x")
+
+
+def test_password_never_shows() -> None:
+    spec = SinkSpec.parse("postgresql://app:s3cret@db.local:5432/metrics")
+    assert spec.password is not None and spec.password.reveal() == "s3cret"
+    for text in (
+        repr(spec),
+        str(spec),
+        spec.describe(),
+        repr(
+            load_settings(
+                "mobile", {"sink": "postgresql://app:s3cret@db.local:5432/metrics"}, environ={}
+            )
+        ),
+    ):
+        assert "s3cret" not in text
+    with pytest.raises(ConfigError) as err:
+        load_settings("mobile", {"sink": "postgresql://app:s3cret@/"}, environ={})
+    assert "s3cret" not in str(err.value)

@@ -1,0 +1,63 @@
+"""The README's commands and code, run as a new user would."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sqlite3
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from tests.helpers import REPO, mobile_counts, slipstream
+
+README = (REPO / "README.md").read_text()
+
+
+def block_after(heading: str, lang: str) -> str:
+    section = README.split(heading, 1)[1]
+    match = re.search(rf"```{lang}\n(.*?)```", section, re.S)
+    assert match, f"no {lang} block after {heading}"
+    return match.group(1)
+
+
+def test_quick_start_is_two_commands() -> None:
+    assert block_after("## Quick start", "sh").split("\n")[:2] == [
+        "make demo    # the flagship job on embedded defaults: local Spark, files, SQLite",
+        "make test    # lint + the whole suite (starts the services it needs)",
+    ]
+
+
+@pytest.mark.slow
+def test_cli_tour(tmp_path: Path) -> None:
+    for line in block_after("## A tour of the CLI", "sh").strip().splitlines():
+        command, _, comment = line.partition("#")
+        args = shlex.split(command)
+        assert args[0] == "slipstream"
+        expected = int(m.group(1)) if (m := re.search(r"exit (\d)", comment)) else 0
+        done = slipstream(*args[1:], cwd=tmp_path)
+        assert done.returncode == expected, (line, done.stdout[-3000:], done.stderr[-3000:])
+        if expected == 2:
+            assert re.search(r"[A-Z_]{6,}", comment).group(0) in done.stdout  # the rule's code
+        if args[1:3] == ["run", "mobile"] and "parquet" not in line:
+            lines = [
+                x
+                for f in sorted((tmp_path / "landing").iterdir())
+                for x in f.read_text().splitlines()
+            ]
+            with sqlite3.connect(tmp_path / "state" / "slipstream.db") as conn:
+                table = sorted(
+                    conn.execute(
+                        "SELECT window_start, action, count FROM mobile_action_counts"
+                    ).fetchall()
+                )
+            assert table == sorted(mobile_counts(lines).itertuples(index=False, name=None))
+        if "parquet" in line and args[1] == "run":
+            assert list((tmp_path / "out").glob("*.parquet"))
+    assert not (tmp_path / "state" / "checkpoints" / "mobile").exists()  # reset removed it
+
+
+def test_python_example(spark: SparkSession, tmp_path: Path) -> None:
+    code = block_after("## Testing your own pipelines", "python")
+    exec(compile(code, "README.md", "exec"), {"tmp_path": tmp_path})  # noqa: S102

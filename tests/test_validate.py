@@ -1,0 +1,157 @@
+"""Every rule `check` and `run` enforce before a query starts, by its stable code (no Spark)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from slipstream import runner
+from slipstream.config import load_settings
+from slipstream.errors import CODES, ValidationError
+from slipstream.plan import Plan
+from slipstream.specs import SinkSpec, TriggerSpec
+from slipstream.validate import violations
+
+AGG = Plan(steps=("groupBy(word).count()",), aggregation=True)
+WINDOWED = Plan(
+    steps=("window",),
+    aggregation=True,
+    window="tumbling",
+    window_column="ts",
+    watermark_column="ts",
+    watermark_delay=timedelta(minutes=10),
+)
+STATELESS = Plan(steps=("select",))
+SQLITE = SinkSpec("sqlite")
+DEFAULT = TriggerSpec()
+
+
+def codes(
+    plan: Plan,
+    mode: str = "update",
+    sink: SinkSpec = SQLITE,
+    trigger: TriggerSpec = DEFAULT,
+    source: str = "files",
+) -> list[str]:
+    return [v.code for v in violations(plan, mode, sink, trigger, source)]  # type: ignore[arg-type]
+
+
+def test_file_sinks_take_append_only() -> None:
+    for kind in ("parquet", "json", "csv"):
+        assert codes(WINDOWED, "update", SinkSpec(kind, "/tmp/x")) == ["FILE_SINK_APPEND_ONLY"]
+        assert codes(WINDOWED, "append", SinkSpec(kind, "/tmp/x")) == []
+
+
+def test_complete_needs_aggregation() -> None:
+    assert codes(STATELESS, "complete", SinkSpec("console")) == ["COMPLETE_NEEDS_AGGREGATION"]
+    assert codes(AGG, "complete") == []
+
+
+def test_append_on_aggregation_needs_window_and_watermark() -> None:
+    assert codes(AGG, "append") == ["APPEND_NEEDS_WATERMARK"]
+    no_wm = Plan(steps=(), aggregation=True, window="tumbling", window_column="ts")
+    assert codes(no_wm, "append") == ["APPEND_NEEDS_WATERMARK"]
+    other_col = Plan(
+        steps=(),
+        aggregation=True,
+        window="tumbling",
+        window_column="ts",
+        watermark_column="arrived",
+    )
+    assert codes(other_col, "append") == ["APPEND_NEEDS_WATERMARK"]
+    after = Plan(
+        steps=(),
+        aggregation=True,
+        window="tumbling",
+        window_column="ts",
+        watermark_column="ts",
+        watermark_before_aggregation=False,
+    )
+    assert codes(after, "append") == ["APPEND_NEEDS_WATERMARK"]
+    assert codes(WINDOWED, "append") == []
+
+
+def test_session_windows_refuse_update() -> None:
+    session = Plan(
+        steps=(), aggregation=True, window="session", window_column="ts", watermark_column="ts"
+    )
+    assert codes(session, "update") == ["SESSION_WINDOW_NO_UPDATE"]
+    assert codes(session, "append") == []
+
+
+@pytest.mark.parametrize("op", ["limit", "distinct", "sort"])
+def test_limit_distinct_sort_without_aggregation(op: str) -> None:
+    plan = Plan(steps=(op,), stream_ops=(op,))  # type: ignore[arg-type]
+    assert codes(plan, "append", SinkSpec("console")) == ["UNSUPPORTED_STREAM_OPERATION"]
+
+
+def test_sort_after_aggregation_needs_complete() -> None:
+    plan = Plan(steps=(), aggregation=True, stream_ops=("sort",), ops_after_aggregation=True)
+    assert codes(plan, "complete") == []
+    assert codes(plan, "update") == ["SORT_NEEDS_COMPLETE"]
+
+
+def test_continuous_trigger_eligibility() -> None:
+    cont = TriggerSpec.parse("continuous:1s")
+    assert codes(STATELESS, "append", SinkSpec("console"), cont, "rate") == []
+    assert codes(AGG, "update", SinkSpec("console"), cont, "rate") == ["CONTINUOUS_NOT_ELIGIBLE"]
+    assert codes(STATELESS, "append", SinkSpec("console"), cont, "files") == [
+        "CONTINUOUS_NOT_ELIGIBLE"
+    ]
+    assert codes(STATELESS, "append", SQLITE, cont, "rate") == ["CONTINUOUS_NOT_ELIGIBLE"]
+
+
+def test_real_time_trigger_eligibility() -> None:
+    rt = TriggerSpec.parse("real-time:5s")
+    assert codes(STATELESS, "append", SinkSpec("console"), rt, "kafka") == []
+    assert codes(STATELESS, "append", SinkSpec("console"), rt, "rate") == ["REAL_TIME_NOT_ELIGIBLE"]
+    assert codes(STATELESS, "append", SinkSpec("memory"), rt, "kafka") == ["REAL_TIME_NOT_ELIGIBLE"]
+    assert codes(WINDOWED, "update", SinkSpec("console"), rt, "kafka") == ["REAL_TIME_NOT_ELIGIBLE"]
+
+
+def test_seed_append_on_running_count_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    settings = load_settings("wordcount", {"mode": "append", "input": tmp_path}, environ={})
+    with pytest.raises(ValidationError) as err:
+        runner.prepare(settings)
+    assert err.value.code == "APPEND_NEEDS_WATERMARK"
+
+
+def test_pipeline_plans_pass_their_own_modes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    for mode in ("update", "complete"):
+        runner.prepare(load_settings("mobile", {"mode": mode, "input": tmp_path}, environ={}))
+        runner.prepare(load_settings("wordcount", {"mode": mode, "input": tmp_path}, environ={}))
+    runner.prepare(
+        load_settings(
+            "mobile",
+            {"mode": "append", "input": tmp_path, "sink": f"parquet:{tmp_path}/out"},
+            environ={},
+        )
+    )
+    with pytest.raises(ValidationError) as err:
+        runner.prepare(
+            load_settings(
+                "mobile",
+                {"mode": "update", "input": tmp_path, "sink": f"parquet:{tmp_path}/out"},
+                environ={},
+            )
+        )
+    assert err.value.code == "FILE_SINK_APPEND_ONLY"
+
+
+def test_every_code_is_documented() -> None:
+    assert all(CODES[c] for c in CODES)
+
+
+def test_kafka_without_its_connector_is_refused_before_start() -> None:
+    from slipstream.errors import ConfigError
+
+    settings = load_settings(
+        "mobile",
+        {"source": "kafka", "kafka_bootstrap": "127.0.0.1:9092", "kafka_topic": "actions"},
+        environ={},
+    )
+    with pytest.raises(ConfigError) as err:
+        runner.prepare(settings)
+    assert err.value.code == "SOURCE_NOT_AVAILABLE"
+    assert "spark.jars" in err.value.fix
