@@ -63,7 +63,8 @@ def run(settings: Settings, out: TextIO) -> int:
     bar = backfill_bar(prepared, out)
     if bar is not None and not s.verbose:
         handlers = [bar]  # the bar instead of one line per batch
-    run_ = runner.start(spark, prepared, [*handlers, *monitoring.handlers], origin="cli")
+    # metrics first: once a batch line is printed, /metrics shows that batch
+    run_ = runner.start(spark, prepared, [*monitoring.handlers, *handlers], origin="cli")
     try:
         with stop_on_sigterm(run_):
             run_.wait(s.duration)

@@ -89,7 +89,7 @@ def demo(
     spark = build_session(
         settings.master, settings.conf, app_name="slipstream-demo", log_level="ERROR"
     )
-    run = runner.start(spark, prepared, [ConsoleReporter(out), *monitoring.handlers], origin="demo")
+    run = runner.start(spark, prepared, [*monitoring.handlers, ConsoleReporter(out)], origin="demo")
     db = prepared.sink.path  # type: ignore[attr-defined]
     columns = ["window_start", "window_end", "action", "count"]
     try:
