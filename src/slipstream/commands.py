@@ -216,10 +216,13 @@ def stop(settings: Settings, out: TextIO, *, wait: bool = True, timeout: float =
 def dashboard(state_dir: Path, pipeline: str | None, port: int, bind: str, out: TextIO) -> int:
     """Serve the dashboard of every pipeline under `state_dir` until Ctrl-C (no Spark)."""
     from slipstream.monitor.dashboard import DashboardServer, EventLogStatus
-    from slipstream.monitor.serve import StateDirResults
+    from slipstream.monitor.serve import StateDirResults, bind_server
 
     status_provider = EventLogStatus(state_dir)
-    server = DashboardServer(status_provider, StateDirResults(state_dir, pipeline), port, bind)
+    results = StateDirResults(state_dir, pipeline)
+    server = bind_server(
+        "--port", port, lambda p: DashboardServer(status_provider, results, p, bind), bind
+    )
     print(
         f"dashboard   {server.url}  (state dir {state_dir}; Ctrl-C to stop)", file=out, flush=True
     )

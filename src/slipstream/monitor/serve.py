@@ -13,6 +13,7 @@ state directory (so it shows every pipeline there) and the pipeline's own result
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from collections.abc import Callable
@@ -91,7 +92,7 @@ def start_monitoring(
             registry = CollectorRegistry()
             metrics = SlipstreamMetrics(registry, clock)
             handles.registry = registry
-            handles.metrics = _bind(
+            handles.metrics = bind_server(
                 "--metrics-port",
                 settings.metrics_port,
                 lambda port: serve_metrics(registry, port, settings.bind),
@@ -104,7 +105,7 @@ def start_monitoring(
             def results() -> dict[str, Any] | None:
                 return pipeline.results_view(settings)
 
-            handles.dashboard = _bind(
+            handles.dashboard = bind_server(
                 "--dashboard",
                 settings.dashboard,
                 lambda port: serve_dashboard(status, results, port, settings.bind),
@@ -117,9 +118,10 @@ def start_monitoring(
     return handles
 
 
-def _bind(
+def bind_server(
     flag: str, port: int, serve: Callable[[int], Server], host: str, fallback: bool = False
 ) -> Server:
+    """`serve(port)`, turning a taken port into PORT_IN_USE (or `serve(0)` with `fallback`)."""
     try:
         return serve(port)
     except OSError as exc:
@@ -148,10 +150,11 @@ class StateDirResults:
         self._resolved: dict[str, tuple[Pipeline, Settings] | None] = {}
 
     def latest(self) -> str | None:
-        names = pipelines_in(self.state_dir)
-        if not names:
-            return None
-        return max(names, key=lambda n: os.stat(event_log_path(self.state_dir, n)).st_mtime)
+        changed = {}
+        for name in pipelines_in(self.state_dir):
+            with contextlib.suppress(FileNotFoundError):  # reset meanwhile
+                changed[name] = os.stat(event_log_path(self.state_dir, name)).st_mtime
+        return max(changed, key=changed.__getitem__) if changed else None
 
     def __call__(self) -> dict[str, Any] | None:
         name = self.pipeline or self.latest()
