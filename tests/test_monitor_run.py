@@ -73,6 +73,11 @@ def spark_source_log(log_dir: Path, batch: int, files: list[Path], compact: bool
     (log_dir / name).write_text("\n".join(lines) + "\n")
 
 
+def progress(log_offset: int) -> dict[str, Any]:
+    """A progress record's source part, as Spark writes it for the file source."""
+    return {"sources": [{"endOffset": {"logOffset": log_offset}}]}
+
+
 def test_the_backfill_bar_counts_files_from_the_source_log(tmp_path: Path) -> None:
     landing = tmp_path / "in dir"  # a space: Spark writes the path URI-encoded
     landing.mkdir()
@@ -91,10 +96,10 @@ def test_the_backfill_bar_counts_files_from_the_source_log(tmp_path: Path) -> No
     base = {"query": "mobile.results", "pipeline": "mobile"}
     bar({**base, "event": "started"})
     spark_source_log(log, 1, files[1:3])
-    bar({**base, "event": "progress", "progress": {"batchId": 1}})
-    assert bar.bar.done == 2
-    spark_source_log(log, 2, files[3:], compact=True)  # every 10th batch Spark compacts
-    bar({**base, "event": "progress", "progress": {"batchId": 2}})
+    spark_source_log(log, 2, files[3:], compact=True)  # planned; every 10th is compacted
+    bar({**base, "event": "progress", "progress": progress(1)})
+    assert bar.bar.done == 2  # files of batches that ran, not of the one planned next
+    bar({**base, "event": "progress", "progress": progress(2)})
     bar({**base, "event": "terminated", "exception": None})
     assert files_read(log) == set(files)
     text = out.getvalue()

@@ -24,8 +24,10 @@ def source_log(query_checkpoint: Path, source: int = 0) -> Path:
     return Path(query_checkpoint) / "sources" / str(source)
 
 
-def files_read(log_dir: Path) -> set[Path]:
-    """Every file the file source's log says it has read (empty before the first batch)."""
+def files_read(log_dir: Path, up_to: int | None = None) -> set[Path]:
+    """The files the file source's log lists (empty before the first batch); with `up_to`,
+    only those of its log batches up to that one (the source's `endOffset.logOffset`: Spark
+    writes a batch's entries when it plans the batch, before it runs it)."""
     seen: set[Path] = set()
     if not Path(log_dir).is_dir():
         return seen
@@ -38,10 +40,12 @@ def files_read(log_dir: Path) -> set[Path]:
             continue
         for line in lines[1:]:  # the first line is the log's version, "v1"
             try:
-                uri = json.loads(line)["path"]
-            except (ValueError, KeyError, TypeError):
+                entry = json.loads(line)
+                uri, batch = entry["path"], entry.get("batchId", -1)
+            except (ValueError, KeyError, TypeError, AttributeError):
                 continue
-            seen.add(Path(unquote(urlsplit(uri).path)))
+            if up_to is None or batch <= up_to:
+                seen.add(Path(unquote(urlsplit(uri).path)))
     return seen
 
 
@@ -52,6 +56,18 @@ def pending_files(input_dir: Path, log_dir: Path) -> set[Path]:
         return set()
     listed = {p for p in directory.iterdir() if p.is_file() and not p.name.startswith((".", "_"))}
     return listed - files_read(log_dir)
+
+
+def end_log_offset(record: Record) -> int | None:
+    """`sources[0].endOffset.logOffset` of a progress record: the file source's last log batch
+    that this query batch read (Spark gives the offset as an object or as JSON text)."""
+    try:
+        offset = record["progress"]["sources"][0]["endOffset"]
+        if isinstance(offset, str):
+            offset = json.loads(offset)
+        return int(offset["logOffset"])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
 
 
 class BackfillBar:
@@ -82,7 +98,7 @@ class BackfillBar:
             if record["event"] == "started":
                 self.bar.update(0)  # draw 0/N while the first batch runs
             elif record["event"] == "progress":
-                done = len(files_read(self.log_dir) & self.pending)
+                done = len(files_read(self.log_dir, end_log_offset(record)) & self.pending)
                 self.bar.update(max(done - self.bar.done, 0))
             elif record["event"] == "terminated":
                 self.bar.close(interrupted=bool(record.get("exception")))
