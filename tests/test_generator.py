@@ -142,15 +142,18 @@ def _reparse(out_dir: Path, spec: TrendingSpec, known_articles: set[str]) -> Rep
 
     Relative to the running maximum ``M`` of valid ts, a unique valid event is in order
     (``ts >= M``), out of order (``M - watermark <= ts < M``) or late
-    (``ts < M - watermark - window``, and also older than the maximum of all earlier files minus
-    the same). Anything in between is a generator bug.
+    (``ts < M - watermark - window``, and also older than the maximum of all files before the
+    previous one minus the same, since Spark filters late rows with the previous batch's
+    watermark). Anything in between is a generator bug. Duplicates never re-send a late line.
     """
     result = Reparse()
     seen: dict[str, tuple[int, str]] = {}
+    late_ids: set[str] = set()
     running_max: datetime | None = None
+    previous_files_max: datetime | None = None
     for index, path in enumerate(_event_files(out_dir)):
         result.files += 1
-        previous_files_max = running_max
+        older_files_max, previous_files_max = previous_files_max, running_max
         for line in path.read_text(encoding="utf-8").splitlines():
             result.total_lines += 1
             kind, record = _classify(line)
@@ -161,6 +164,7 @@ def _reparse(out_dir: Path, spec: TrendingSpec, known_articles: set[str]) -> Rep
             if event_id in seen:
                 first_index, first_line = seen[event_id]
                 assert line == first_line, "a duplicate must be an exact re-send"
+                assert event_id not in late_ids, "a late line must not be re-sent"
                 result.duplicates += 1
                 result.cross_file_duplicates += first_index != index
                 continue
@@ -178,8 +182,9 @@ def _reparse(out_dir: Path, spec: TrendingSpec, known_articles: set[str]) -> Rep
                     assert ts < running_max - spec.watermark - spec.window, (
                         f"{event_id}: ts={ts} is neither within the watermark nor late"
                     )
-                    assert previous_files_max is not None
-                    assert ts < previous_files_max - spec.watermark - spec.window
+                    assert older_files_max is not None
+                    assert ts < older_files_max - spec.watermark - spec.window
+                    late_ids.add(event_id)
                     result.late += 1
             running_max = ts if running_max is None else max(running_max, ts)
             result.first = ts if result.first is None else min(result.first, ts)

@@ -8,7 +8,8 @@ slipstream feed [--port 9999] [FILE]   a line server for the socket source
 slipstream status [PIPELINE] [--json]  health of each query, from the event logs
 slipstream stop PIPELINE               stop a running pipeline at a batch boundary
 slipstream dashboard [PIPELINE]        the live dashboard of a state directory
-slipstream demo                        the quick-start demo (what `make demo` runs)
+slipstream generate trending --out DIR an event stream for a pipeline (see --help)
+slipstream demo [trending|mobile]      the quick-start demo (what `make demo` runs)
 """
 
 from __future__ import annotations
@@ -98,8 +99,24 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("samples", help="copy a workload's bundled sample files into a folder")
     p.add_argument("workload", choices=["mobile"])
     p.add_argument("--out", type=Path, required=True, help="landing folder to copy into")
-    p = sub.add_parser("demo", help="the quick-start demo on bundled data")
+    p = sub.add_parser("generate", help="write a generated event stream into a landing dir")
+    from slipstream.generators.command import add_arguments as add_generate_arguments
+
+    add_generate_arguments(p)
+    p = sub.add_parser("demo", help="the quick-start demo (default: live trending articles)")
     p.add_argument("--state-dir", type=Path, default=Path("demo-state"))
+    p.add_argument(
+        "pipeline",
+        nargs="?",
+        choices=("trending", "mobile"),
+        default="trending",
+        help="trending: a live generated stream and its top 10 (default); mobile: seed 003",
+    )
+    p.add_argument(
+        "--pipeline", dest="demo_pipeline", choices=("trending", "mobile"), help=argparse.SUPPRESS
+    )
+    p.add_argument("--duration", help="trending: stop after this long (default: until Ctrl-C)")
+    p.add_argument("--rate", type=float, default=2000.0, help="trending: events/s (default 2000)")
     return parser
 
 
@@ -174,6 +191,16 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
         for path in copy_samples(args.out):
             print(path, file=out)
         return 0
+    if args.command == "generate":
+        from slipstream.generators.command import run as generate
+
+        return generate(args, out)
+    if args.command == "demo":
+        args.pipeline = args.demo_pipeline or args.pipeline
+    if args.command == "demo" and args.pipeline == "trending":
+        from slipstream.demo_trending import demo as trending_demo
+
+        return trending_demo(args.state_dir, out, duration=args.duration, rate=args.rate)
     if args.command == "demo":
         from slipstream.demo import demo
 

@@ -50,6 +50,10 @@ def run(settings: Settings, out: TextIO) -> int:
     if not s.quiet:
         print(prepared.explain(), file=out, flush=True)
         print("", file=out, flush=True)
+    from pyspark import SparkContext
+
+    # process-wide (getActiveSession is per thread); no public API says "a context exists"
+    started_here = SparkContext._active_spark_context is None
     # servers before Spark: a taken port fails fast (they are daemon threads if Spark fails)
     monitoring = start_monitoring(s, prepared.pipeline)
     monitoring.announce(out)
@@ -76,7 +80,11 @@ def run(settings: Settings, out: TextIO) -> int:
             bar.close()
         monitoring.close()
         summary(run_, out)
-        spark.stop()  # drains the listener bus before the Python side goes away
+        # Stop Spark before the interpreter exits: its listener bus may still be delivering a
+        # progress event to the Python listener, which fails with a Py4J stack trace once the
+        # callback server is gone. Only a session started here: a caller's (a test's) stays.
+        if started_here:
+            spark.stop()
     return EXIT_OK
 
 
@@ -110,7 +118,8 @@ def stop_on_sigterm(run_: runner.Run) -> Iterator[None]:
 
 def summary(run_: runner.Run, out: TextIO) -> None:
     for query, t in sorted(run_.totals.by_query.items()):
-        extra = "".join(f", {rule} {n:,}" for rule, n in t["expectations"].items())
+        extra = f", duplicates dropped {t['duplicates']:,}" if t.get("duplicates") else ""
+        extra += "".join(f", {rule} {n:,}" for rule, n in t["expectations"].items())
         print(
             f"summary {query}: {t['batches']} batches, {t['rows']:,} rows, quarantined "
             f"{t['quarantined']:,}, late (dropped by watermark) {t['late']:,}{extra}",

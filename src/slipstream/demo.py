@@ -71,9 +71,13 @@ def demo(
 
     state_dir = Path(state_dir).resolve()
     landing = state_dir / "landing" / "mobile"
-    for stale in (landing, state_dir / "checkpoints" / "mobile", state_dir / "quarantine"):
+    # A fresh start for this pipeline only: other demos share the state dir and database.
+    for stale in (
+        landing,
+        state_dir / "checkpoints" / "mobile",
+        state_dir / "quarantine" / "mobile",
+    ):
         shutil.rmtree(stale, ignore_errors=True)
-    (state_dir / "slipstream.db").unlink(missing_ok=True)
     landing.mkdir(parents=True)
     settings = load_settings(
         "mobile", {"input": landing, "state_dir": state_dir, "dashboard": dashboard}
@@ -81,6 +85,7 @@ def demo(
     for log in log_files(settings.event_log):  # a fresh run: fresh charts
         log.unlink()
     prepared = runner.prepare(settings)
+    prepared.sink.reset(prepared.ctx)
     print(prepared.explain(), file=out)
     monitoring = start_monitoring(prepared.settings, prepared.pipeline)
     print("", file=out)

@@ -46,6 +46,7 @@ CODES: dict[str, str] = {
     "SINK_UNKNOWN": "no sink of that kind",
     "SINK_BAD_TARGET": "the sink's target cannot be used",
     "EXPECTATION_FAILED": "a data-quality expectation of strength 'fail' was violated",
+    "EXPECTATION_INVALID": "an expectation is declared wrongly (name, strength or condition)",
 }
 
 

@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -27,11 +28,17 @@ from slipstream.checkpoints import (
 from slipstream.config import Settings
 from slipstream.control import StopControl
 from slipstream.errors import ConfigError
-from slipstream.monitor.events import batch_executed
 from slipstream.monitor.listener import Handler, RunListener, RunTotals
 from slipstream.monitor.recorder import RunRecorder
 from slipstream.pipelines import Pipeline, get_pipeline
 from slipstream.plan import Plan
+from slipstream.quality.expectations import (
+    Expectation,
+    as_expectation_failure,
+    check_expectations,
+    enforce,
+    route,
+)
 from slipstream.quality.parse import check_typed, parse_csv, parse_json
 from slipstream.quality.quarantine import QUALITY_METRICS, accepted, quality_metrics, rejected
 from slipstream.sinks import Sink, SinkContext, make_sink
@@ -54,6 +61,7 @@ class Prepared:
     source: Source
     sink: Sink
     ctx: SinkContext
+    expectations: tuple[Expectation, ...] = ()
 
     def explain(self) -> str:
         s = self.settings
@@ -75,6 +83,9 @@ class Prepared:
             f"checkpoint  {s.checkpoint_root}",
             f"quarantine  {s.quarantine_dir}" if self.parses else "quarantine  none (text lines)",
         ]
+        if self.expectations:
+            rules = "\n            ".join(rule.describe() for rule in self.expectations)
+            lines.append(f"expect      {rules}")
         return "\n".join(lines)
 
     @property
@@ -103,6 +114,7 @@ def prepare(
     if check_source:
         source.validate(settings)
         pipeline.validate(settings)
+    rules = check_expectations(pipeline.expectations(settings))
     plan = pipeline.plan(settings)
     sink = sink or make_sink(settings.sink, settings.default_database)
     ctx = SinkContext(
@@ -113,7 +125,13 @@ def prepare(
         mode=settings.mode,
         checkpoint=query_checkpoint(settings.checkpoint_root, RESULTS),
     )
-    prepared = Prepared(pipeline, settings, plan, source, sink, ctx)
+    prepared = Prepared(pipeline, settings, plan, source, sink, ctx, rules)
+    if rules and not prepared.parses:
+        raise ConfigError(
+            "EXPECTATION_INVALID",
+            f"pipeline {pipeline.name} declares expectations on unparsed {settings.format} input",
+            "expectations need typed records: read json or csv with a declared schema",
+        )
     if check_rules:
         validate(
             plan, settings.mode, settings.sink, settings.trigger, settings.source, pipeline.modes
@@ -158,34 +176,43 @@ class Run:
     recorder: RunRecorder | None = None  # the event log (run_started/run_stopped and events)
     stop_reason: str | None = None  # why the run stopped, for `run_stopped`
     _stopped: bool = False
+    # queries this run stopped while they were running (see raise_failure)
+    interrupted: set[str] = field(default_factory=set)
 
     def process_all_available(self) -> None:
         """Block until every query has processed all input available now (tests, backfills)."""
         for query in self.queries.values():
-            query.processAllAvailable()
+            try:
+                query.processAllAvailable()
+            except Exception as exc:
+                failure = as_expectation_failure(exc)
+                if failure is None:
+                    raise
+                raise failure from exc
         self.sync_progress()
 
     def sync_progress(self) -> None:
         """Wait until the listener has seen each query's last progress (bounded, no sleep):
         Spark updates `lastProgress` before processAllAvailable returns, but delivers listener
-        events asynchronously. A `lastProgress` in which no batch ran (Spark records one while
-        the query waits for data) names the next batch, and listeners get an idle event for it
-        instead of progress: wait for the batch before it."""
+        events asynchronously.
+
+        Only executed batches count: an idle query also appends progress entries (no
+        `addBatch` timing, carrying the id of the batch it has not run yet) that reach
+        listeners as idle events, not progress events, so waiting for `lastProgress` would
+        time out (60 s) whenever a query had been idle for noDataProgressEventInterval."""
         for name, query in self.queries.items():
-            last = query.lastProgress
-            if last is None:
-                continue
-            batch = last["batchId"]
-            if not batch_executed({"durationMs": last["durationMs"]}):
-                batch -= 1
-            if batch >= 0:
-                self.totals.wait_for(f"{self.prepared.pipeline.name}.{name}", batch)
+            executed = [p["batchId"] for p in query.recentProgress if "addBatch" in p["durationMs"]]
+            if executed:
+                self.totals.wait_for(f"{self.prepared.pipeline.name}.{name}", max(executed))
 
     def wait(self, duration: timedelta | None = None, poll: float = 0.5) -> None:
         """Until the queries finish (finite triggers: all of them; otherwise: any of them),
         `duration` passes, Ctrl-C or a stop request; then stop and raise a query's failure."""
         deadline = time.monotonic() + duration.total_seconds() if duration else None
         finite = self.prepared.settings.trigger.finite
+        # Wait on this run's own queries: the session's awaitAnyTermination would also raise
+        # the failure of any earlier query of the session (another run, a previous test).
+        # A failure is raised after the stop, by raise_failure (which maps expectation errors).
         try:
             while True:
                 ended = [n for n, q in self.queries.items() if not q.isActive]
@@ -202,8 +229,10 @@ class Run:
                     reason = getattr(self.stop_requested, "reason", None)
                     self.stop_reason = reason or "stop requested"
                     break
-                self.spark.streams.awaitAnyTermination(poll)
-                self.spark.streams.resetTerminated()
+                running = next((q for q in self.queries.values() if q.isActive), None)
+                if running is not None:
+                    with contextlib.suppress(StreamingQueryException):
+                        running.awaitTermination(poll)
         except KeyboardInterrupt:
             self.stop_reason = "interrupted (Ctrl-C)"
             raise
@@ -221,10 +250,16 @@ class Run:
         return "query " + ", ".join(f"{pipeline}.{n}" for n in ended) + " stopped"
 
     def raise_failure(self) -> None:
-        for query in self.queries.values():
+        """Raise the first query failure. A query `stop()` interrupted mid-batch may end with
+        an error caused by the interruption itself (inside a foreachBatch it surfaces as
+        FOREACH_BATCH_USER_FUNCTION_ERROR, which Spark does not recognise as a stop); that
+        batch was not committed and is replayed at the next start, so it is not a failure."""
+        for name, query in self.queries.items():
+            if name in self.interrupted:
+                continue
             error = query.exception()
             if error is not None:
-                raise error
+                raise as_expectation_failure(error) or error
 
     def stop(self, reason: str | None = None) -> None:
         """Stop every query at a batch boundary, record `run_stopped`, release the checkpoint.
@@ -234,8 +269,9 @@ class Run:
         self._stopped = True
         reason = reason or self.stop_reason or "stopped by the caller"
         try:
-            for query in self.queries.values():
-                _stop_at_batch_boundary(query)
+            for name, query in self.queries.items():
+                if _stop_at_batch_boundary(query):
+                    self.interrupted.add(name)
         finally:
             if self.recorder is not None:
                 # the listener bus delivers each query's last events after stop() returns
@@ -258,25 +294,22 @@ class Run:
 def _stop_at_batch_boundary(
     query: StreamingQuery, timeout: float = 60.0, poll: float = 0.005
 ) -> bool:
-    """Stop `query` between two triggers; True if it stopped there, False if `timeout` passed
-    with a trigger always running (it is then stopped anyway, and Spark replays the cut batch
-    on restart).
+    """Stop `query` between two triggers (waiting at most `timeout`); True when it was still
+    running, so that this stop ended it.
 
     Spark has no graceful stop: `stop()` interrupts a running batch. Between triggers
     (`isTriggerActive` false) the last batch has written its commit, and `stop()` marks the query
     terminated before the next trigger can plan a batch. `isDataAvailable` is no guide: Spark
     reports it false while it writes the next batch's offsets. What remains is the few
-    milliseconds between reading the status and `stop()` reaching the JVM."""
+    milliseconds between reading the status and `stop()` reaching the JVM; `batch_boundaries`
+    says afterwards where each checkpoint stands."""
     deadline = time.monotonic() + timeout
     while query.isActive:
-        if not query.status.get("isTriggerActive"):
+        if not query.status.get("isTriggerActive") or time.monotonic() >= deadline:
             query.stop()
             return True
-        if time.monotonic() >= deadline:
-            query.stop()
-            return False
         query.awaitTermination(poll)
-    return True
+    return False
 
 
 def batch_boundaries(root: Path, queries: dict[str, StreamingQuery]) -> str:
@@ -341,8 +374,12 @@ def start(
     queries: dict[str, StreamingQuery] = {}
     try:
         records = read_records(spark, prepared)
+        rules = prepared.expectations
         if prepared.parses:
-            valid = accepted(records.observe(QUALITY_METRICS, *quality_metrics()))
+            # expectations: counted (and `fail` enforced) on the results branch only; `drop`
+            # rules set a reason on both branches, so the quarantine query receives those rows
+            checked = route(enforce(records, rules), rules)
+            valid = accepted(checked.observe(QUALITY_METRICS, *quality_metrics()))
         else:
             valid = records
         result = pipeline.transform(valid, settings, spark)
@@ -354,7 +391,7 @@ def start(
             outputs.append(
                 (
                     QUARANTINE,
-                    rejected(records),
+                    rejected(route(records, rules)),
                     make_sink(qspec, Path()),
                     _ctx(prepared, QUARANTINE, "quarantine", (), "append"),
                 )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -116,6 +117,7 @@ class PipelineHarness:
         self.run: runner.Run | None = None
         self._files = itertools.count()
         self._seen_batches: set[int] = set()
+        self._last_mtime = max((p.stat().st_mtime for p in self.input.iterdir()), default=0.0)
 
     def start(self) -> PipelineHarness:
         self.run = runner.start(self.spark, self.prepared, self.handlers, origin="harness")
@@ -133,7 +135,12 @@ class PipelineHarness:
             name = f"batch-{index:05d}.{self.prepared.settings.format}"
         elif (self.input / name).exists():
             raise FileExistsError(f"{name} already landed; Spark would not read it again")
-        return write_atomically(self.input, name, lines)
+        path = write_atomically(self.input, name, lines)
+        # Spark takes new files in modification-time order (ms resolution): make it feed order.
+        stamp = max(path.stat().st_mtime, self._last_mtime + 0.01)
+        os.utime(path, (stamp, stamp))
+        self._last_mtime = stamp
+        return path
 
     def feed_records(self, records: Iterable[Mapping[str, Any]], name: str | None = None) -> Path:
         return self.feed([json.dumps(r) for r in records], name)

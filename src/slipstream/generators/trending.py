@@ -10,12 +10,16 @@ slot becomes exactly one line of one of these kinds:
 * **out of order** - ``ts`` is earlier than the maximum valid ``ts`` written so far, by at most
   ``watermark`` (so a query with that watermark keeps it).
 * **late** - ``ts`` is older than ``M - watermark - window`` where ``M`` is the maximum valid
-  ``ts`` of all *earlier files*. A windowed aggregation with that watermark drops it whenever
-  ``M`` is already part of its watermark, which is certain when each file is its own micro-batch
-  (``maxFilesPerTrigger=1``) and likely otherwise: whether Spark drops a given late event
-  depends on batch boundaries, so the report counts what was generated, not what Spark will do.
-* **duplicate** - an exact byte copy of an earlier valid line (same ``event_id``), taken from the
-  current file or the previous one, so some duplicates cross file boundaries.
+  ``ts`` of all files *before the previous one*. Spark filters late rows with the watermark of
+  the *previous* micro-batch (each stateful operator's "watermark for late events"), so in batch
+  ``k`` rows older than ``max(ts of batches < k-1) - watermark`` are dropped. When each file is
+  its own micro-batch (``maxFilesPerTrigger=1``) every late event is therefore dropped, and no
+  other valid event is; with other batch boundaries whether Spark drops a given late event
+  varies, so the report counts what was generated, not what Spark will do.
+* **duplicate** - an exact byte copy of an earlier valid line that is not late (same
+  ``event_id``), taken from the current file or the previous one, so some duplicates cross file
+  boundaries. Late lines are never re-sent, so with one file per micro-batch a deduplicating
+  query drops exactly ``duplicates`` rows as duplicates and ``late`` rows as late.
 * **malformed** - one of ``not_json``, ``missing_event_id``, ``missing_article_id``, ``bad_ts``
   (a string no ISO-8601 parser accepts) or ``wrong_type`` (``article_id`` is a JSON object or
   array). Note that Spark's JSON reader turns an object or array in a ``StringType`` field into
@@ -425,8 +429,9 @@ class _TrendingStream:
 
         self._second_text: dict[int, str] = {}
         self.files = 0
-        self._prev_valid: list[str] = []
-        self._prev_files_max: int | None = None
+        self._prev_valid: list[str] = []  # the previous file's re-sendable (not late) lines
+        self._prev_files_max: int | None = None  # max valid ts of all files so far
+        self._older_files_max: int | None = None  # ... of all files but the last one
         self._max_ms: int | None = None
         self._min_ms: int | None = None
         self._lines = 0
@@ -504,17 +509,18 @@ class _TrendingStream:
         late_gap_ms = self._watermark_ms + self._window_ms
         window_ms = self._window_ms
         prev_valid = self._prev_valid
-        prev_files_max = self._prev_files_max
+        older_files_max = self._older_files_max
         max_ms = self._max_ms
         min_ms = self._min_ms
 
         lines: list[str] = []
-        valid: list[str] = []
-        late = out_of_order = unknown_article = duplicates = 0
+        valid: list[str] = []  # re-sendable: valid and not late
+        valid_unique = late = out_of_order = unknown_article = duplicates = 0
         for offset, article in enumerate(articles):
             slot = first + offset
             nominal = start_ms + (slot * num_1000) // den
             u = random_()
+            is_late = False
             if u < malformed_below:
                 lines.append(self._malformed_line(slot, nominal, article))
                 continue
@@ -527,9 +533,10 @@ class _TrendingStream:
                     duplicates += 1
                     continue
                 ts = nominal  # nothing to re-send yet: an ordinary event
-            elif u < late_below and prev_files_max is not None:
-                ts = prev_files_max - late_gap_ms - 1 - int(random_() * window_ms)
+            elif u < late_below and older_files_max is not None:
+                ts = older_files_max - late_gap_ms - 1 - int(random_() * window_ms)
                 late += 1
+                is_late = True
             elif late_below <= u < out_of_order_below and max_ms is not None:
                 # Skewed towards small delays; always within the watermark of the maximum.
                 ts = max_ms - 1 - int((watermark_ms - 1) * random_() ** 2)
@@ -560,17 +567,20 @@ class _TrendingStream:
                 f'"user_id": "{readers[reader]}", "ts": "{ts_value}"}}'
             )
             lines.append(line)
-            valid.append(line)
+            valid_unique += 1
+            if not is_late:
+                valid.append(line)
 
         self.files += 1
         self._lines += len(lines)
-        self._valid_unique += len(valid)
+        self._valid_unique += valid_unique
         self._duplicates += duplicates
         self._late += late
         self._out_of_order += out_of_order
         self._unknown_article += unknown_article
         self._max_ms = max_ms
         self._min_ms = min_ms
+        self._older_files_max = self._prev_files_max
         self._prev_files_max = max_ms
         self._prev_valid = valid or prev_valid
         return lines

@@ -95,7 +95,14 @@ def _num(value: Any) -> float:
 
 
 def progress_summary(progress: dict[str, Any]) -> dict[str, Any]:
-    """The figures of one batch that slipstream shows and totals."""
+    """The figures of one batch that slipstream shows and totals.
+
+    `late` sums `numRowsDroppedByWatermark` over the stateful operators. Each operator removes
+    the rows it counts, so nothing is counted twice; but an aggregation counts partial-aggregate
+    rows (one per key and partition), not input rows. Put a row-level stateful operator first
+    (trending deduplicates before it aggregates, with the same watermark) and every late row is
+    dropped, and counted, there. `duplicates` sums the deduplication operators'
+    `numDroppedDuplicateRows`."""
     operators = progress.get("stateOperators") or []
     observed = progress.get("observedMetrics") or {}
     quality = observed.get("quality") or {}
@@ -108,6 +115,12 @@ def progress_summary(progress: dict[str, Any]) -> dict[str, Any]:
         "watermark": (progress.get("eventTime") or {}).get("watermark"),
         "state_rows": int(sum(_num(o.get("numRowsTotal")) for o in operators)),
         "late": int(sum(_num(o.get("numRowsDroppedByWatermark")) for o in operators)),
+        "duplicates": int(
+            sum(
+                _num((o.get("customMetrics") or {}).get("numDroppedDuplicateRows"))
+                for o in operators
+            )
+        ),
         "quarantined": int(_num(quality.get("quarantined"))),
         "expectations": {k: int(_num(v)) for k, v in (observed.get("expectations") or {}).items()},
     }
@@ -145,6 +158,8 @@ class ConsoleReporter:
             f"quarantined {s['quarantined']:,}",
             f"late {s['late']:,}",
         ]
+        if s["duplicates"]:
+            parts.append(f"duplicates {s['duplicates']:,}")
         parts += [f"{rule} {n:,}" for rule, n in s["expectations"].items() if n]
         print(" | ".join(parts), file=self.stream, flush=True)
         if self.verbose:
@@ -185,11 +200,19 @@ class RunTotals:
         s = progress_summary(record["progress"])
         t = self.by_query.setdefault(
             record["query"],
-            {"batches": 0, "rows": 0, "quarantined": 0, "late": 0, "expectations": {}},
+            {
+                "batches": 0,
+                "rows": 0,
+                "quarantined": 0,
+                "late": 0,
+                "duplicates": 0,
+                "expectations": {},
+            },
         )
         t["batches"] += 1
         t["rows"] += s["rows"]
         t["quarantined"] += s["quarantined"]
         t["late"] += s["late"]
+        t["duplicates"] += s["duplicates"]
         for rule, n in s["expectations"].items():
             t["expectations"][rule] = t["expectations"].get(rule, 0) + n

@@ -8,6 +8,7 @@ parsing and quarantine, sinks, checkpoints and monitoring."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -16,6 +17,7 @@ from pyspark.sql.types import StructType
 
 from slipstream.config import Settings
 from slipstream.plan import Plan
+from slipstream.quality.expectations import Expectation
 from slipstream.specs import OutputMode, SinkSpec
 
 
@@ -75,6 +77,11 @@ class Pipeline(ABC):
         self, result: DataFrame, records: DataFrame, settings: Settings, spark: SparkSession
     ) -> list[ExtraOutput]:
         return []
+
+    def expectations(self, settings: Settings) -> Sequence[Expectation]:
+        """Data-quality rules on the valid input records (see slipstream.quality.expectations).
+        The runner counts, drops or fails on them before `transform` sees the records."""
+        return ()
 
     def validate(self, settings: Settings) -> None:
         """Pipeline-specific settings checks (raise ConfigError), before Spark starts."""

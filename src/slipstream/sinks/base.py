@@ -123,6 +123,17 @@ def _fault(point: str, batch_id: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def drain(batch: DataFrame) -> None:
+    """Run a batch's plan without keeping its rows.
+
+    A batch the ledger skips must still be computed: its stateful operators commit their state
+    stores while the plan runs, and Spark (4.x) fails the query when a foreachBatch function
+    returns without having run every partition ("Missing commits ... (operator=0,
+    partition=0)"), which is what a replay after a crash between the sink's commit and Spark's
+    would hit."""
+    batch.write.format("noop").mode("overwrite").save()
+
+
 class BatchSink(Sink):
     """A sink written through `foreachBatch`. Subclasses implement `write_batch`."""
 
@@ -194,14 +205,11 @@ class DatabaseSink(BatchSink):
     def write_batch(self, batch: DataFrame, info: BatchInfo) -> None:
         stored = with_iso_timestamps(batch)
         conn = self.connect()
+        skipped = False
         try:
             self.ensure_schema(conn, info.ctx.table, stored.schema, info.ctx)
             with self.transaction(conn):
                 if self.committed(conn, info):
-                    # Still run the batch, writing nothing: Spark commits the stateful
-                    # operators' state of a batch only when its plan executes (and Spark 4
-                    # fails the query otherwise: STATE_STORE_COMMIT_VALIDATION_FAILED).
-                    stored.write.format("noop").mode("append").save()
                     self.skipped_batches += 1
                     log.warning(
                         "%s batch %d was already committed to %s (a replay after a "
@@ -210,12 +218,15 @@ class DatabaseSink(BatchSink):
                         info.batch_id,
                         info.ctx.table,
                     )
-                    return
-                rows = self.write_rows(conn, info.ctx.table, stored, info)
-                self.record(conn, info, rows)
-                _fault("before-commit", info.batch_id)
+                    skipped = True
+                else:
+                    rows = self.write_rows(conn, info.ctx.table, stored, info)
+                    self.record(conn, info, rows)
+                    _fault("before-commit", info.batch_id)
         finally:
             conn.close()
+        if skipped:
+            drain(batch)  # outside the transaction: nothing is written
 
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")

@@ -1,0 +1,347 @@
+"""Trending without Spark: settings validation, the plan, expectations, metric parsing from a
+recorded progress JSON, the read-side query, the `generate` command and the demo's pieces."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import sqlite3
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slipstream import cli, runner
+from slipstream.config import load_settings
+from slipstream.errors import CODES, ConfigError, ValidationError
+from slipstream.generators.trending import TrendingSpec, write_catalog
+from slipstream.monitor.listener import RunTotals, progress_summary
+from slipstream.quality.expectations import Expectation, as_expectation_failure, check_expectations
+from slipstream.serving import top_articles
+
+
+@pytest.fixture
+def landing(tmp_path: Path) -> dict[str, Any]:
+    (tmp_path / "in").mkdir()
+    catalog = write_catalog(tmp_path / "catalog.csv", TrendingSpec(articles=5))
+    return {"input": tmp_path / "in", "catalog": catalog, "state_dir": tmp_path / "state"}
+
+
+def _prepare(flags: dict[str, Any]) -> runner.Prepared:
+    return runner.prepare(load_settings("trending", flags, environ={}))
+
+
+# --- settings and plan ------------------------------------------------------------------------
+
+
+def test_defaults_plan_and_explanation(landing: dict[str, Any]) -> None:
+    prepared = _prepare(landing)
+    s, plan = prepared.settings, prepared.plan
+    assert (s.window, s.slide, s.watermark) == (
+        timedelta(minutes=10),
+        timedelta(minutes=1),
+        timedelta(minutes=10),
+    )
+    assert s.mode == "update" and s.sink is not None and s.sink.kind == "sqlite"
+    assert prepared.ctx.table == "article_views"
+    assert prepared.ctx.key == ("window_start", "article_id")
+    assert plan.dedup and plan.stream_static_join and plan.aggregation
+    assert (plan.window, plan.window_column, plan.watermark_column) == ("sliding", "ts", "ts")
+    assert plan.window_slide == timedelta(minutes=1)
+    text = prepared.explain()
+    for words in (
+        "dropDuplicatesWithinWatermark(event_id)",
+        "window(ts, 10m, slide 1m)",
+        "stream-static",
+        "watermark   ts - 10m",
+        "ts_not_in_future (drop)",
+        "article_id_format (drop)",
+        "user_id_present (warn)",
+    ):
+        assert words in text
+
+
+@pytest.mark.parametrize(
+    ("flags", "code", "named"),
+    [
+        ({"slide": "15m"}, "CONFIG_BAD_VALUE", "--slide"),
+        ({"window": "10m", "slide": "5s"}, "CONFIG_BAD_VALUE", "--slide"),
+        ({"catalog": None}, "CONFIG_MISSING", "--catalog"),
+        ({"mode": "complete"}, "MODE_NOT_SUPPORTED", "--mode"),
+        ({"sink": "parquet:/tmp/x"}, None, None),  # append by default: fine
+        ({"sink": "parquet:/tmp/x", "mode": "update"}, "FILE_SINK_APPEND_ONLY", "--mode"),
+        ({"sink": "parquet:/tmp/x", "archive": "/tmp/x"}, "CONFIG_BAD_VALUE", "--archive"),
+    ],
+)
+def test_settings_are_refused_before_spark_naming_the_key(
+    landing: dict[str, Any], flags: dict[str, Any], code: str | None, named: str | None
+) -> None:
+    merged = {**landing, **flags}
+    if code is None:
+        assert _prepare(merged).settings.mode == "append"
+        return
+    with pytest.raises((ConfigError, ValidationError)) as caught:
+        _prepare(merged)
+    assert caught.value.code == code
+    assert named in caught.value.message
+
+
+def test_catalog_problems_are_refused(tmp_path: Path, landing: dict[str, Any]) -> None:
+    hidden = tmp_path / "_catalog.csv"
+    hidden.write_text("article_id,title,section,published_at\na1,T,s,\n")
+    twice = tmp_path / "twice.csv"
+    twice.write_text("article_id,title,section,published_at\na1,T,s,\na1,U,s,\n")
+    header = tmp_path / "header.csv"
+    header.write_text("id,name\na1,T\n")
+    for path, words in ((hidden, "hidden"), (twice, "twice"), (header, "header")):
+        with pytest.raises(ConfigError) as caught:
+            _prepare({**landing, "catalog": path})
+        assert caught.value.code == "CONFIG_BAD_VALUE" and words in caught.value.message
+
+
+def test_check_command_explains_the_plan(landing: dict[str, Any]) -> None:
+    out = io.StringIO()
+    argv = ["check", "trending", "--input", str(landing["input"]), "--catalog"]
+    argv += [str(landing["catalog"]), "--state-dir", str(landing["state_dir"]), "--archive", "a"]
+    assert cli.main(argv, out) == 0
+    assert "append finalised windows to parquet:a" in out.getvalue()
+
+
+# --- expectations -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"name": "has space", "condition": "x > 0"},
+        {"name": "ok", "condition": "x > 0", "on_fail": "explode"},
+        {"name": "ok", "condition": "  "},
+        {"name": "ok", "condition": 42},
+    ],
+)
+def test_badly_declared_expectations_are_refused(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Expectation(**kwargs)
+    assert caught.value.code == "EXPECTATION_INVALID"
+
+
+def test_expectation_names_are_unique_and_failures_are_recognised() -> None:
+    rule = Expectation("positive", "x > 0", "drop")
+    assert rule.reason == "expectation positive failed"
+    with pytest.raises(ConfigError, match="two expectations"):
+        check_expectations([rule, Expectation("positive", "x >= 0")])
+    spark_text = (
+        "[STREAM_FAILED] Query terminated with exception: [USER_RAISED_EXCEPTION] "
+        "[EXPECTATION_FAILED] expectation no_a999 failed (no_a999 (fail): article_id <> "
+        '\'a999\') on: {"event_id": "bad"} SQLSTATE: P0001\n at ...'
+    )
+    failure = as_expectation_failure(RuntimeError(spark_text))
+    assert failure is not None and failure.code == "EXPECTATION_FAILED"
+    assert failure.message.startswith("expectation no_a999 failed") and "SQLSTATE" not in (
+        failure.message
+    )
+    assert as_expectation_failure(RuntimeError("disk full")) is None
+    assert "EXPECTATION_FAILED" in CODES and "EXPECTATION_INVALID" in CODES
+
+
+# --- metrics from a recorded progress JSON ----------------------------------------------------
+
+# Shape of a real `trending.results` progress (Spark 4.3), trimmed to what slipstream reads.
+PROGRESS = {
+    "name": "trending.results",
+    "batchId": 2,
+    "numInputRows": 500,
+    "inputRowsPerSecond": 166.6,
+    "processedRowsPerSecond": 68.2,
+    "durationMs": {"triggerExecution": 7330},
+    "eventTime": {"watermark": "2025-12-31T23:50:01.998Z"},
+    "stateOperators": [
+        {
+            "operatorName": "stateStoreSave",
+            "numRowsTotal": 2400,
+            "numRowsDroppedByWatermark": 0,
+            "customMetrics": {},
+        },
+        {
+            "operatorName": "dedupeWithinWatermark",
+            "numRowsTotal": 908,
+            "numRowsDroppedByWatermark": 9,
+            "customMetrics": {"numDroppedDuplicateRows": 12},
+        },
+    ],
+    "observedMetrics": {
+        "quality": {"input": 500, "quarantined": 4},
+        "expectations": {"ts_not_in_future": 1, "article_id_format": 0, "user_id_present": 2},
+    },
+}
+
+
+def test_progress_summary_counts_late_duplicates_and_rules() -> None:
+    s = progress_summary(PROGRESS)
+    assert (s["late"], s["duplicates"], s["quarantined"], s["state_rows"]) == (9, 12, 4, 3308)
+    assert s["expectations"] == {
+        "ts_not_in_future": 1,
+        "article_id_format": 0,
+        "user_id_present": 2,
+    }
+    totals = RunTotals()
+    for batch in (2, 3):
+        totals(
+            {
+                "event": "progress",
+                "query": "trending.results",
+                "progress": {**PROGRESS, "batchId": batch},
+            }
+        )
+    t = totals.by_query["trending.results"]
+    assert (t["late"], t["duplicates"], t["expectations"]["user_id_present"]) == (18, 24, 4)
+
+
+# --- the read side ----------------------------------------------------------------------------
+
+
+def _views_db(path: Path, rows: list[tuple[Any, ...]]) -> Path:
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE article_views (window_start TEXT, window_end TEXT, article_id TEXT, "
+            "title TEXT, section TEXT, views BIGINT, in_catalog BOOLEAN, "
+            "PRIMARY KEY (window_start, article_id))"
+        )
+        conn.executemany("INSERT INTO article_views VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    return path
+
+
+def _row(start_min: int, article: str, views: int, known: bool = True) -> tuple[Any, ...]:
+    start = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=start_min)
+    end = start + timedelta(minutes=10)
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    title = f"title {article}" if known else None
+    return (start.strftime(fmt), end.strftime(fmt), article, title, "tech", views, known)
+
+
+def test_top_articles_current_and_latest_complete(tmp_path: Path) -> None:
+    # windows of 10 min sliding by 1 min; the latest start is 00:12, so the latest event time is
+    # in [00:12, 00:13): current = the window ending 00:13, latest complete = ending 00:12
+    rows = [_row(m, a, v) for m in range(0, 13) for a, v in (("a1", 10 + m), ("a2", 20 - m))]
+    rows.append(_row(3, "a9", 15, known=False))
+    db = _views_db(tmp_path / "v.db", rows)
+    tops = top_articles(db, n=2)
+    assert [(r["window_end"], r["article_id"], r["views"], r["rank"]) for r in tops["current"]] == [
+        ("2026-01-01T00:13:00Z", "a2", 17, 1),
+        ("2026-01-01T00:13:00Z", "a9", 15, 2),
+    ]
+    assert tops["current"][1]["in_catalog"] is False
+    assert [(r["window_end"], r["article_id"]) for r in tops["latest_complete"]] == [
+        ("2026-01-01T00:12:00Z", "a2"),
+        ("2026-01-01T00:12:00Z", "a1"),
+    ]
+    # anchored on a clock: 00:11:30 lies in the windows ending 00:12 .. 00:21
+    at = top_articles(db, n=1, now=datetime(2026, 1, 1, 0, 11, 30, tzinfo=UTC))
+    assert at["current"][0]["window_end"] == "2026-01-01T00:12:00Z"
+    assert at["latest_complete"][0]["window_end"] == "2026-01-01T00:11:00Z"
+
+
+def test_top_articles_before_anything_is_written(tmp_path: Path) -> None:
+    assert top_articles(tmp_path / "none.db") == {"current": [], "latest_complete": []}
+    sqlite3.connect(tmp_path / "empty.db").close()
+    assert top_articles(tmp_path / "empty.db") == {"current": [], "latest_complete": []}
+
+
+# --- `slipstream generate trending` -----------------------------------------------------------
+
+
+def _digest(directory: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(directory.glob("views-*.jsonl")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def test_generate_command_writes_catalog_files_and_report(tmp_path: Path) -> None:
+    out = io.StringIO()
+    argv = ["generate", "trending", "--out", str(tmp_path / "a"), "--events", "700"]
+    argv += ["--rate", "200", "--seed", "9", "--late", "0.05", "--malformed", "0.04"]
+    assert cli.main(argv, out) == 0
+    report = json.loads((tmp_path / "a" / "_generation-report.json").read_text())
+    assert report["total_lines"] == 700 and report["files"] == 4
+    assert report["spec"]["late"] == 0.05 and report["spec"]["seed"] == 9
+    assert (
+        report["total_lines"]
+        == report["valid_unique"] + report["duplicates"] + (report["malformed"])
+    )
+    assert (tmp_path / "catalog.csv").read_text().startswith("article_id,title,section")
+    printed = out.getvalue()
+    assert '"total_lines": 700' in printed and "catalog " + str(tmp_path / "catalog.csv") in printed
+    # same seed, same bytes
+    argv[3] = str(tmp_path / "b")
+    assert cli.main(argv + ["--quiet"], io.StringIO()) == 0
+    assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag"),
+    [
+        (["--events", "10", "--late", "1.5"], "late"),
+        (["--events", "10", "--rate", "fast"], "--rate"),
+        (["--duration", "soon"], "--duration"),
+        (["--events", "10", "--start", "yesterday"], "--start"),
+    ],
+)
+def test_generate_command_refuses_bad_values_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], flag: str
+) -> None:
+    argv = ["generate", "trending", "--out", str(tmp_path / "x"), *extra]
+    assert cli.main(argv, io.StringIO()) == 2
+    assert flag in capsys.readouterr().err
+
+
+def test_generate_command_refuses_a_directory_with_event_files(tmp_path: Path) -> None:
+    argv = ["generate", "trending", "--out", str(tmp_path), "--events", "10", "--quiet"]
+    assert cli.main(argv, io.StringIO()) == 0
+    assert cli.main(argv, io.StringIO()) == 2
+
+
+def test_live_generation_stops_cleanly_on_sigint(tmp_path: Path) -> None:
+    """The demo's generator child: paced, stopped by SIGINT after its current file."""
+    from slipstream.demo_trending import start_generator, stop_generator
+
+    landing = tmp_path / "in"
+    child = start_generator(
+        landing, tmp_path / "c.csv", tmp_path / "r.json", tmp_path / "g.log", 500.0, 3
+    )
+    try:
+        # wait (bounded) until the child is pacing: its first event file has appeared
+        deadline = datetime.now(UTC) + timedelta(seconds=60)
+        while not list(landing.glob("views-*.jsonl")) and datetime.now(UTC) < deadline:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(0.05)
+            assert child.poll() is None, (tmp_path / "g.log").read_text()
+    finally:
+        code = stop_generator(child)
+    assert code == 0, (tmp_path / "g.log").read_text()
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["interrupted"] is True and report["files"] >= 1
+    assert len(list(landing.glob("views-*.jsonl"))) == report["files"]
+    assert not list(landing.glob(".*.tmp")), "no temporary file is left behind"
+
+
+# --- the demo's terminal view -----------------------------------------------------------------
+
+
+def test_demo_view_renders_the_top_ten(tmp_path: Path) -> None:
+    from slipstream.demo_trending import TopView
+
+    rows = [_row(0, f"a{i}", 100 - i) for i in range(12)] + [_row(0, "a99", 1, known=False)]
+    db = _views_db(tmp_path / "v.db", rows)
+    out = io.StringIO()
+    view = TopView(db, out, n=10, rate=2000)
+    view({"event": "progress", "query": "trending.results", "progress": PROGRESS})
+    text = out.getvalue()
+    assert "top 10 of the current window 00:00:00-00:10:00" in text
+    assert "batch 2: 500 events" in text and "late 9" in text and "duplicates 12" in text
+    assert "a0 " in text and "a9 " in text and "a10 " not in text
+    assert view.throughput()["events"] == 500

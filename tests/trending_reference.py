@@ -1,0 +1,126 @@
+"""An independent model of the trending pipeline, for the tests: plain Python + pandas.
+
+It shares no code with slipstream. It parses each line with `json` and `datetime`, applies the
+pipeline's documented rules (required fields, `article_id` shape, `ts` at most a day ahead),
+then models Spark's micro-batch semantics as documented in pipelines/trending.py: in batch k a
+row is late when its ts is at or before (max valid ts of batches <= k-2) - watermark, late rows
+are dropped before deduplication, an event_id counts once, and each event counts in every
+sliding window that holds it (windows aligned to the epoch). The result is joined to the catalog
+read with `csv`."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+ARTICLE = re.compile(r"^a[0-9]+$")
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def parse_line(line: str, now: datetime) -> dict[str, Any] | None:
+    """The valid record of a line, or None (malformed or dropped by an expectation)."""
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    event_id, article_id, ts_text = doc.get("event_id"), doc.get("article_id"), doc.get("ts")
+    user_id = doc.get("user_id")
+    if not all(isinstance(v, str) for v in (event_id, article_id, ts_text)):
+        return None
+    if user_id is not None and not isinstance(user_id, str):
+        return None
+    try:
+        ts = datetime.fromisoformat(ts_text)
+    except ValueError:
+        return None
+    ts = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+    if ts > now + timedelta(days=1) or not ARTICLE.match(article_id):
+        return None
+    return {"event_id": event_id, "article_id": article_id, "ts": ts}
+
+
+def counted_events(
+    batches: Sequence[Sequence[str]], watermark: timedelta, now: datetime
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The events that count, and how many lines were invalid, late and duplicates."""
+    maxima: list[datetime | None] = []
+    seen: set[str] = set()
+    kept: list[dict[str, Any]] = []
+    stats = {"invalid": 0, "late": 0, "duplicates": 0}
+    for k, lines in enumerate(batches):
+        earlier = [m for m in maxima[: max(k - 1, 0)] if m is not None]
+        late_at = max(earlier) - watermark if earlier else None
+        batch_max: datetime | None = None
+        for line in lines:
+            record = parse_line(line, now)
+            if record is None:
+                stats["invalid"] += 1
+                continue
+            batch_max = record["ts"] if batch_max is None else max(batch_max, record["ts"])
+            if late_at is not None and record["ts"] <= late_at:
+                stats["late"] += 1
+            elif record["event_id"] in seen:
+                stats["duplicates"] += 1
+            else:
+                seen.add(record["event_id"])
+                kept.append(record)
+        maxima.append(batch_max)
+    return kept, stats
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def article_views(
+    events: list[dict[str, Any]], catalog: Path, window: timedelta, slide: timedelta
+) -> set[tuple[Any, ...]]:
+    """(window_start, window_end, article_id, title, section, views, in_catalog) rows."""
+    rows = []
+    for event in events:
+        offset = (event["ts"] - EPOCH) // slide * slide
+        start = EPOCH + offset
+        while start + window > event["ts"]:
+            rows.append({"start": start, "article_id": event["article_id"]})
+            start -= slide
+    frame = pd.DataFrame(rows, columns=["start", "article_id"])
+    counts = frame.groupby(["start", "article_id"]).size().reset_index(name="views")
+    with catalog.open(encoding="utf-8", newline="") as handle:
+        titles = {r["article_id"]: (r["title"], r["section"]) for r in csv.DictReader(handle)}
+    return {
+        (
+            iso(row.start),
+            iso(row.start + window),
+            row.article_id,
+            titles.get(row.article_id, (None, None))[0],
+            titles.get(row.article_id, (None, None))[1],
+            int(row.views),
+            row.article_id in titles,
+        )
+        for row in counts.itertuples()
+    }
+
+
+def table_rows(rows: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
+    """The sink's article_views rows in the reference's shape."""
+    return {
+        (
+            r["window_start"],
+            r["window_end"],
+            r["article_id"],
+            r["title"],
+            r["section"],
+            int(r["views"]),
+            bool(r["in_catalog"]),
+        )
+        for r in rows
+    }
