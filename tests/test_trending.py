@@ -31,7 +31,7 @@ from slipstream.quality.quarantine import read_quarantine
 from slipstream.serving import top_articles
 from slipstream.sinks.sqlite import read_table
 from slipstream.testing import PipelineHarness, fault
-from trending_reference import article_views, counted_events, table_rows
+from tests.trending_reference import article_views, counted_events, table_rows
 
 pytestmark = pytest.mark.spark
 
