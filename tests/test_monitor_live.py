@@ -1,9 +1,10 @@
-"""Monitoring a real running pipeline (mobile over the bundled sample files, through the
-harness): the Prometheus endpoint against the query's own progress, the event log every run
-writes, and the live dashboard in headless Chromium."""
+"""Monitoring real running pipelines through the harness: the Prometheus endpoint against the
+query's own progress and the event log every run writes (mobile over the bundled sample files),
+and the live dashboard in headless Chromium (trending's top 10 as views arrive)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import urllib.request
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 
+from slipstream.generators.trending import TrendingSpec, write_catalog
 from slipstream.monitor.dashboard import EventLogStatus, serve_dashboard
 from slipstream.monitor.eventlog import read_events
 from slipstream.monitor.events import QueryProgress, RunStarted, RunStopped, parse_ts
@@ -147,12 +149,33 @@ def test_metrics_endpoint_matches_the_running_querys_progress(
     assert logged == [p["batchId"] for p in ran]  # no-batch reports reach listeners as idle
 
 
+def views(article: str, count: int, second: int) -> list[str]:
+    """`count` page views of `article` at 09:00:SS (event time), one event id each."""
+    return [
+        json.dumps(
+            {
+                "event_id": f"{article}-{second}-{i}",
+                "article_id": article,
+                "user_id": f"u{i}",
+                "ts": f"2026-01-15T09:00:{second:02d}Z",
+            }
+        )
+        for i in range(count)
+    ]
+
+
 @pytest.mark.browser
 def test_live_dashboard_follows_a_running_pipeline(spark: SparkSession, tmp_path: Path) -> None:
+    """The trending pipeline runs through the harness; the page shows its top 10 of the current
+    window, and the table changes when a new file makes another article the most viewed."""
     require_chromium()
-    with PipelineHarness(spark, "mobile", tmp_path, sink="sqlite", mode="update") as h:
+    catalog = write_catalog(tmp_path / "catalog.csv", TrendingSpec(articles=5))
+    catalog_of = {
+        r["article_id"]: [r["title"], r["section"]] for r in csv.DictReader(catalog.open())
+    }
+    with PipelineHarness(spark, "trending", tmp_path, sink="sqlite", catalog=catalog) as h:
         settings = h.prepared.settings
-        h.feed(sample("file1.json") + BAD_LINES[:1], name="file1.json")
+        h.feed(views("a0001", 3, 5) + views("a0002", 2, 6) + ["not json"], name="views-1.jsonl")
         h.process()
         status = EventLogStatus(settings.state_dir)
 
@@ -167,44 +190,38 @@ def test_live_dashboard_follows_a_running_pipeline(spark: SparkSession, tmp_path
             page.goto(server.url + "?poll=250")
 
             page.wait_for_function(
-                "() => window.__slipstream.queries().includes('mobile/mobile.results')"
+                "() => window.__slipstream.queries().includes('trending/trending.results')"
             )
             page.wait_for_function(
-                "() => document.querySelector('#results tbody').innerText.includes('open')"
+                "() => document.querySelector('#results tbody').innerText.includes('a0001')"
             )
-            assert page.inner_text("#results-title") == "mobile_action_counts, latest windows first"
-            first = table(page)
-            assert first == [
-                ["2018-03-02T10:00:00Z", "2018-03-02T10:10:00Z", "close", "1"],
-                ["2018-03-02T10:00:00Z", "2018-03-02T10:10:00Z", "open", "3"],
+            # every event is in the window 08:51-09:01, the one in progress that closes first
+            title = "Top 10 articles, current window 08:51-09:01 UTC (in progress)"
+            assert page.inner_text("#results-title") == title
+            assert table(page) == [
+                ["1", "a0001", *catalog_of["a0001"], "3"],
+                ["2", "a0002", *catalog_of["a0002"], "2"],
             ]
             version = page.evaluate("() => window.__slipstream.resultsVersion()")
 
-            for name in ("file2.json", "file3.json"):  # file3 opens the 10:10 window
-                h.feed(sample(name), name=name)
-                h.process()
+            h.feed(views("a0003", 5, 40), name="views-2.jsonl")  # a new most-viewed article
+            h.process()
             page.wait_for_function(
-                "() => document.querySelector('#results tbody').innerText.includes('10:10:00Z')"
+                "() => document.querySelector('#results tbody').innerText.includes('a0003')"
             )
             assert page.evaluate("() => window.__slipstream.resultsVersion()") > version
             assert table(page) == [
-                ["2018-03-02T10:10:00Z", "2018-03-02T10:20:00Z", "open", "1"],
-                ["2018-03-02T10:00:00Z", "2018-03-02T10:10:00Z", "close", "3"],
-                ["2018-03-02T10:00:00Z", "2018-03-02T10:10:00Z", "open", "4"],
+                ["1", "a0003", *catalog_of["a0003"], "5"],
+                ["2", "a0001", *catalog_of["a0001"], "3"],
+                ["3", "a0002", *catalog_of["a0002"], "2"],
             ]
 
             # every chart of the results query draws the batches the event log holds
+            card = 'article[data-key="trending/trending.results"]'
             page.wait_for_function(
-                """() => [...document.querySelectorAll('article[data-key="mobile/mobile.results"]'
-                   + ' canvas')].every(c => Number(c.dataset.points) >= 3)"""
+                f"""() => [...document.querySelectorAll('{card} canvas')]
+                    .every(c => Number(c.dataset.points) >= 2)"""
             )
-            drawn = page.evaluate(
-                """() => Object.fromEntries([...document.querySelectorAll(
-                    'article[data-key="mobile/mobile.results"] canvas')].map(
-                    c => [c.dataset.chart, Number(c.dataset.points)]))"""
-            )
-            assert set(drawn) == {"rates", "duration", "lag", "state"}
-            card = 'article[data-key="mobile/mobile.results"]'
             assert page.inner_text(f'{card} [data-fact="quarantined"]') == "1"
 
             ARTIFACTS.mkdir(exist_ok=True)

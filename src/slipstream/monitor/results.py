@@ -51,11 +51,26 @@ def sqlite_view(
         view["columns"] = [d[0] for d in cursor.description]
         view["rows"] = [list(row) for row in cursor.fetchall()]
         if LEDGER_TABLE in tables:
-            (updated,) = conn.execute(
-                f"SELECT max(committed_at) FROM {LEDGER_TABLE} WHERE target_table = ?", (table,)
-            ).fetchone()
-            view["updated"] = _iso_utc(updated)
+            view["updated"] = _last_commit(conn, table)
     return view
+
+
+def last_commit(db: Path, table: str) -> str | None:
+    """When the sink last committed a batch to `table` (ISO-8601 UTC), from its ledger."""
+    if not Path(db).exists():
+        return None
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (LEDGER_TABLE,)
+        ).fetchone()
+        return _last_commit(conn, table) if exists else None
+
+
+def _last_commit(conn: sqlite3.Connection, table: str) -> str | None:
+    (updated,) = conn.execute(
+        f"SELECT max(committed_at) FROM {LEDGER_TABLE} WHERE target_table = ?", (table,)
+    ).fetchone()
+    return _iso_utc(updated)
 
 
 def _iso_utc(value: Any) -> str | None:
