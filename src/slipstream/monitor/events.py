@@ -96,9 +96,12 @@ def _operators(progress: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def batch_executed(progress: Mapping[str, Any]) -> bool:
-    """See ``QueryProgress.executed``: false for Spark's idle progress reports."""
+    """See ``QueryProgress.executed``: false only for Spark's idle progress reports (no rows,
+    and phases without ``addBatch``/``walCommit``)."""
     phases = _mapping(progress.get("durationMs"))
-    return not phases or "addBatch" in phases or "walCommit" in phases
+    if not phases or "addBatch" in phases or "walCommit" in phases:
+        return True
+    return (_finite(progress.get("numInputRows")) or 0) > 0
 
 
 # --------------------------------------------------------------------------- events
@@ -225,8 +228,9 @@ class QueryProgress(_QueryEvent):
     def executed(self) -> bool:
         """Whether a micro-batch ran. While a query waits for data Spark also reports progress
         (every ``noDataProgressEventInterval``) that carries the *next* batch id, zero rows and
-        only the ``latestOffset`` and ``triggerExecution`` phases; no batch ran. Records without
-        phases (hand-made ones) count as executed."""
+        only the ``latestOffset`` and ``triggerExecution`` phases; no batch ran. A record with
+        rows, or without phases, counts as executed (hand-made ones often give only
+        ``triggerExecution``)."""
         return batch_executed(self.progress)
 
     @property
