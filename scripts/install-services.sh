@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # Install the real services the test suite uses, from Debian, if they are missing:
-# PostgreSQL (the suite starts a throwaway cluster on 127.0.0.1) and headless Chromium.
+# PostgreSQL (the suite starts a throwaway cluster on 127.0.0.1), Java for Spark, and the
+# headless Chromium (with a font, for readable screenshots) that the browser tests drive
+# through Playwright at /usr/bin/chromium. Idempotent; needs root or sudo only to install.
 set -euo pipefail
 need=()
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
 [ -n "$pg_bin" ] && [ -x "$pg_bin/initdb" ] || need+=(postgresql)
-[ -x /usr/bin/chromium ] || need+=(chromium)
+[ -x /usr/bin/chromium ] || need+=(chromium fonts-dejavu-core)
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing from Debian: ${need[*]}"
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "install-services.sh: run as root to install ${need[*]}" >&2; exit 1; }
+    SUDO="sudo"
+  fi
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-echo "services ready: postgresql $(ls /usr/lib/postgresql 2>/dev/null | sort -V | tail -n 1), chromium $([ -x /usr/bin/chromium ] && echo yes || echo no)"
+chromium_version=$([ -x /usr/bin/chromium ] && /usr/bin/chromium --version 2>/dev/null || echo no)
+echo "services ready: postgresql $(ls /usr/lib/postgresql 2>/dev/null | sort -V | tail -n 1), chromium: ${chromium_version:-yes}"

@@ -205,7 +205,7 @@ def test_pages_results_health_and_errors() -> None:
 def require_chromium() -> None:
     if CHROMIUM.exists():
         return
-    message = f"headless Chromium not found at {CHROMIUM}; run scripts/install-browser.sh"
+    message = f"headless Chromium not found at {CHROMIUM}; run `make services`"
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message + " (only skipped because CI is unset)")

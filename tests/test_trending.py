@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -416,6 +417,7 @@ def test_the_demo_shows_a_live_top_ten_and_cleans_up(spark: SparkSession, tmp_pa
     text = out.getvalue()
     assert text.count("top 10 of the current window") >= 2
     assert "sustained:" in text and "outputs:" in text
+    assert re.search(r"^dashboard   http://127\.0\.0\.1:\d+/$", text, re.M)  # make demo shows it
     report = json.loads(
         (tmp_path / "demo-state" / "generator" / "trending-report.json").read_text()
     )

@@ -92,6 +92,15 @@ def last_committed_batch(checkpoint: Path) -> int | None:
     return max(ids) if ids else None
 
 
+def last_planned_batch(checkpoint: Path) -> int | None:
+    """The highest batch id in a query checkpoint's offset log (planned, maybe not committed)."""
+    offsets = Path(checkpoint) / "offsets"
+    if not offsets.is_dir():
+        return None
+    ids = [int(p.name) for p in offsets.iterdir() if p.name.isdigit()]
+    return max(ids) if ids else None
+
+
 def delete_checkpoint(root: Path) -> bool:
     """Delete a run's checkpoint root; refuses while a run holds it."""
     root = Path(root)

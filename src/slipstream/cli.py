@@ -5,6 +5,9 @@ slipstream check PIPELINE [flags]      explain the plan; refuse forbidden combin
 slipstream run PIPELINE [flags]        check, then run (resumes from its checkpoint)
 slipstream reset PIPELINE [--outputs]  delete a pipeline's checkpoint (and outputs)
 slipstream feed [--port 9999] [FILE]   a line server for the socket source
+slipstream status [PIPELINE] [--json]  health of each query, from the event logs
+slipstream stop PIPELINE               stop a running pipeline at a batch boundary
+slipstream dashboard [PIPELINE]        the live dashboard of a state directory
 slipstream generate trending --out DIR an event stream for a pipeline (see --help)
 slipstream demo [trending|mobile]      the quick-start demo (what `make demo` runs)
 """
@@ -16,9 +19,9 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from slipstream.config import OPTIONS, Settings, load_settings
+from slipstream.config import DEFAULT_DASHBOARD_PORT, OPTIONS, Settings, load_settings
 from slipstream.errors import SlipstreamError
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
@@ -53,12 +56,14 @@ def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
                 help=help_text,
             )
         else:
+            optional = {"nargs": "?", "const": option.const} if option.const is not None else {}
             group.add_argument(
                 flag,
                 dest=option.name,
                 default=None,
                 metavar=option.metavar or option.name.upper(),
                 help=help_text,
+                **optional,
             )
 
 
@@ -90,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", type=Path, help="file of lines (default: standard input)")
     p.add_argument("--port", type=int, default=9999)
     p.add_argument("--host", default="127.0.0.1")
+    _add_monitor_commands(sub)
     p = sub.add_parser("samples", help="copy a workload's bundled sample files into a folder")
     p.add_argument("workload", choices=["mobile"])
     p.add_argument("--out", type=Path, required=True, help="landing folder to copy into")
@@ -112,6 +118,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", help="trending: stop after this long (default: until Ctrl-C)")
     p.add_argument("--rate", type=float, default=2000.0, help="trending: events/s (default 2000)")
     return parser
+
+
+def _state_dir_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the state directory of the runs [env SLIPSTREAM_STATE_DIR; default: state]",
+    )
+
+
+def _add_monitor_commands(sub: Any) -> None:
+    p = sub.add_parser("status", help="health of each pipeline's queries, from the event logs")
+    p.add_argument("pipeline", nargs="?", help="only this pipeline")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _state_dir_flag(p)
+    p = sub.add_parser("stop", help="stop a running pipeline cleanly, at a batch boundary")
+    p.add_argument("pipeline")
+    _state_dir_flag(p)
+    p.add_argument("--checkpoint", type=Path, metavar="DIR", help="the run's --checkpoint")
+    p.add_argument("--no-wait", action="store_true", help="ask, and return at once")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default 120)")
+    p = sub.add_parser("dashboard", help="serve the live dashboard of a state directory")
+    p.add_argument("pipeline", nargs="?", help="whose results to show (default: latest active)")
+    _state_dir_flag(p)
+    p.add_argument("--port", type=int, default=DEFAULT_DASHBOARD_PORT, help="0 picks a free port")
+    p.add_argument("--bind", default="127.0.0.1", help="address to listen on (127.0.0.1)")
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -145,6 +179,8 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
         return commands.run(settings_from_args(args), out)
     if args.command == "reset":
         return commands.reset(settings_from_args(args), outputs=args.outputs, yes=args.yes, out=out)
+    if args.command in ("status", "stop", "dashboard"):
+        return _monitor_command(args, out)
     if args.command == "feed":
         from slipstream.generators.feed import serve
 
@@ -170,3 +206,19 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
 
         return demo(args.state_dir, out)
     raise AssertionError(args.command)
+
+
+def _monitor_command(args: argparse.Namespace, out: TextIO) -> int:
+    from slipstream import commands
+
+    name = args.pipeline or "status"  # settings need a pipeline name; only the dirs matter
+    flags = {"state_dir": args.state_dir, "checkpoint": getattr(args, "checkpoint", None)}
+    settings = load_settings(name, flags)
+    if args.command == "status":
+        return commands.status(settings.state_dir, args.pipeline, args.json, out)
+    if args.command == "stop":
+        from slipstream.pipelines import get_pipeline
+
+        get_pipeline(args.pipeline)  # a typo fails here, naming the known pipelines
+        return commands.stop(settings, out, wait=not args.no_wait, timeout=args.timeout)
+    return commands.dashboard(settings.state_dir, args.pipeline, args.port, args.bind, out)

@@ -28,6 +28,8 @@ from slipstream.specs import (
     parse_duration,
 )
 
+DEFAULT_DASHBOARD_PORT = 8321  # `--dashboard` without a port (a free one if it is taken)
+
 SOURCE_KINDS = ("files", "socket", "rate", "table", "kafka")
 FILE_FORMATS = ("json", "csv", "parquet", "text")
 
@@ -121,6 +123,7 @@ class Option:
     kind: str = "value"  # value | bool | multi
     metavar: str | None = None
     env: str | None = None
+    const: Any = None  # value of the bare flag (`--dashboard` alone); None: the flag needs one
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -283,9 +286,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "dashboard",
         _port,
-        "serve the live dashboard on this port (127.0.0.1)",
+        f"serve the live dashboard on this port (alone: {DEFAULT_DASHBOARD_PORT}; 0: any free)",
         "a TCP port 0-65535",
         metavar="PORT",
+        const=DEFAULT_DASHBOARD_PORT,
     ),
     Option("bind", _text, "address servers bind to", "an IP address", default="127.0.0.1"),
     Option(

@@ -35,10 +35,12 @@ from typing import Any, TextIO
 import slipstream
 from slipstream import runner
 from slipstream.checkpoints import delete_checkpoint
-from slipstream.config import load_settings
+from slipstream.config import DEFAULT_DASHBOARD_PORT, load_settings
 from slipstream.errors import ConfigError
 from slipstream.generators.trending import TrendingSpec, write_catalog
+from slipstream.monitor.eventlog import log_files
 from slipstream.monitor.listener import Record, progress_summary
+from slipstream.monitor.serve import start_monitoring
 from slipstream.serving.trending import top_articles
 from slipstream.specs import parse_duration
 
@@ -94,6 +96,7 @@ class TopView:
         self.batches: list[dict[str, Any]] = []  # progress summaries of data batches
         self.first_batch_at: float | None = None
         self.started = time.monotonic()
+        self.dashboard_url: str | None = None  # shown in the header (a redraw clears the screen)
         self._lock = threading.Lock()
 
     def __call__(self, record: Record) -> None:
@@ -120,6 +123,8 @@ class TopView:
             f"duplicates {s['duplicates']:,} | quarantined {s['quarantined']:,}",
             "",
         ]
+        if self.dashboard_url:
+            header[1:1] = [f"dashboard {self.dashboard_url}"]
         text = "\n".join(header + render_top(tops, self.n))
         if self.tty:
             self.out.write("\x1b[H\x1b[J" + text + "\n")
@@ -213,6 +218,8 @@ def _fresh(state_dir: Path, landing: Path, prepared: runner.Prepared) -> None:
     delete_checkpoint(prepared.settings.checkpoint_root)
     shutil.rmtree(prepared.settings.quarantine_dir, ignore_errors=True)
     prepared.sink.reset(prepared.ctx)
+    for log in log_files(prepared.settings.event_log):  # fresh charts on the dashboard
+        log.unlink()
 
 
 def demo(
@@ -224,8 +231,10 @@ def demo(
     seed: int = DEMO_SEED,
     top: int = 10,
     max_batches: int | None = None,
+    dashboard: int | None = DEFAULT_DASHBOARD_PORT,
 ) -> int:
-    """Run the demo; `max_batches` stops it after that many batches with data (smoke tests)."""
+    """Run the demo; `max_batches` stops it after that many batches with data (smoke tests).
+    `dashboard` is the live dashboard's port (0: any free one; None: none)."""
     from slipstream.session import build_session
 
     state_dir = Path(state_dir).resolve()
@@ -245,10 +254,11 @@ def demo(
     write_catalog(catalog, spec)
     settings = load_settings(
         PIPELINE,
-        {"input": landing, "catalog": catalog, "state_dir": state_dir},
+        {"input": landing, "catalog": catalog, "state_dir": state_dir, "dashboard": dashboard},
     )
     prepared = runner.prepare(settings)  # every rule, before anything starts
     _fresh(state_dir, landing, prepared)
+    monitoring = start_monitoring(prepared.settings, prepared.pipeline)  # a taken port: now
     landing.mkdir(parents=True, exist_ok=True)
     db_path = prepared.settings.default_database
     print(prepared.explain(), file=out)
@@ -257,7 +267,9 @@ def demo(
         file=out,
         flush=True,
     )
+    monitoring.announce(out)
     view = TopView(db_path, out, top, rate)
+    view.dashboard_url = monitoring.dashboard.url if monitoring.dashboard else None
     child = start_generator(landing, catalog, report, log, rate, seed)
     run_ = None
     interrupted = False
@@ -267,7 +279,7 @@ def demo(
             spark = build_session(
                 settings.master, settings.conf, app_name="slipstream-demo", log_level="ERROR"
             )
-            run_ = runner.start(spark, prepared, [view])
+            run_ = runner.start(spark, prepared, [*monitoring.handlers, view], origin="demo")
             if max_batches is not None:
                 run_.stop_requested = lambda: len(view.batches) >= max_batches
             run_.wait(limit)
@@ -280,6 +292,7 @@ def demo(
             with contextlib.suppress(Exception):
                 run_.stop()
         stop_generator(child)
+        monitoring.close()
     t = view.throughput()
     print("", file=out)
     if interrupted:

@@ -42,6 +42,8 @@ CODES: dict[str, str] = {
     "CHECKPOINT_IN_USE": "another run holds this checkpoint",
     "CHECKPOINT_MISMATCH": "the checkpoint was written by a different query",
     "RESET_REFUSED": "reset was not confirmed",
+    "STOP_TIMEOUT": "a run asked to stop did not stop in time",
+    "PORT_IN_USE": "a server port (--metrics-port, --dashboard) is taken",
     # sinks
     "SINK_UNKNOWN": "no sink of that kind",
     "SINK_BAD_TARGET": "the sink's target cannot be used",

@@ -19,10 +19,17 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from slipstream.checkpoints import CheckpointLock, query_checkpoint
+from slipstream.checkpoints import (
+    CheckpointLock,
+    last_committed_batch,
+    last_planned_batch,
+    query_checkpoint,
+)
 from slipstream.config import Settings
+from slipstream.control import StopControl
 from slipstream.errors import ConfigError
 from slipstream.monitor.listener import Handler, RunListener, RunTotals
+from slipstream.monitor.recorder import RunRecorder
 from slipstream.pipelines import Pipeline, get_pipeline
 from slipstream.plan import Plan
 from slipstream.quality.expectations import (
@@ -166,6 +173,9 @@ class Run:
     listener: RunListener
     totals: RunTotals
     stop_requested: Callable[[], bool] = field(default=lambda: False)
+    recorder: RunRecorder | None = None  # the event log (run_started/run_stopped and events)
+    stop_reason: str | None = None  # why the run stopped, for `run_stopped`
+    _stopped: bool = False
     # queries this run stopped while they were running (see raise_failure)
     interrupted: set[str] = field(default_factory=set)
 
@@ -196,29 +206,48 @@ class Run:
                 self.totals.wait_for(f"{self.prepared.pipeline.name}.{name}", max(executed))
 
     def wait(self, duration: timedelta | None = None, poll: float = 0.5) -> None:
+        """Until the queries finish (finite triggers: all of them; otherwise: any of them),
+        `duration` passes, Ctrl-C or a stop request; then stop and raise a query's failure."""
         deadline = time.monotonic() + duration.total_seconds() if duration else None
+        finite = self.prepared.settings.trigger.finite
         # Wait on this run's own queries: the session's awaitAnyTermination would also raise
         # the failure of any earlier query of the session (another run, a previous test).
         # A failure is raised after the stop, by raise_failure (which maps expectation errors).
         try:
-            finite = self.prepared.settings.trigger.finite
-            if finite:
-                for query in self.queries.values():
-                    with contextlib.suppress(StreamingQueryException):
-                        query.awaitTermination()
-            first = next(iter(self.queries.values()))
-            while not finite:
-                if any(not q.isActive for q in self.queries.values()):
+            while True:
+                ended = [n for n, q in self.queries.items() if not q.isActive]
+                if ended and (not finite or len(ended) == len(self.queries)):
+                    self.stop_reason = self._ended_reason(ended, finite)
+                    if finite:
+                        self.sync_progress()  # the summary counts the last batch
                     break
                 if deadline is not None and time.monotonic() >= deadline:
+                    assert duration is not None
+                    self.stop_reason = f"--duration {format_duration(duration)} elapsed"
                     break
                 if self.stop_requested():
+                    reason = getattr(self.stop_requested, "reason", None)
+                    self.stop_reason = reason or "stop requested"
                     break
-                with contextlib.suppress(StreamingQueryException):
-                    first.awaitTermination(poll)
+                running = next((q for q in self.queries.values() if q.isActive), None)
+                if running is not None:
+                    with contextlib.suppress(StreamingQueryException):
+                        running.awaitTermination(poll)
+        except KeyboardInterrupt:
+            self.stop_reason = "interrupted (Ctrl-C)"
+            raise
         finally:
             self.stop()
         self.raise_failure()
+
+    def _ended_reason(self, ended: list[str], finite: bool) -> str:
+        pipeline = self.prepared.pipeline.name
+        failed = [n for n in ended if self.queries[n].exception() is not None]
+        if failed:
+            return "query " + ", ".join(f"{pipeline}.{n}" for n in failed) + " failed"
+        if finite:
+            return f"finished: all input processed (trigger {self.prepared.settings.trigger.kind})"
+        return "query " + ", ".join(f"{pipeline}.{n}" for n in ended) + " stopped"
 
     def raise_failure(self) -> None:
         """Raise the first query failure. A query `stop()` interrupted mid-batch may end with
@@ -232,34 +261,77 @@ class Run:
             if error is not None:
                 raise as_expectation_failure(error) or error
 
-    def stop(self) -> None:
-        """Stop every query at a batch boundary, then release the checkpoint."""
+    def stop(self, reason: str | None = None) -> None:
+        """Stop every query at a batch boundary, record `run_stopped`, release the checkpoint.
+        Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        reason = reason or self.stop_reason or "stopped by the caller"
         try:
             for name, query in self.queries.items():
                 if _stop_at_batch_boundary(query):
                     self.interrupted.add(name)
         finally:
+            if self.recorder is not None:
+                # the listener bus delivers each query's last events after stop() returns
+                self.recorder.wait_terminated(str(q.id) for q in self.queries.values())
             with contextlib.suppress(Exception):  # already removed / session gone
                 self.spark.streams.removeListener(self.listener)
+            if self.recorder is not None:
+                where = batch_boundaries(self.prepared.settings.checkpoint_root, self.queries)
+                names = [f"{self.prepared.pipeline.name}.{n}" for n in self.queries]
+                self.recorder.run_stopped(names, f"{reason}; {where}" if where else reason)
+                self.recorder.close()
+            if isinstance(self.stop_requested, StopControl):
+                self.stop_requested.clear()
             self.lock.release()
 
     def results(self) -> DataFrame | None:
         return self.prepared.sink.read(self.spark, self.prepared.ctx)
 
 
-def _stop_at_batch_boundary(query: StreamingQuery, timeout: float = 60.0) -> bool:
-    """Wait (bounded) until no trigger is running, then stop: no batch is cut in half.
-    True when the query was still running when it was stopped."""
+def _stop_at_batch_boundary(
+    query: StreamingQuery, timeout: float = 60.0, poll: float = 0.005
+) -> bool:
+    """Stop `query` between two triggers (waiting at most `timeout`); True when it was still
+    running, so that this stop ended it.
+
+    Spark has no graceful stop: `stop()` interrupts a running batch. Between triggers
+    (`isTriggerActive` false) the last batch has written its commit, and `stop()` marks the query
+    terminated before the next trigger can plan a batch. `isDataAvailable` is no guide: Spark
+    reports it false while it writes the next batch's offsets. What remains is the few
+    milliseconds between reading the status and `stop()` reaching the JVM; `batch_boundaries`
+    says afterwards where each checkpoint stands."""
     deadline = time.monotonic() + timeout
-    while query.isActive and time.monotonic() < deadline:
-        status = query.status
-        if not status.get("isTriggerActive") or not status.get("isDataAvailable"):
-            break
-        query.awaitTermination(0.05)
-    if query.isActive:
-        query.stop()
-        return True
+    while query.isActive:
+        if not query.status.get("isTriggerActive") or time.monotonic() >= deadline:
+            query.stop()
+            return True
+        query.awaitTermination(poll)
     return False
+
+
+def batch_boundaries(root: Path, queries: dict[str, StreamingQuery]) -> str:
+    """Where each query's checkpoint stands: its last committed batch, or the batch whose
+    offsets were written without a commit (cut; Spark replays it on the next start)."""
+    committed, cut = [], []
+    for name in queries:
+        checkpoint = query_checkpoint(root, name)
+        planned = last_planned_batch(checkpoint)
+        done = last_committed_batch(checkpoint)
+        if planned is None:
+            continue
+        if done is not None and done >= planned:
+            committed.append(f"{name} {done}")
+        else:
+            cut.append(f"{name} {planned}")
+    parts = []
+    if committed:
+        parts.append("at a batch boundary, last committed batch: " + ", ".join(committed))
+    if cut:
+        parts.append("cut before its commit (replayed on restart): " + ", ".join(cut))
+    return "; ".join(parts)
 
 
 def read_records(spark: SparkSession, prepared: Prepared) -> DataFrame:
@@ -283,13 +355,21 @@ def start(
     spark: SparkSession,
     prepared: Prepared,
     handlers: list[Handler] | None = None,
+    *,
+    origin: str = "api",
 ) -> Run:
-    """Start the run's queries (results, quarantine, extras). Refuses a checkpoint in use."""
+    """Start the run's queries (results, quarantine, extras). Refuses a checkpoint in use.
+
+    Every run records its events in the pipeline's event log (`settings.event_log`);
+    `origin` (cli, demo, harness, api) is the reason given in its `run_started` record."""
     settings = prepared.settings
     pipeline = prepared.pipeline
     lock = CheckpointLock(settings.checkpoint_root).acquire()
+    control = StopControl(settings.checkpoint_root)
+    recorder = RunRecorder(settings.event_log, pipeline.name)
     totals = RunTotals()
-    listener = RunListener(pipeline.name, [totals, *(handlers or [])])
+    # the log first; totals last: `sync_progress` waits on it, so every handler saw the batch
+    listener = RunListener(pipeline.name, [recorder, *(handlers or []), totals])
     spark.streams.addListener(listener)
     queries: dict[str, StreamingQuery] = {}
     try:
@@ -325,6 +405,7 @@ def start(
                     _ctx(prepared, extra.name, extra.name, extra.key, extra.mode),
                 )
             )
+        recorder.run_started([ctx.query_name for _, _, _, ctx in outputs], origin)
         for name, frame, sink, ctx in outputs:
             writer = frame.writeStream.queryName(ctx.query_name).outputMode(ctx.mode)
             writer = writer.option("checkpointLocation", str(ctx.checkpoint))
@@ -332,13 +413,25 @@ def start(
             query = writer.start()
             listener.register(str(query.id), ctx.query_name)
             queries[name] = query
-    except BaseException:
+    except BaseException as exc:
         for query in queries.values():
             query.stop()
         spark.streams.removeListener(listener)
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        recorder.run_stopped([], f"failed to start: {first_line}")
+        recorder.close()
         lock.release()
         raise
-    return Run(spark, prepared, queries, lock, listener, totals)
+    return Run(
+        spark,
+        prepared,
+        queries,
+        lock,
+        listener,
+        totals,
+        stop_requested=control,
+        recorder=recorder,
+    )
 
 
 def _ctx(prepared: Prepared, name: str, table: str, key: tuple[str, ...], mode: Any) -> SinkContext:

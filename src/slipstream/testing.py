@@ -8,6 +8,9 @@
         rows = h.process()                 # rows the sink received in that batch
         table = h.results()                # the sink's table so far
 
+Every run records its events in `workdir/state/events/PIPELINE.jsonl`, like a CLI run;
+`handlers=[...]` adds listener handlers (metrics, your own).
+
 Input is fed as files written atomically into a landing folder; `process()` runs until the
 queries are idle (`processAllAvailable`), never by sleeping. `sink="collect"` records what each
 micro-batch delivered, which is what output modes are about."""
@@ -17,7 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -27,6 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from slipstream import runner
 from slipstream.config import load_settings
 from slipstream.generators.files import write_atomically
+from slipstream.monitor.listener import Handler
 from slipstream.pipelines import Pipeline, get_pipeline
 from slipstream.sinks.base import BatchInfo, BatchSink, Sink, with_iso_timestamps
 from slipstream.sinks.sqlite import read_table
@@ -85,6 +89,7 @@ class PipelineHarness:
         workdir: Path,
         *,
         sink: str | Sink = "collect",
+        handlers: Sequence[Handler] = (),
         **settings: Any,
     ) -> None:
         self.spark = spark
@@ -93,6 +98,7 @@ class PipelineHarness:
         self.input = self.workdir / "input"
         self.input.mkdir(parents=True, exist_ok=True)
         self.collector: CollectSink | None = None
+        self.handlers = list(handlers)  # listener handlers, e.g. SlipstreamMetrics(...).handle
         sink_obj: Sink | None = None
         flags: dict[str, Any] = {
             "source": "files",
@@ -114,7 +120,7 @@ class PipelineHarness:
         self._last_mtime = max((p.stat().st_mtime for p in self.input.iterdir()), default=0.0)
 
     def start(self) -> PipelineHarness:
-        self.run = runner.start(self.spark, self.prepared)
+        self.run = runner.start(self.spark, self.prepared, self.handlers, origin="harness")
         return self
 
     def feed(self, lines: Iterable[str] | str, name: str | None = None) -> Path:

@@ -95,6 +95,15 @@ def _operators(progress: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [op for op in ops if isinstance(op, Mapping)] if isinstance(ops, list) else []
 
 
+def batch_executed(progress: Mapping[str, Any]) -> bool:
+    """See ``QueryProgress.executed``: false only for Spark's idle progress reports (no rows,
+    and phases without ``addBatch``/``walCommit``)."""
+    phases = _mapping(progress.get("durationMs"))
+    if not phases or "addBatch" in phases or "walCommit" in phases:
+        return True
+    return (_finite(progress.get("numInputRows")) or 0) > 0
+
+
 # --------------------------------------------------------------------------- events
 
 
@@ -214,6 +223,15 @@ class QueryProgress(_QueryEvent):
     def batch_id(self) -> int | None:
         number = _finite(self.progress.get("batchId"))
         return None if number is None else int(number)
+
+    @property
+    def executed(self) -> bool:
+        """Whether a micro-batch ran. While a query waits for data Spark also reports progress
+        (every ``noDataProgressEventInterval``) that carries the *next* batch id, zero rows and
+        only the ``latestOffset`` and ``triggerExecution`` phases; no batch ran. A record with
+        rows, or without phases, counts as executed (hand-made ones often give only
+        ``triggerExecution``)."""
+        return batch_executed(self.progress)
 
     @property
     def batch_timestamp(self) -> datetime | None:

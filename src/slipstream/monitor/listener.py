@@ -16,6 +16,8 @@ from typing import Any, TextIO
 
 from pyspark.sql.streaming import StreamingQueryListener
 
+from slipstream.monitor.events import batch_executed
+
 Record = dict[str, Any]
 Handler = Callable[[Record], None]
 
@@ -193,6 +195,8 @@ class RunTotals:
         batch = record["progress"].get("batchId")
         if isinstance(batch, int):
             self.last_batch[record["query"]] = max(batch, self.last_batch.get(record["query"], -1))
+        if not batch_executed(record["progress"]):
+            return  # an idle report: it names the next batch, which has not run
         s = progress_summary(record["progress"])
         t = self.by_query.setdefault(
             record["query"],

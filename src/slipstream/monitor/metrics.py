@@ -128,7 +128,9 @@ class SlipstreamMetrics:
         if progress.watermark is not None:
             self.watermark_lag.set(*labels, progress.watermark)
 
-        if not self._first_sighting(labels, progress):
+        # an idle report names the next batch before it runs: counting it would count that
+        # batch now, and skip it as a replay when it really runs
+        if not progress.executed or not self._first_sighting(labels, progress):
             return
         self.batches.labels(*labels).inc()
         self.dropped.labels(*labels).inc(progress.dropped_by_watermark)

@@ -53,12 +53,21 @@ def pid_alive(pid: int) -> bool:
 @dataclass(frozen=True)
 class FallingBehindRule:
     """Falling behind: of the last ``window`` batches that read rows, at least ``min_slow``
-    processed rows more slowly than they arrived, and processed/input averages below
-    ``max_ratio``."""
+    started back to back with the batch before and processed rows more slowly than they
+    arrived, and processed/input averages below ``max_ratio``.
+
+    "Back to back": the batch started within ``max_gap`` (or a tenth of the previous batch's
+    duration, if longer) after the previous batch ended, and that batch read rows. A batch that
+    started later, or after a batch without input (which Spark runs only when no input is
+    waiting, to move the watermark), found the query caught up, so it keeps up whatever the
+    rates say: Spark computes
+    ``inputRowsPerSecond`` over the time since the previous trigger, which with sparse input
+    (a few rows per file) is far above what a batch's fixed cost lets it process."""
 
     window: int = 5
     min_slow: int = 3
     max_ratio: float = 0.95
+    max_gap: timedelta = timedelta(seconds=1)
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_slow <= self.window:
@@ -242,10 +251,12 @@ class StatusTracker:
     def _add_progress(state: _QueryState, event: QueryProgress) -> None:
         if state.started_at is None:  # log rotated past the started event
             state.started_at = event.ts
-        state.last = event
         state.recent.append(event)
         if event.input_rows > 0:
             state.idle_since = None
+        if not event.executed:  # an idle report (see QueryProgress.executed): no batch ran
+            return
+        state.last = event
         state.watermark = event.watermark or state.watermark
         state.total_batches += 1
         state.total_input_rows += event.input_rows
@@ -351,19 +362,48 @@ class StatusTracker:
         out_rps = _mean(p.processed_rps for p in recent)
         if in_rps is None or out_rps is None:
             return "healthy", "running; waiting for the first batches", True
+        busy = self._busy_batches(st)
+        known = [b for _, b in busy if b is not None]
+        if known and not any(known):
+            last = busy[-1][0]  # the last batch that read rows
+            took = human_duration(timedelta(milliseconds=last.batch_duration_ms or 0))
+            return (
+                "healthy",
+                f"keeping up: waits for data between batches (last: {last.input_rows:,} rows "
+                f"in {took})",
+                True,
+            )
         return (
             "healthy",
             f"keeping up: {out_rps:,.0f} rows/s processed vs {in_rps:,.0f} rows/s arriving",
             True,
         )
 
+    def _busy_batches(self, st: _QueryState) -> list[tuple[QueryProgress, bool | None]]:
+        """The last ``window`` batches that ran and read rows, each with whether it started
+        back to back with the batch before it (None: unknown)."""
+        ran = [p for p in st.recent if p.executed]
+        pairs = [
+            (p, self._back_to_back(prev, p)) for prev, p in zip([None, *ran], ran, strict=False)
+        ]
+        return [(p, busy) for p, busy in pairs if p.input_rows > 0][-self.rule.window :]
+
+    def _back_to_back(self, prev: QueryProgress | None, batch: QueryProgress) -> bool | None:
+        if prev is None or prev.batch_timestamp is None or batch.batch_timestamp is None:
+            return None
+        if prev.input_rows == 0:  # a batch run to move the watermark: no input was waiting
+            return False
+        duration = timedelta(milliseconds=prev.batch_duration_ms or 0)
+        gap = batch.batch_timestamp - (prev.batch_timestamp + duration)
+        return gap <= max(self.rule.max_gap, duration / 10)
+
     def _falling_behind(self, st: _QueryState) -> str | None:
         rule = self.rule
         ratios = [
             p.processed_rps / p.input_rps
-            for p in st.recent
-            if p.input_rows > 0 and p.input_rps and p.processed_rps is not None
-        ][-rule.window :]
+            for p, busy in self._busy_batches(st)
+            if busy is not False and p.input_rps and p.processed_rps is not None  # unknown: rates
+        ]
         slow = sum(1 for r in ratios if r < 1.0)
         if len(ratios) < rule.min_slow or slow < rule.min_slow:
             return None

@@ -85,3 +85,24 @@ class Pipeline(ABC):
 
     def validate(self, settings: Settings) -> None:
         """Pipeline-specific settings checks (raise ConfigError), before Spark starts."""
+
+    def results_view(self, settings: Settings) -> dict[str, Any] | None:
+        """What the dashboard shows as this pipeline's results: `{"title", "columns", "rows",
+        "updated"}`, or None. Default: the main table of a SQLite sink, newest rows first (last
+        inserted); None for other sinks. Called on every dashboard poll: keep it cheap."""
+        return self.sqlite_results(settings, "rowid DESC", "newest rows first")
+
+    def sqlite_results(
+        self, settings: Settings, order_by: str, order_text: str, limit: int = 50
+    ) -> dict[str, Any] | None:
+        """The first `limit` rows of the main table of a SQLite sink in `order_by` order (SQL
+        the pipeline writes, never user input); None when the sink is not SQLite."""
+        from slipstream.monitor.results import sqlite_database, sqlite_view
+
+        settings = self.resolve(settings)
+        db = sqlite_database(settings)
+        if db is None:
+            return None
+        table = settings.table or self.output
+        title = f"{table}, {order_text}"
+        return sqlite_view(db, table, title=title, order_by=order_by, limit=limit)

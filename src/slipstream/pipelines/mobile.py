@@ -5,6 +5,7 @@ Input: JSON lines {"id", "action", "ts"}; `ts` is ISO-8601, no zone means UTC.""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -33,6 +34,9 @@ class MobilePipeline(Pipeline):
     )
     required = ("id", "action", "ts")
     defaults = {"window": timedelta(minutes=10), "watermark": timedelta(minutes=10)}
+
+    def results_view(self, settings: Settings) -> dict[str, Any] | None:
+        return self.sqlite_results(settings, "window_start DESC, action", "latest windows first")
 
     def plan(self, settings: Settings) -> Plan:
         assert settings.window and settings.watermark

@@ -38,6 +38,7 @@ import csv
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -258,3 +259,35 @@ class TrendingPipeline(Pipeline):
             return []
         spec = SinkSpec("parquet", str(settings.archive))
         return [ExtraOutput(ARCHIVE, result, spec, "append", self.key)]
+
+    def results_view(self, settings: Settings) -> dict[str, Any] | None:
+        """The dashboard's table: the top 10 articles of the current window (the window in
+        progress that closes first, see slipstream.serving.trending), updating as it counts."""
+        from slipstream.monitor.results import last_commit, sqlite_database
+        from slipstream.serving.trending import top_articles
+
+        settings = self.resolve(settings)
+        db = sqlite_database(settings)
+        if db is None:
+            return None
+        table = settings.table or self.output
+        current = top_articles(db, 10, table=table)["current"]
+        title = "Top 10 articles, current window"
+        if current:
+            start, end = current[0]["window_start"], current[0]["window_end"]
+            title += f" {start[11:16]}-{end[11:16]} UTC (in progress)"
+        return {
+            "title": title,
+            "columns": ["rank", "article", "title", "section", "views"],
+            "rows": [
+                [
+                    r["rank"],
+                    r["article_id"],
+                    r["title"] if r["in_catalog"] else "(not in catalog)",
+                    r["section"],
+                    r["views"],
+                ]
+                for r in current
+            ],
+            "updated": last_commit(db, table),
+        }

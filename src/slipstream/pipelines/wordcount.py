@@ -4,6 +4,8 @@ Lines are split on runs of whitespace; empty tokens are dropped; case is kept.""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -26,6 +28,9 @@ class WordCountPipeline(Pipeline):
         if settings.source is None and settings.input is not None:
             settings = settings.with_(source="files")
         return super().resolve(settings)
+
+    def results_view(self, settings: Settings) -> dict[str, Any] | None:
+        return self.sqlite_results(settings, "count DESC, word", "most frequent first")
 
     def plan(self, settings: Settings) -> Plan:
         return Plan(
