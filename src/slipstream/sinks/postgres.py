@@ -117,10 +117,10 @@ class PgTarget:
         parts = urlsplit(spec.target)
         params = dict(parse_qsl(parts.query))
         parallel = params.pop("parallel_rows", None)
-        if "password" in params:
+        if any("password" in name.lower() for name in params):  # password, sslpassword
             raise SlipstreamError(
                 "SINK_BAD_TARGET",
-                "the sink URL carries a password=... parameter",
+                "the sink URL carries a password parameter (it would be printed)",
                 "give the password in PGPASSWORD or ~/.pgpass (or as user:password@host)",
             )
         return cls(
