@@ -113,15 +113,17 @@ class Proc:
         return at
 
     def stop(self, timeout: float = 90) -> int:
-        """Ask the driver for a clean stop (SIGINT, like Ctrl-C; only the Python process, the
-        JVM stops with it); SIGKILL the group if it does not end in `timeout` seconds."""
+        """Ask the driver to stop (SIGTERM to the Python process only); SIGKILL the group if it
+        has not ended after `timeout` seconds, and reap whatever of the group is left (the JVM
+        exits on its own once the driver is gone, this only makes sure of it)."""
         if self.alive():
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self.popen.pid, signal.SIGINT)
-            try:
+                os.kill(self.popen.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        self.popen.wait()
         self._finish()
         return self.popen.returncode
 

@@ -209,7 +209,9 @@ class MarkerPoller:
 
     def _connect(self) -> sqlite3.Connection | None:
         if self._conn is None and self.db.exists():
-            self._conn = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=1)
+            self._conn = sqlite3.connect(
+                f"file:{self.db}?mode=ro", uri=True, timeout=1, check_same_thread=False
+            )
         return self._conn
 
     def poll(self) -> None:
