@@ -24,6 +24,7 @@ class LiveRun:
     work: Path
     data: TrendingInput
     interval: float = 1.0  # seconds between files (each file holds `rate` events)
+    extra_args: tuple[str, ...] = ()  # e.g. ("--trigger", "1s")
 
     def __post_init__(self) -> None:
         self.landing = self.work / "landing"
@@ -36,10 +37,12 @@ class LiveRun:
         self.launches: list[float] = []
 
     @classmethod
-    def prepare(cls, work: Path, rate: int, seconds: int) -> LiveRun:
+    def prepare(
+        cls, work: Path, rate: int, seconds: int, extra_args: tuple[str, ...] = ()
+    ) -> LiveRun:
         """Generate `seconds` + 1 files of `rate` events each (file 0 is the warm-up file)."""
         data = generate_trending(work / "input", rate * (seconds + 1), float(rate), markers=True)
-        return cls(work, data)
+        return cls(work, data, extra_args=extra_args)
 
     def command(self) -> list[str]:
         return slipstream_command(
@@ -53,6 +56,7 @@ class LiveRun:
             self.state,
             "--sink",
             f"sqlite:{self.db}",
+            *self.extra_args,
         )
 
     def launch(self) -> float:

@@ -141,8 +141,29 @@ class Proc:
         if not self._log.closed:
             self._log.close()
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) used so far by the live processes of the group."""
+        return group_cpu_seconds(self.popen.pid)
+
     def tail(self, lines: int = 15) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """Sum of utime + stime over the processes of process group `pgid`, from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
+        if int(fields[2]) == pgid:  # field 5 of stat: the process group
+            total += int(fields[11]) + int(fields[12])  # fields 14 and 15: utime, stime
+    return total / ticks

@@ -27,15 +27,22 @@ TITLE = "sustained rate and latency: trending, default trigger, files landing ev
 IN_PROCESS = False
 
 
-def one_rate(ctx: Context, rate: int, seconds: int, settle: int, drain: int) -> dict[str, Any]:
-    ctx.log(f"  {rate:,} events/s: generating {seconds + 1} files")
-    live = LiveRun.prepare(ctx.scratch(f"rate-{rate}"), rate, seconds)
+def one_rate(
+    ctx: Context, rate: int, seconds: int, settle: int, drain: int, trigger: str = "default"
+) -> dict[str, Any]:
+    label = f"{rate:,} events/s, trigger {trigger}"
+    ctx.log(f"  {label}: generating {seconds + 1} files")
+    extra = () if trigger == "default" else ("--trigger", trigger)
+    live = LiveRun.prepare(ctx.scratch(f"rate-{rate}-{trigger}"), rate, seconds, extra)
     try:
         startup = live.start()
-        ctx.log(f"  {rate:,} events/s: first file visible after {startup:.1f} s; pacing")
+        ctx.log(f"  {label}: first file visible after {startup:.1f} s; pacing")
+        assert live.proc is not None
         began = live.pace()
+        cpu_began = live.proc.cpu_seconds()
         live.wait_paced(seconds + 60)
         ended = time.monotonic()
+        cpu = (live.proc.cpu_seconds() - cpu_began) / (ended - began)
         backlog_end = live.backlog(ended)
         drained = live.drain(drain)
         spark = live.spark_rates(began, ended)
@@ -45,12 +52,14 @@ def one_rate(ctx: Context, rate: int, seconds: int, settle: int, drain: int) -> 
     input_rate = live.events_landed(began, ended) / (ended - began)
     keeps_up = drained and lat["last_third_p50_s"] <= 1.5 * lat["first_third_p50_s"] + 1.0
     ctx.log(
-        f"  {rate:,} events/s: p50 {lat['p50_s']:.2f} s, p99 {lat['p99_s']:.2f} s, "
+        f"  {label}: p50 {lat['p50_s']:.2f} s, p99 {lat['p99_s']:.2f} s, "
         f"backlog {backlog_end} files, keeps up: {keeps_up}"
     )
     return {
         "rate": rate,
+        "trigger": trigger,
         "input_events_per_s": input_rate,
+        "cpu_cores": cpu,
         "spark_rows_per_s": spark["processing_rows_per_s"],
         "headroom": spark["processing_rows_per_s"] / input_rate if input_rate else float("nan"),
         "busy": spark["busy_share"],
@@ -88,17 +97,21 @@ def run(ctx: Context) -> Result:
         "command": "slipstream run trending --input LANDING --catalog CATALOG "
         "--state-dir STATE --sink sqlite:STATE/trending.db",
     }
-    for rate in rates:
-        row = one_rate(ctx, rate, seconds, settle, drain)
+    runs = [(rate, "default") for rate in rates]
+    runs += [(rate, "1s") for rate in ctx.size([], [1_000, 10_000])]
+    result.params["runs"] = runs
+    for rate, trigger in runs:
+        row = one_rate(ctx, rate, seconds, settle, drain, trigger)
         result.add(**row)
-    kept = [r["rate"] for r in result.rows if r["keeps_up"]]
+    kept = [r["rate"] for r in result.rows if r["keeps_up"] and r["trigger"] == "default"]
     result.headline["highest rate that keeps up"] = f"{max(kept):,} events/s" if kept else "none"
     for r in result.rows:
-        result.headline[f"latency at {r['rate']:,}/s p50/p95/p99 (s)"] = (
+        result.headline[f"latency at {r['rate']:,}/s, trigger {r['trigger']}: p50/p95/p99 (s)"] = (
             f"{r['latency_p50_s']:.2f} / {r['latency_p95_s']:.2f} / {r['latency_p99_s']:.2f}"
         )
     result.notes.append(
         "headroom = Spark's processing rate (rows / time inside batches) / input rate; busy = "
-        "share of wall time inside batches; drift = latency p50 of the first third -> last third"
+        "share of wall time inside batches; drift = latency p50 of the first third -> last third; "
+        "cpu_cores = CPU time of the run's processes (driver + JVM) / wall time while pacing"
     )
     return result
