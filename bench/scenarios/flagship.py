@@ -39,9 +39,26 @@ CATALOG_SCHEMA = "article_id STRING, title STRING, section STRING, published_at 
 COLUMNS = ("window_start", "window_end", "article_id", "title", "section", "views", "in_catalog")
 
 
-def batch_job(spark: SparkSession, input_dir: Path, catalog: Path) -> DataFrame:
-    """The same result as the trending pipeline, written as an ordinary batch job."""
-    events = spark.read.schema(EVENT_SCHEMA).json(str(input_dir))
+def batch_job(
+    spark: SparkSession, input_dir: Path, catalog: Path, parser: str = "spark"
+) -> DataFrame:
+    """The same result as the trending pipeline, written as an ordinary batch job. `parser`
+    "spark" reads with Spark's JSON reader; "slipstream" reads lines as text and parses them
+    with slipstream's quality parser, as the pipeline does (to split the gap into parsing and
+    the rest)."""
+    if parser == "spark":
+        events = spark.read.schema(EVENT_SCHEMA).json(str(input_dir))
+    else:
+        from slipstream.pipelines.trending import TrendingPipeline
+        from slipstream.quality.parse import parse_json
+        from slipstream.quality.quarantine import accepted
+
+        raw = spark.read.text(str(input_dir)).select(
+            "value", F.col("_metadata.file_path").alias("_source")
+        )
+        schema = TrendingPipeline.schema
+        assert schema is not None
+        events = accepted(parse_json(raw, schema, TrendingPipeline.required))
     valid = events.where(
         F.col("event_id").isNotNull()
         & F.col("article_id").isNotNull()
@@ -119,12 +136,14 @@ def run_streaming(
     }
 
 
-def run_batch(ctx: Context, landing: Path, data: TrendingInput) -> dict[str, Any]:
+def run_batch(
+    ctx: Context, landing: Path, data: TrendingInput, parser: str = "spark"
+) -> dict[str, Any]:
     spark = inproc.session()
-    scratch = ctx.scratch(f"runs/batch-{inproc.unique()}")
+    scratch = ctx.scratch(f"runs/batch-{parser}-{inproc.unique()}")
     db = scratch / "trending.db"
     watch = Stopwatch()
-    rows = [tuple(r) for r in batch_job(spark, landing, data.catalog).collect()]
+    rows = [tuple(r) for r in batch_job(spark, landing, data.catalog, parser).collect()]
     write_sqlite(rows, db)
     seconds = watch.seconds()
     return {
@@ -158,22 +177,26 @@ def run(ctx: Context) -> Result:
     }
     ctx.log(f"  {data.total_lines:,} events in {len(data.files)} files")
     capped = f"streaming, {cap} files/batch"
-    variants = ["streaming", "batch job", capped]
+    slip_batch = "batch job, slipstream parser"
+    variants = ["streaming", "batch job", slip_batch, capped]
 
     def one(variant: str, rep: int) -> dict[str, Any]:
         if variant == "streaming":
             return run_streaming(ctx, landing, data, None, "stream")
         if variant == "batch job":
             return run_batch(ctx, landing, data)
+        if variant == slip_batch:
+            return run_batch(ctx, landing, data, "slipstream")
         return run_streaming(ctx, landing, data, cap, "capped")
 
     runs = alternate(variants, one, reps, warmup=True, log=ctx.log)
-    stream_rows = table_rows(Path(next(r["db"] for r in runs if r["variant"] == "streaming")))
-    batch_rows = table_rows(Path(next(r["db"] for r in runs if r["variant"] == "batch job")))
-    capped_rows = table_rows(Path(next(r["db"] for r in runs if r["variant"] == capped)))
+    tables = {
+        v: table_rows(Path(next(r["db"] for r in runs if r["variant"] == v))) for v in variants
+    }
+    stream_rows, batch_rows = tables["streaming"], tables["batch job"]
     for v in variants:
         mine = [r for r in runs if r["variant"] == v]
-        rows = {"streaming": stream_rows, "batch job": batch_rows}.get(v, capped_rows)
+        rows = tables[v]
         result.add(
             variant=v,
             events=data.total_lines,
@@ -187,11 +210,17 @@ def run(ctx: Context) -> Result:
     result.headline["streaming / batch job, events/s"] = summarize_ratio(
         paired_ratios(runs, "events_per_s", "streaming", "batch job")
     )
+    result.headline["batch job: slipstream parser / Spark's JSON reader, events/s"] = (
+        summarize_ratio(paired_ratios(runs, "events_per_s", slip_batch, "batch job"))
+    )
+    result.headline["streaming / batch job with the same (slipstream) parser, events/s"] = (
+        summarize_ratio(paired_ratios(runs, "events_per_s", "streaming", slip_batch))
+    )
     result.headline[f"{cap} files/batch / one batch, events/s"] = summarize_ratio(
         paired_ratios(runs, "events_per_s", capped, "streaming")
     )
-    same = stream_rows == batch_rows
-    result.headline["streaming rows identical to the batch job's"] = same
+    same = stream_rows == batch_rows == tables[slip_batch]
+    result.headline["streaming rows identical to both batch jobs'"] = same
     if not same:
         result.notes.append(
             f"rows only in streaming: {len(stream_rows - batch_rows)}, only in batch: "
