@@ -160,9 +160,9 @@ def run(ctx: Context) -> Result:
     if reason:
         result.skipped = reason
         return result
-    events = ctx.size(200_000, 2_000_000)
+    events = ctx.size(200_000, 1_000_000)
     rate = 2000.0  # the generator's default: one file per second of event time
-    reps = ctx.size(1, 3)
+    reps = ctx.size(1, 2)
     cap = ctx.size(25, 100)
     data = generate_trending(ctx.work / "input", events, rate, markers=False)
     landing = ctx.work / "landing"

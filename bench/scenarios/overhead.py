@@ -191,7 +191,7 @@ def run(ctx: Context) -> Result:
     reps = ctx.size(2, 3)
     rate = ctx.size(50_000, 200_000)
     warmup, batches = 3, ctx.size(6, 15)
-    files, per_file = ctx.size((20, 10_000), (60, 50_000))
+    files, per_file = ctx.size((20, 10_000), (20, 50_000))
     result.params = {
         "rate_rows_per_second": rate,
         "rate_warmup_batches": warmup,
