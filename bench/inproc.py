@@ -1,0 +1,222 @@
+"""Spark inside the benchmark process: the session, a progress collector, query helpers, memory.
+
+Scenarios that compare variants in one JVM (the ceiling, the toolkit overhead, the flagship
+against a batch job) share one SparkSession built by slipstream's own builder, so every figure
+is taken with slipstream's defaults unless a variant says otherwise."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+PARTITIONS_KEY = "spark.sql.shuffle.partitions"
+
+#: the state store variants a scenario can ask for, as the SQL confs that select them
+STATE_STORES: dict[str, dict[str, str]] = {
+    "hdfs": {PROVIDER_KEY: HDFS_PROVIDER, CHANGELOG_KEY: "false"},
+    "rocksdb": {PROVIDER_KEY: ROCKSDB_PROVIDER, CHANGELOG_KEY: "false"},
+    "rocksdb+changelog": {PROVIDER_KEY: ROCKSDB_PROVIDER, CHANGELOG_KEY: "true"},
+}
+
+_session: SparkSession | None = None
+_collector: ProgressCollector | None = None
+
+
+def session() -> SparkSession:
+    """The benchmark's SparkSession: slipstream's `build_session` with its defaults."""
+    global _session, _collector
+    if _session is None:
+        from slipstream.session import build_session
+
+        _session = build_session(app_name="slipstream-bench", log_level="ERROR")
+        _collector = ProgressCollector()
+        _session.streams.addListener(_collector)
+        quiet_stop_noise(_session)
+    return _session
+
+
+def quiet_stop_noise(spark: SparkSession) -> None:
+    """Stopping a query mid-batch makes Spark log ERRORs about the aborted write and a
+    broadcast it could not store; the benchmark stops unbounded queries on purpose, so these
+    three loggers are silenced (failures still surface as the query's exception)."""
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    for logger in (
+        "org.apache.spark.broadcast.TorrentBroadcast",
+        "org.apache.spark.sql.execution.datasources.v2.WriteToDataSourceV2Exec",
+        "org.apache.spark.storage.ShuffleBlockFetcherIterator",
+    ):
+        with contextlib.suppress(Exception):
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+                logger, jvm.org.apache.logging.log4j.Level.OFF
+            )
+
+
+def collector() -> ProgressCollector:
+    session()
+    assert _collector is not None
+    return _collector
+
+
+def stop_session() -> None:
+    global _session, _collector
+    if _session is not None:
+        _session.stop()
+    _session = None
+    _collector = None
+
+
+@contextlib.contextmanager
+def sql_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
+    """Set SQL confs for the queries started inside the block; restore them after."""
+    before = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+class ProgressCollector(StreamingQueryListener):
+    """Every progress report of every query, by query id; waiters wake on each new one."""
+
+    def __init__(self) -> None:
+        self._progress: dict[str, list[dict[str, Any]]] = {}
+        self._changed = threading.Condition()
+
+    def onQueryStarted(self, event: Any) -> None:
+        pass
+
+    def onQueryProgress(self, event: Any) -> None:
+        progress = json.loads(event.progress.json)
+        with self._changed:
+            self._progress.setdefault(str(progress["id"]), []).append(progress)
+            self._changed.notify_all()
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    def executed(self, query: StreamingQuery) -> list[dict[str, Any]]:
+        with self._changed:
+            return [p for p in self._progress.get(str(query.id), []) if ran(p)]
+
+    def wait_executed(self, query: StreamingQuery, count: int, timeout: float) -> bool:
+        """Until `count` batches of `query` ran (or it died, or `timeout` seconds passed)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                done = [p for p in self._progress.get(str(query.id), []) if ran(p)]
+                if len(done) >= count or not query.isActive:
+                    return len(done) >= count
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(min(left, 1.0))
+
+
+def ran(progress: Mapping[str, Any]) -> bool:
+    """A progress report of a batch that executed (idle reports carry no addBatch time)."""
+    return "addBatch" in (progress.get("durationMs") or {})
+
+
+def batch_stats(batches: list[dict[str, Any]]) -> dict[str, float]:
+    """Rows, time and rows/s over executed batches, from Spark's own per-batch timings."""
+    rows = sum(int(p.get("numInputRows") or 0) for p in batches)
+    ms = sum(float(p["durationMs"].get("triggerExecution", 0)) for p in batches)
+    return {
+        "batches": len(batches),
+        "rows": rows,
+        "rows_per_s": rows / (ms / 1000) if ms else float("nan"),
+        "ms_per_batch": ms / len(batches) if batches else float("nan"),
+    }
+
+
+def run_batches(
+    query: StreamingQuery, warmup: int, measured: int, timeout: float = 600
+) -> dict[str, float]:
+    """Let an unbounded query run `warmup + measured` batches, stop it, and measure the last
+    `measured` ones (the first batches pay for planning, code generation and state setup)."""
+    coll = collector()
+    try:
+        ok = coll.wait_executed(query, warmup + measured, timeout)
+        if not ok:
+            error = query.exception()
+            raise RuntimeError(
+                f"query {query.name} did not run {warmup + measured} batches in {timeout:.0f} s"
+                + (f": {error}" if error else "")
+            )
+    finally:
+        query.stop()
+    batches = coll.executed(query)[warmup : warmup + measured]
+    return batch_stats(batches)
+
+
+def windowed_count(frame: DataFrame, keys: int = 100, window: str = "10 seconds") -> DataFrame:
+    """The reference query: event-time tumbling window x `keys` keys, count, with watermark."""
+    return (
+        frame.withWatermark("timestamp", window)
+        .groupBy(F.window("timestamp", window), (F.col("value") % keys).alias("key"))
+        .count()
+    )
+
+
+def start_noop(
+    frame: DataFrame, name: str, checkpoint: Path, mode: str = "update"
+) -> StreamingQuery:
+    return (
+        frame.writeStream.queryName(name)
+        .format("noop")
+        .outputMode(mode)
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
+
+
+def jvm_memory(spark: SparkSession, gc: bool = False) -> dict[str, float]:
+    """The driver JVM (which runs the executors in local mode): heap used and process RSS, MiB."""
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    runtime = jvm.java.lang.Runtime.getRuntime()
+    if gc:
+        jvm.java.lang.System.gc()
+    heap = (runtime.totalMemory() - runtime.freeMemory()) / 2**20
+    pid = int(jvm.java.lang.ProcessHandle.current().pid())
+    return {"heap_mib": heap, "rss_mib": rss_mib(pid), "heap_max_mib": runtime.maxMemory() / 2**20}
+
+
+def rss_mib(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+_counter = iter(range(1, 10**9))
+
+
+def unique() -> int:
+    """A fresh number for checkpoint and query names within this process."""
+    return next(_counter)

@@ -1,0 +1,154 @@
+"""A live trending run: `slipstream run trending` in a subprocess, files landing at a fixed rate,
+markers polled in the serving table. Shared by the sustained-rate and recovery scenarios.
+
+Time line of a run (all on this process's monotonic clock):
+
+    launch --(start-up)--> marker 0 visible --> pacing: file k lands at t0 + k s --> ...
+                                              (file k's latency = first seen - landed)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.core import median, percentile
+from bench.procs import Proc, slipstream_command
+from bench.workloads import MarkerPoller, Pacer, TrendingInput, generate_trending
+
+
+@dataclass
+class LiveRun:
+    work: Path
+    data: TrendingInput
+    interval: float = 1.0  # seconds between files (each file holds `rate` events)
+    extra_args: tuple[str, ...] = ()  # e.g. ("--trigger", "1s")
+
+    def __post_init__(self) -> None:
+        self.landing = self.work / "landing"
+        self.landing.mkdir(parents=True, exist_ok=True)
+        self.state = self.work / "state"
+        self.db = self.state / "trending.db"
+        self.pacer = Pacer(self.data.files, self.landing, self.interval)
+        self.poller = MarkerPoller(self.db)
+        self.proc: Proc | None = None
+        self.launches: list[float] = []
+
+    @classmethod
+    def prepare(
+        cls, work: Path, rate: int, seconds: int, extra_args: tuple[str, ...] = ()
+    ) -> LiveRun:
+        """Generate `seconds` + 1 files of `rate` events each (file 0 is the warm-up file)."""
+        data = generate_trending(work / "input", rate * (seconds + 1), float(rate), markers=True)
+        return cls(work, data, extra_args=extra_args)
+
+    def command(self) -> list[str]:
+        return slipstream_command(
+            "run",
+            "trending",
+            "--input",
+            self.landing,
+            "--catalog",
+            self.data.catalog,
+            "--state-dir",
+            self.state,
+            "--sink",
+            f"sqlite:{self.db}",
+            *self.extra_args,
+        )
+
+    def launch(self) -> float:
+        self.proc = Proc(self.command(), self.work / "run.log")
+        self.launches.append(self.proc.launched)
+        return self.proc.launched
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.alive()
+
+    def start(self, timeout: float = 300) -> float:
+        """Land file 0, launch, wait until its marker is visible: returns the start-up time."""
+        self.pacer.land(0)
+        launched = self.launch()
+        self.poller.start()
+        if not self.poller.wait_for([0], timeout, self.alive):
+            raise RuntimeError(self.failure("the first file's counts never became visible"))
+        return self.poller.snapshot()[0] - launched
+
+    def pace(self) -> float:
+        """Start landing files 1, 2, ... one per interval; returns the time pacing began."""
+        self.pacer.start(first=1)
+        return self.pacer.started_at
+
+    def wait_paced(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self.pacer.done and time.monotonic() < deadline:
+            if not self.alive():
+                raise RuntimeError(self.failure("the run died while files were landing"))
+            time.sleep(0.2)
+        return self.pacer.done
+
+    def drain(self, timeout: float) -> bool:
+        """Until every landed file's marker is visible (bounded)."""
+        return self.poller.wait_for(sorted(self.pacer.landed), timeout, self.alive)
+
+    def stop(self) -> None:
+        self.pacer.stop()
+        if self.proc is not None:
+            self.proc.stop()
+        self.poller.stop()
+
+    def failure(self, what: str) -> str:
+        tail = self.proc.tail() if self.proc else ""
+        return f"{what}; log {self.work / 'run.log'}:\n{tail}"
+
+    # ------------------------------------------------------------ figures
+
+    def latencies(self, first: int, last: int | None = None) -> dict[int, float]:
+        seen = self.poller.snapshot()
+        landed = dict(self.pacer.landed)
+        end = max(landed) if last is None else last
+        return {k: seen[k] - landed[k] for k in range(first, end + 1) if k in seen and k in landed}
+
+    def backlog(self, at: float) -> int:
+        """Files landed by `at` whose counts were not visible yet at `at`."""
+        seen = self.poller.snapshot()
+        return sum(1 for k, t in self.pacer.landed.items() if t <= at and seen.get(k, 1e18) > at)
+
+    def events_landed(self, since: float, until: float) -> int:
+        return sum(
+            self.data.lines_per_file[k] for k, t in self.pacer.landed.items() if since <= t <= until
+        )
+
+    def spark_rates(self, since: float, until: float) -> dict[str, Any]:
+        """Spark's own figures for the results query's batches that ended in [since, until]."""
+        assert self.proc is not None
+        lines = [
+            b
+            for b in self.proc.batch_lines("trending.results")
+            if since <= b.at - b.seconds and b.at <= until and b.rows
+        ]
+        rows = sum(b.rows for b in lines)
+        busy = sum(b.seconds for b in lines)
+        return {
+            "batches": len(lines),
+            "rows_per_batch": rows / len(lines) if lines else float("nan"),
+            "batch_s_p50": median([b.seconds for b in lines]),
+            "processing_rows_per_s": rows / busy if busy else float("nan"),
+            "busy_share": busy / (until - since) if until > since else float("nan"),
+        }
+
+
+def latency_summary(latencies: dict[int, float]) -> dict[str, float]:
+    values = [latencies[k] for k in sorted(latencies)]
+    third = max(1, len(values) // 3)
+    return {
+        "files": len(values),
+        "p50_s": percentile(values, 50),
+        "p95_s": percentile(values, 95),
+        "p99_s": percentile(values, 99),
+        "max_s": max(values) if values else float("nan"),
+        "first_third_p50_s": median(values[:third]),
+        "last_third_p50_s": median(values[-third:]),
+    }

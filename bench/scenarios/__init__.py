@@ -1,0 +1,1 @@
+"""One module per scenario; each exposes `NAME`, `TITLE` and `run(ctx) -> Result`."""

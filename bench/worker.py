@@ -1,0 +1,195 @@
+"""Subprocess entry points, so that a variant gets a JVM of its own:
+
+    python -m bench.worker state --store rocksdb+changelog --seconds 300 --out F.jsonl
+    python -m bench.worker plain-mobile --input DIR --db FILE
+    python -m bench.worker session-floor
+
+`state` samples state rows and memory after every batch (scenario 6); `plain-mobile` is the
+hand-written PySpark job the start-up scenario compares slipstream with; `session-floor` is
+the least a PySpark program can do: start a session and run one trivial job."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+
+def state(args: argparse.Namespace) -> int:
+    from pyspark.sql import functions as F
+
+    from bench import inproc
+    from slipstream.session import build_session
+
+    conf = {**inproc.STATE_STORES[args.store], "spark.sql.shuffle.partitions": args.partitions}
+    spark = build_session(conf=conf, app_name=f"bench-state-{args.store}", log_level="ERROR")
+    inproc.quiet_stop_noise(spark)
+    events = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", args.rate)
+        .load()
+        .select(
+            F.col("timestamp").alias("ts"),
+            F.concat(F.lit("e"), F.col("value").cast("string")).alias("event_id"),
+            (F.col("value") % args.keys).alias("key"),
+        )
+    )
+    counts = (
+        events.withWatermark("ts", f"{args.watermark_s} seconds")
+        .dropDuplicatesWithinWatermark(["event_id"])
+        .groupBy(F.window("ts", f"{args.window_s} seconds", f"{args.slide_s} seconds"), "key")
+        .count()
+    )
+    started = time.monotonic()
+    lock = threading.Lock()
+    heap: dict[str, float] = {}
+    done = threading.Event()
+
+    def sample_heap() -> None:  # every few seconds: live heap after a full GC, and the RSS
+        while not done.is_set():
+            mem = inproc.jvm_memory(spark, gc=True)
+            with lock:
+                heap.update(mem)
+            done.wait(5)
+
+    threading.Thread(target=sample_heap, daemon=True).start()
+    query = (
+        counts.writeStream.format("noop")
+        .outputMode("update")
+        .option("checkpointLocation", args.checkpoint)
+        .start()
+    )
+    seen = -1
+    try:
+        with Path(args.out).open("w", encoding="utf-8") as out:
+            while time.monotonic() - started < args.seconds:
+                query.awaitTermination(1)
+                if query.exception():
+                    raise RuntimeError(str(query.exception()))
+                for progress in query.recentProgress:
+                    if progress["batchId"] <= seen or not inproc.ran(progress):
+                        continue
+                    seen = progress["batchId"]
+                    with lock:
+                        mem = dict(heap)
+                    record = sample(progress, time.monotonic() - started, mem)
+                    out.write(json.dumps(record) + "\n")
+                    out.flush()
+    finally:
+        done.set()
+        query.stop()
+        spark.stop()
+    return 0
+
+
+def sample(progress: dict[str, Any], elapsed: float, mem: dict[str, float]) -> dict[str, Any]:
+    ops = progress.get("stateOperators") or []
+    return {
+        "t": round(elapsed, 2),
+        "batch": progress["batchId"],
+        "rows": progress.get("numInputRows"),
+        "batch_ms": progress["durationMs"].get("triggerExecution"),
+        "operators": [
+            {
+                "name": op.get("operatorName"),
+                "rows": op.get("numRowsTotal"),
+                "memory_bytes": op.get("memoryUsedBytes"),
+                "dropped_late": op.get("numRowsDroppedByWatermark"),
+                "removed": op.get("numRowsRemoved"),
+            }
+            for op in ops
+        ],
+        "watermark": (progress.get("eventTime") or {}).get("watermark"),
+        **mem,
+    }
+
+
+def plain_mobile(args: argparse.Namespace) -> int:
+    """The mobile query by hand: JSON files -> 10 min windows per action -> SQLite."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    spark = (
+        SparkSession.builder.master("local[*]")
+        .appName("bench-plain-mobile")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    counts = (
+        spark.readStream.schema("id STRING, action STRING, ts TIMESTAMP")
+        .json(args.input)
+        .dropna()
+        .withWatermark("ts", "10 minutes")
+        .groupBy(F.window("ts", "10 minutes"), "action")
+        .count()
+        .select(
+            F.date_format("window.start", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_start"),
+            "action",
+            "count",
+        )
+    )
+
+    def write(batch: Any, batch_id: int) -> None:
+        rows = [tuple(r) for r in batch.collect()]
+        with sqlite3.connect(args.db) as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS counts (window_start TEXT, action TEXT, "
+                "count BIGINT, PRIMARY KEY (window_start, action))"
+            )
+            conn.executemany("INSERT OR REPLACE INTO counts VALUES (?, ?, ?)", rows)
+
+    query = (
+        counts.writeStream.foreachBatch(write)
+        .outputMode("update")
+        .option("checkpointLocation", args.checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    spark.stop()
+    return 0
+
+
+def session_floor(args: argparse.Namespace) -> int:
+    from slipstream.session import build_session
+
+    spark = build_session(app_name="bench-floor", log_level="ERROR")
+    spark.range(1).count()
+    spark.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.worker")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("state")
+    p.add_argument("--store", required=True)
+    p.add_argument("--seconds", type=float, required=True)
+    p.add_argument("--rate", type=int, required=True)
+    p.add_argument("--keys", type=int, default=1000)
+    p.add_argument("--watermark-s", type=int, required=True)
+    p.add_argument("--window-s", type=int, required=True)
+    p.add_argument("--slide-s", type=int, required=True)
+    p.add_argument("--partitions", default="4")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("plain-mobile")
+    p.add_argument("--input", required=True)
+    p.add_argument("--db", required=True)
+    p.add_argument("--checkpoint", required=True)
+    sub.add_parser("session-floor")
+    args = parser.parse_args(argv)
+    handler = {"state": state, "plain-mobile": plain_mobile, "session-floor": session_floor}
+    return handler[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
