@@ -16,6 +16,11 @@ CONTINUOUS_SOURCES = frozenset({"rate", "kafka"})
 CONTINUOUS_SINKS = frozenset({"console", "memory", "kafka", "foreach"})
 REAL_TIME_SOURCES = frozenset({"kafka"})
 REAL_TIME_SINKS = frozenset({"console", "foreach", "kafka"})
+# trigger kind -> (error code, sources, sinks) it accepts
+ELIGIBLE = {
+    "continuous": ("CONTINUOUS_NOT_ELIGIBLE", CONTINUOUS_SOURCES, CONTINUOUS_SINKS),
+    "real-time": ("REAL_TIME_NOT_ELIGIBLE", REAL_TIME_SOURCES, REAL_TIME_SINKS),
+}
 
 
 def violations(
@@ -93,32 +98,19 @@ def violations(
                     "sort": "sort when reading the sink's table",
                 }[op],
             )
-    if trigger.kind == "continuous":
+    if trigger.kind in ELIGIBLE:
+        code, sources, sinks = ELIGIBLE[trigger.kind]
         reasons = []
         if not plan.map_like:
             reasons.append("the query is stateful or joins (only map-like queries are allowed)")
-        if source not in CONTINUOUS_SOURCES:
-            reasons.append(f"source {source} (allowed: {', '.join(sorted(CONTINUOUS_SOURCES))})")
-        if sink.kind not in CONTINUOUS_SINKS:
-            reasons.append(f"sink {sink.kind} (allowed: {', '.join(sorted(CONTINUOUS_SINKS))})")
+        if source not in sources:
+            reasons.append(f"source {source} (allowed: {', '.join(sorted(sources))})")
+        if sink.kind not in sinks:
+            reasons.append(f"sink {sink.kind} (allowed: {', '.join(sorted(sinks))})")
         if reasons:
             refuse(
-                "CONTINUOUS_NOT_ELIGIBLE",
-                "the continuous trigger cannot run this query: " + "; ".join(reasons),
-                "use a micro-batch trigger (default or an interval such as 1s)",
-            )
-    if trigger.kind == "real-time":
-        reasons = []
-        if not plan.map_like:
-            reasons.append("the query is stateful or joins")
-        if source not in REAL_TIME_SOURCES:
-            reasons.append(f"source {source} (allowed: kafka)")
-        if sink.kind not in REAL_TIME_SINKS:
-            reasons.append(f"sink {sink.kind} (allowed: {', '.join(sorted(REAL_TIME_SINKS))})")
-        if reasons:
-            refuse(
-                "REAL_TIME_NOT_ELIGIBLE",
-                "the real-time trigger cannot run this query: " + "; ".join(reasons),
+                code,
+                f"the {trigger.kind} trigger cannot run this query: " + "; ".join(reasons),
                 "use a micro-batch trigger (default or an interval such as 1s)",
             )
     offered = tuple(offered_modes or ())
