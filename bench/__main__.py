@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
+import shlex
 import shutil
 import sys
 import tempfile
@@ -58,12 +60,34 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--work", type=Path, help="scratch directory (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     parser.add_argument("--markdown", action="store_true", help="print tables as Markdown")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a scenario parameter (VALUE is JSON, else text), e.g. "
+        '--set rates=[1000] --set variants=\'["default", "trigger=1s"]\'',
+    )
     return parser
+
+
+def parse_overrides(items: list[str]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"bench: --set wants NAME=VALUE, got {item!r}")
+        try:
+            out[name.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[name.strip()] = value
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     names = resolve(args.scenarios)
+    overrides = parse_overrides(args.set)
     work = args.work or Path(tempfile.mkdtemp(prefix="slipstream-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     env = environment()
@@ -89,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                 work=work / name,
                 results=args.results,
                 log=lambda text: print(text, flush=True),
+                overrides=overrides,
             )
             ctx.work.mkdir(parents=True, exist_ok=True)
             print(f"\n== {SCENARIOS.index(name) + 1}. {module.TITLE}", flush=True)
@@ -104,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             result.machine_after = machine_now()
             result.seconds = watch.seconds()
             result.command = f"python -m bench {name}" + (" --quick" if args.quick else "")
+            result.command += "".join(f" --set {shlex.quote(item)}" for item in args.set)
             results.append(result)
             print("\n" + render(result, args.markdown), flush=True)
     finally:

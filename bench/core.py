@@ -33,9 +33,16 @@ class Context:
     work: Path  # scratch space, deleted after the run unless --keep
     results: Path
     log: Callable[[str], None] = print
+    overrides: dict[str, Any] = field(default_factory=dict)  # --set NAME=VALUE
 
     def size(self, quick: Any, full: Any) -> Any:
         return quick if self.quick else full
+
+    def param(self, name: str, quick: Any, full: Any) -> Any:
+        """A scenario parameter: `--set NAME=VALUE` wins, else the quick or the full size."""
+        if name in self.overrides:
+            return self.overrides[name]
+        return self.size(quick, full)
 
     def scratch(self, name: str) -> Path:
         path = self.work / name

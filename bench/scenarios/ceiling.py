@@ -42,11 +42,11 @@ def measure(
 
 def run(ctx: Context) -> Result:
     result = Result(NAME, TITLE)
-    big = ctx.size(200_000, 1_000_000)
+    big = ctx.param("rows_per_batch", 200_000, 1_000_000)
     small = 10_000
-    batches = ctx.size(4, 8)
+    batches = ctx.param("batches", 4, 8)
     warmup = 2
-    reps = ctx.size(1, 2)
+    reps = ctx.param("reps", 1, 2)
     default_partitions = inproc.session().conf.get(inproc.PARTITIONS_KEY)
     result.params = {
         "rows_per_batch_large": big,
@@ -86,8 +86,8 @@ def run(ctx: Context) -> Result:
         [r["rows_per_s"] for r in runs if r["variant"] == "rocksdb+changelog"]
     )
 
-    partitions = ctx.size([2, 4, 8], [2, 4, 8, 16, 200])
-    sizes = ctx.size([small], [small, big])
+    partitions = ctx.param("partitions", [2, 4, 8], [2, 4, 8, 16, 200])
+    sizes = ctx.param("partition_batch_sizes", [small], [small, big])
     default_store = inproc.STATE_STORES["rocksdb+changelog"]
     for size in sizes:
 

@@ -106,7 +106,12 @@ def table_rows(db: Path) -> set[tuple[Any, ...]]:
 
 
 def run_streaming(
-    ctx: Context, landing: Path, data: TrendingInput, max_files: int | None, label: str
+    ctx: Context,
+    landing: Path,
+    data: TrendingInput,
+    max_files: int | None,
+    label: str,
+    conf: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     from slipstream import runner
     from slipstream.config import load_settings
@@ -123,8 +128,10 @@ def run_streaming(
     }
     if max_files:
         flags["max_files_per_trigger"] = max_files
-    watch = Stopwatch()
-    run = runner.start(spark, runner.prepare(load_settings("trending", flags, environ={})))
+    prepared = runner.prepare(load_settings("trending", flags, environ={}))
+    with inproc.sql_conf(spark, conf or {}):
+        watch = Stopwatch()
+        run = runner.start(spark, prepared)
     run.wait()
     seconds = watch.seconds()
     totals = run.totals.by_query.get("trending.results", {})
@@ -160,10 +167,11 @@ def run(ctx: Context) -> Result:
     if reason:
         result.skipped = reason
         return result
-    events = ctx.size(200_000, 1_000_000)
+    events = ctx.param("events", 200_000, 1_000_000)
     rate = 2000.0  # the generator's default: one file per second of event time
-    reps = ctx.size(1, 2)
-    cap = ctx.size(25, 100)
+    reps = ctx.param("reps", 1, 2)
+    cap = ctx.param("cap", 25, 100)
+    partitions = [str(p) for p in ctx.param("partitions", [], [2, 8])]
     data = generate_trending(ctx.work / "input", events, rate, markers=False)
     landing = ctx.work / "landing"
     land_all(data, landing)
@@ -173,14 +181,19 @@ def run(ctx: Context) -> Result:
         "events_per_file": int(rate),
         "repetitions": reps,
         "max_files_per_trigger_variant": cap,
+        "shuffle_partition_variants": partitions,
         "window": "10 min sliding by 1 min, watermark 10 min (trending defaults)",
     }
     ctx.log(f"  {data.total_lines:,} events in {len(data.files)} files")
     capped = f"streaming, {cap} files/batch"
     slip_batch = "batch job, slipstream parser"
-    variants = ["streaming", "batch job", slip_batch, capped]
+    by_partitions = {f"streaming, {p} shuffle partitions": p for p in partitions}
+    variants = ["streaming", "batch job", slip_batch, capped, *by_partitions]
 
     def one(variant: str, rep: int) -> dict[str, Any]:
+        if variant in by_partitions:
+            conf = {inproc.PARTITIONS_KEY: by_partitions[variant]}
+            return run_streaming(ctx, landing, data, None, "partitions", conf)
         if variant == "streaming":
             return run_streaming(ctx, landing, data, None, "stream")
         if variant == "batch job":
@@ -219,6 +232,11 @@ def run(ctx: Context) -> Result:
     result.headline[f"{cap} files/batch / one batch, events/s"] = summarize_ratio(
         paired_ratios(runs, "events_per_s", capped, "streaming")
     )
+    default_partitions = inproc.session().conf.get(inproc.PARTITIONS_KEY)
+    for variant in by_partitions:
+        result.headline[f"{variant} / {default_partitions} (default), events/s"] = summarize_ratio(
+            paired_ratios(runs, "events_per_s", variant, "streaming")
+        )
     same = stream_rows == batch_rows == tables[slip_batch]
     result.headline["streaming rows identical to both batch jobs'"] = same
     if not same:

@@ -188,10 +188,10 @@ def run_mobile(ctx: Context, variant: str, input_dir: Path, lines: int) -> dict[
 
 def run(ctx: Context) -> Result:
     result = Result(NAME, TITLE)
-    reps = ctx.size(2, 3)
-    rate = ctx.size(50_000, 200_000)
-    warmup, batches = 3, ctx.size(6, 15)
-    files, per_file = ctx.size((20, 10_000), (20, 50_000))
+    reps = ctx.param("reps", 2, 3)
+    rate = ctx.param("rate", 50_000, 200_000)
+    warmup, batches = 3, ctx.param("batches", 6, 15)
+    files, per_file = ctx.param("mobile_files", (20, 10_000), (20, 50_000))
     result.params = {
         "rate_rows_per_second": rate,
         "rate_warmup_batches": warmup,

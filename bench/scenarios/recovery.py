@@ -88,10 +88,10 @@ def run(ctx: Context) -> Result:
     if reason:
         result.skipped = reason
         return result
-    rate = ctx.size(1_000, 2_000)
-    kills = ctx.size(1, 2)
-    steady_s = ctx.size(15, 30)
-    catchup_timeout = ctx.size(120, 180)
+    rate = ctx.param("rate", 1_000, 2_000)
+    kills = ctx.param("kills", 1, 2)
+    steady_s = ctx.param("steady_s", 15, 30)
+    catchup_timeout = ctx.param("catchup_timeout", 120, 180)
     seconds = steady_s + kills * (steady_s + 2 * catchup_timeout) + 60
     result.params = {
         "rate_events_per_s": rate,

@@ -70,10 +70,10 @@ def series(samples: list[dict[str, Any]], points: int = 12) -> str:
 
 def run(ctx: Context) -> Result:
     result = Result(NAME, TITLE)
-    rate = ctx.size(5_000, 10_000)
-    watermark = ctx.size(10, 60)
-    window, slide = ctx.size((10, 5), (60, 20))
-    seconds = ctx.size(50, 300)
+    rate = ctx.param("rate", 5_000, 10_000)
+    watermark = ctx.param("watermark_s", 10, 60)
+    window, slide = ctx.param("window_slide_s", (10, 5), (60, 20))
+    seconds = ctx.param("seconds", 50, 300)
     keys = 1000
     result.params = {
         "rate_rows_per_s": rate,

@@ -4,11 +4,13 @@ For each input rate, files of `rate` events land in the landing folder once a se
 time advances one second per file, like a live feed) while `slipstream run trending --input
 DIR --catalog FILE` runs in a subprocess with its defaults (default trigger, SQLite sink).
 
-- **keeps up?** Every landed file's counts become visible before the drain deadline, Spark's
-  own processing rate (rows / time inside the results query's batches, from pacing start to the
-  end of the drain) is at least the input rate (headroom >= 1), and the latency of the last
-  third of the files is not drifting up (p50 at most 1.5 x the first third's + 1 s). `busy` is
-  the share of wall time the results query spent inside batches.
+- **keeps up?** Every landed file's counts become visible before the drain deadline and the
+  latency of the last third of the files is not drifting up (p50 at most 1.5 x the first
+  third's + 1 s). With the default trigger a query that is slower than its input does not fall
+  behind at once: each batch takes whatever landed meanwhile, so batches grow until their fixed
+  cost is amortised; `busy` (the share of wall time the results query spends inside batches)
+  near 1 and `headroom` (Spark's rows / busy time over the input rate) near 1 say that it keeps
+  up only that way, with latency at about two batch times.
 - **latency**: from the moment a file is renamed into the landing folder to the moment a row of
   its marker article is visible in `article_views` (polled every 50 ms, so latencies are
   over-stated by about 25 ms). The first files after start-up are left out (JIT warm-up).
@@ -28,13 +30,31 @@ TITLE = "sustained rate and latency: trending, default trigger, files landing ev
 IN_PROCESS = False
 
 
+def variant_args(variant: str) -> tuple[str, ...]:
+    """'default' | 'trigger=1s' | 'partitions=2' | 'trigger=1s,partitions=2' -> CLI flags."""
+    args: list[str] = []
+    for part in filter(None, variant.split(",")):
+        if part == "default":
+            continue
+        key, _, value = part.partition("=")
+        if key == "trigger":
+            args += ["--trigger", value]
+        elif key == "partitions":
+            args += ["--conf", f"spark.sql.shuffle.partitions={value}"]
+        elif key == "max-files":
+            args += ["--max-files-per-trigger", value]
+        else:
+            raise ValueError(f"unknown variant part {part!r} (trigger=, partitions=, max-files=)")
+    return tuple(args)
+
+
 def one_rate(
-    ctx: Context, rate: int, seconds: int, settle: int, drain: int, trigger: str = "default"
+    ctx: Context, rate: int, seconds: int, settle: int, drain: int, variant: str = "default"
 ) -> dict[str, Any]:
-    label = f"{rate:,} events/s, trigger {trigger}"
+    label = f"{rate:,} events/s, {variant}"
     ctx.log(f"  {label}: generating {seconds + 1} files")
-    extra = () if trigger == "default" else ("--trigger", trigger)
-    live = LiveRun.prepare(ctx.scratch(f"rate-{rate}-{trigger}"), rate, seconds, extra)
+    safe = variant.replace("=", "-").replace(",", "+")
+    live = LiveRun.prepare(ctx.scratch(f"rate-{rate}-{safe}"), rate, seconds, variant_args(variant))
     try:
         startup = live.start()
         ctx.log(f"  {label}: first file visible after {startup:.1f} s; pacing")
@@ -52,18 +72,14 @@ def one_rate(
     lat = latency_summary(live.latencies(first=1 + settle))
     input_rate = live.events_landed(began, ended) / (ended - began)
     headroom = spark["processing_rows_per_s"] / input_rate if input_rate else float("nan")
-    keeps_up = (
-        drained
-        and headroom >= 1.0
-        and lat["last_third_p50_s"] <= 1.5 * lat["first_third_p50_s"] + 1.0
-    )
+    keeps_up = drained and lat["last_third_p50_s"] <= 1.5 * lat["first_third_p50_s"] + 1.0
     ctx.log(
         f"  {label}: p50 {lat['p50_s']:.2f} s, p99 {lat['p99_s']:.2f} s, "
         f"backlog {backlog_end} files, keeps up: {keeps_up}"
     )
     return {
         "rate": rate,
-        "trigger": trigger,
+        "variant": variant,
         "input_events_per_s": input_rate,
         "cpu_cores": cpu,
         "spark_rows_per_s": spark["processing_rows_per_s"],
@@ -77,6 +93,7 @@ def one_rate(
         "latency_max_s": lat["max_s"],
         "drift": f"{lat['first_third_p50_s']:.2f} -> {lat['last_third_p50_s']:.2f}",
         "backlog_files_at_end": backlog_end,
+        "drained": drained,
         "keeps_up": keeps_up,
         "startup_s": startup,
         "files_measured": lat["files"],
@@ -89,32 +106,50 @@ def run(ctx: Context) -> Result:
     if reason:
         result.skipped = reason
         return result
-    rates = ctx.size([1_000, 10_000], [1_000, 10_000, 50_000])
-    seconds = ctx.size(20, 60)
-    settle = ctx.size(3, 5)
-    drain = ctx.size(30, 90)
+    rates = ctx.param("rates", [1_000, 10_000], [1_000, 10_000, 50_000])
+    variants = ctx.param("variants", ["default"], ["default", "trigger=1s"])
+    variant_rates = ctx.param("variant_rates", rates, [1_000, 10_000])
+    seconds = ctx.param("seconds", 20, 60)
+    settle = ctx.param("settle", 3, 5)
+    drain = ctx.param("drain", 30, 90)
     result.params = {
         "rates": rates,
-        "seconds_per_rate": seconds,
+        "variants": variants,
+        "variant_rates": variant_rates,
+        "seconds_per_run": seconds,
         "files_per_second": 1,
         "settle_files_excluded": settle,
         "drain_timeout_s": drain,
         "poll_interval_s": 0.05,
         "command": "slipstream run trending --input LANDING --catalog CATALOG "
-        "--state-dir STATE --sink sqlite:STATE/trending.db",
+        "--state-dir STATE --sink sqlite:STATE/trending.db [variant flags]",
     }
-    runs = [(rate, "default") for rate in rates]
-    runs += [(rate, "1s") for rate in ctx.size([], [1_000, 10_000])]
-    result.params["runs"] = runs
-    for rate, trigger in runs:
-        row = one_rate(ctx, rate, seconds, settle, drain, trigger)
-        result.add(**row)
-    kept = [r["rate"] for r in result.rows if r["keeps_up"] and r["trigger"] == "default"]
+    # every variant at the rates it is compared at, alternated (A B, B A, ...); the default
+    # alone at the other rates
+    runs: list[tuple[int, str]] = []
+    for i, rate in enumerate(rates):
+        mine = variants if rate in variant_rates else ["default"]
+        runs += [(rate, v) for v in (mine if i % 2 == 0 else list(reversed(mine)))]
+    for rate, variant in runs:
+        result.add(**one_rate(ctx, rate, seconds, settle, drain, variant))
+    kept = [r["rate"] for r in result.rows if r["keeps_up"] and r["variant"] == "default"]
     result.headline["highest rate that keeps up"] = f"{max(kept):,} events/s" if kept else "none"
     for r in result.rows:
-        result.headline[f"latency at {r['rate']:,}/s, trigger {r['trigger']}: p50/p95/p99 (s)"] = (
+        result.headline[f"latency at {r['rate']:,}/s, {r['variant']}: p50/p95/p99 (s)"] = (
             f"{r['latency_p50_s']:.2f} / {r['latency_p95_s']:.2f} / {r['latency_p99_s']:.2f}"
         )
+    for rate in variant_rates:
+        base = next(
+            (r for r in result.rows if r["rate"] == rate and r["variant"] == "default"), None
+        )
+        for r in result.rows:
+            if base is None or r["rate"] != rate or r["variant"] == "default":
+                continue
+            result.headline[f"{r['variant']} / default at {rate:,}/s: latency p50, p99, CPU"] = (
+                f"{r['latency_p50_s'] / base['latency_p50_s']:.2f}, "
+                f"{r['latency_p99_s'] / base['latency_p99_s']:.2f}, "
+                f"{r['cpu_cores'] / base['cpu_cores']:.2f}"
+            )
     result.notes.append(
         "headroom = Spark's processing rate (rows / time inside batches) / input rate; busy = "
         "share of wall time inside batches; drift = latency p50 of the first third -> last third; "
