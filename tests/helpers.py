@@ -6,6 +6,7 @@ import io
 import os
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
@@ -37,12 +38,19 @@ def slipstream(
     )
 
 
+def _utc(text: str) -> datetime:
+    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
 def mobile_counts(lines: list[str], window: str = "10min") -> pd.DataFrame:
     """Seed 003's counts computed independently with pandas (valid records only)."""
     frame = pd.read_json(
         io.StringIO("\n".join(lines)), lines=True, dtype={"id": str, "action": str}
     )
-    frame["ts"] = pd.to_datetime(frame["ts"], utc=True, format="ISO8601")
+    # each timestamp on its own: pandas parses a mixed column of offset and naive ISO strings
+    # with the first offset it sees; a naive time means UTC (the session time zone)
+    frame["ts"] = pd.to_datetime([_utc(t) for t in frame["ts"]], utc=True)
     frame["window_start"] = frame["ts"].dt.floor(window)
     counts = frame.groupby(["window_start", "action"]).size().rename("count").reset_index()
     counts["window_start"] = counts["window_start"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")

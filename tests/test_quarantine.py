@@ -18,12 +18,15 @@ VALID = [
     '{"id": "p1", "action": "open", "ts": "2018-03-02T10:02:33"}',
     '{"id": "p2", "action": "open", "ts": "2018-03-02T10:03:35Z"}',
     '{"id": "p3", "action": "close", "ts": "2018-03-02T12:04:35+02:00"}',  # 10:04:35 UTC
+    ' \t {"id": "p10", "action": "open", "ts": "2018-03-02T10:06:00"}',  # JSON space first
 ]
 # (line, the start of the reason it must be quarantined with)
 MALFORMED = [
     ("this is not json", "not JSON"),
     ('{"id": "p4", "action": "open", "ts": "2018-03-02T10:0', "not JSON"),
     ("[1, 2, 3]", "not a JSON object"),
+    ('  "{just a string}"', "not a JSON object"),
+    (" 42", "not a JSON object"),
     ('{"action": "open", "ts": "2018-03-02T10:02:33"}', "missing required field 'id'"),
     ('{"id": "p5", "ts": "2018-03-02T10:02:33"}', "missing required field 'action'"),
     ('{"id": "p6", "action": "open", "ts": null}', "missing required field 'ts'"),
