@@ -1,8 +1,8 @@
 """python -m bench SCENARIO... [--quick]: run benchmark scenarios, print tables, write JSON.
 
 Scenarios (by name or number): 1 ceiling, 2 overhead, 3 flagship, 4 sustained, 5 recovery,
-6 state, 7 startup, or `all`. `--quick` shrinks every size so that `all` takes a few minutes;
-its figures show the shape, the full run gives the numbers for docs/benchmarks.md.
+6 state, 7 startup, 8 parsing, or `all`. `--quick` shrinks every size so that `all` takes a few
+minutes; its figures show the shape, the full run gives the numbers for docs/benchmarks.md.
 
 Results go to bench/results/<time>-<scenarios>.json (and a .md with the same tables)."""
 
@@ -30,7 +30,16 @@ from bench.core import (
     write_json,
 )
 
-SCENARIOS = ("ceiling", "overhead", "flagship", "sustained", "recovery", "state", "startup")
+SCENARIOS = (
+    "ceiling",
+    "overhead",
+    "flagship",
+    "sustained",
+    "recovery",
+    "state",
+    "startup",
+    "parsing",
+)
 
 
 def scenario_module(name: str) -> ModuleType:
