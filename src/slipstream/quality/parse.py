@@ -36,6 +36,18 @@ def _variant_kind_ok(kind: Column, target: DataType) -> Column:
     return F.lit(True)
 
 
+def evaluated_once(parsed: DataFrame) -> DataFrame:
+    """The same rows, behind an optimizer barrier, so that the parse is evaluated once per record.
+
+    Without it Spark pushes every later filter on `_reason` (accepted, rejected, expectations)
+    below the projection that parses, inlining the whole parse into the filter's condition once
+    per reference: the JSON of each record was parsed many times over (measured: the mobile
+    pipeline at 0.09x the lines/s of Spark's JSON reader; docs/benchmarks.md). A generator is
+    such a barrier: filters on its output stay above it. `inline(array(struct(...)))` yields the
+    one row it is given, computed once."""
+    return parsed.select(F.inline(F.array(F.struct(*[F.col(c) for c in parsed.columns]))))
+
+
 def _first_reason(checks: list[tuple[Column, Column]]) -> Column:
     """The reason of the first failing check, else NULL."""
     expr: Column = F.lit(None).cast("string")
@@ -118,7 +130,9 @@ def parse_json(raw: DataFrame, schema: StructType, required: tuple[str, ...]) ->
         type_checks += t
         typed_cols.append(F.when(present, typed).alias(f.name))
     reason = _first_reason(checks + missing_checks + type_checks)
-    return with_doc.select(*typed_cols, F.col(RAW), F.col(SOURCE), reason.alias(REASON))
+    return evaluated_once(
+        with_doc.select(*typed_cols, F.col(RAW), F.col(SOURCE), reason.alias(REASON))
+    )
 
 
 def parse_csv(
@@ -160,7 +174,9 @@ def parse_csv(
         type_checks += t
         typed_cols.append(F.when(present, typed).alias(f.name))
     reason = _first_reason(checks + missing_checks + type_checks)
-    return parsed.select(*typed_cols, F.col(RAW), F.col(SOURCE), reason.alias(REASON))
+    return evaluated_once(
+        parsed.select(*typed_cols, F.col(RAW), F.col(SOURCE), reason.alias(REASON))
+    )
 
 
 def check_typed(typed: DataFrame, schema: StructType, required: tuple[str, ...]) -> DataFrame:
