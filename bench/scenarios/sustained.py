@@ -5,12 +5,14 @@ time advances one second per file, like a live feed) while `slipstream run trend
 DIR --catalog FILE` runs in a subprocess with its defaults (default trigger, SQLite sink).
 
 - **keeps up?** Every landed file's counts become visible before the drain deadline and the
-  latency of the last third of the files is not drifting up (p50 at most 1.5 x the first
-  third's + 1 s). With the default trigger a query that is slower than its input does not fall
-  behind at once: each batch takes whatever landed meanwhile, so batches grow until their fixed
-  cost is amortised; `busy` (the share of wall time the results query spends inside batches)
-  near 1 and `headroom` (Spark's rows / busy time over the input rate) near 1 say that it keeps
-  up only that way, with latency at about two batch times.
+  latency of the last third of the files is not drifting up: its p50 at most 1 s (or 10%) above
+  the first third's. A query that is slower than its input shows it as latency that grows for
+  as long as the input lasts; one that keeps up holds a steady latency. With the default
+  trigger a slower query does not fall behind at once: each batch takes whatever landed
+  meanwhile, so batches grow until their fixed cost is amortised; `busy` (the share of wall
+  time the results query spends inside batches) near 1 and `headroom` (Spark's rows / busy
+  time over the input rate) near 1 say that it keeps up only that way, with latency at about
+  two batch times.
 - **latency**: from the moment a file is renamed into the landing folder to the moment a row of
   its marker article is visible in `article_views` (polled every 50 ms, so latencies are
   over-stated by about 25 ms). The first files after start-up are left out (JIT warm-up).
@@ -72,7 +74,9 @@ def one_rate(
     lat = latency_summary(live.latencies(first=1 + settle))
     input_rate = live.events_landed(began, ended) / (ended - began)
     headroom = spark["processing_rows_per_s"] / input_rate if input_rate else float("nan")
-    keeps_up = drained and lat["last_third_p50_s"] <= 1.5 * lat["first_third_p50_s"] + 1.0
+    keeps_up = drained and lat["last_third_p50_s"] <= max(
+        lat["first_third_p50_s"] + 1.0, 1.1 * lat["first_third_p50_s"]
+    )
     ctx.log(
         f"  {label}: p50 {lat['p50_s']:.2f} s, p99 {lat['p99_s']:.2f} s, "
         f"backlog {backlog_end} files, keeps up: {keeps_up}"
