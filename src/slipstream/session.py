@@ -5,9 +5,13 @@ Streaming defaults, each deliberate (see docs/architecture.md and docs/benchmark
 - `spark.sql.shuffle.partitions` = 2-3x the cores (here: 2 x cores, at least 2). Spark's 200 is
   sized for large batch jobs; a micro-batch of thousands of rows split 200 ways spends its time
   scheduling empty tasks, and every stateful operator keeps one state store per partition. The
-  number is fixed into the checkpoint on first start, so it is chosen once, up front.
+  number is fixed into the checkpoint on first start, so it is chosen once, up front. Measured
+  (docs/benchmarks.md): 200 partitions take 15-26x the time per batch of 4; 2 (= cores) is
+  faster in the bare engine (0.8x) but no faster for `trending` (0.99), and 2x keeps room to
+  give the same checkpoint more cores.
 - RocksDB state store with changelog checkpointing: state lives off the JVM heap (no GC pauses
-  as state grows), and each batch uploads only a changelog, not a snapshot.
+  as state grows), and each batch uploads only a changelog, not a snapshot. Measured against
+  the HDFS-backed store: same throughput (0.97), 0.48x the live heap, 0.76x the batch time.
 - Session time zone UTC: event times, windows and the ISO text in sinks never depend on the host.
 - `spark.sql.streaming.noDataProgressEventInterval` 10 s: idle queries still report, so a stalled
   query is told apart from an idle one.
