@@ -51,12 +51,14 @@ def session() -> SparkSession:
 def quiet_stop_noise(spark: SparkSession) -> None:
     """Stopping a query mid-batch makes Spark log ERRORs about the aborted write and a
     broadcast it could not store; the benchmark stops unbounded queries on purpose, so these
-    three loggers are silenced (failures still surface as the query's exception)."""
+    loggers are silenced (failures still surface as the query's exception)."""
     jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
     for logger in (
         "org.apache.spark.broadcast.TorrentBroadcast",
         "org.apache.spark.sql.execution.datasources.v2.WriteToDataSourceV2Exec",
         "org.apache.spark.storage.ShuffleBlockFetcherIterator",
+        "org.apache.spark.sql.execution.datasources.v2.DataWritingSparkTask",
+        "org.apache.spark.util.Utils",  # "Aborting task" + InterruptedException on stop
     ):
         with contextlib.suppress(Exception):
             jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
