@@ -41,18 +41,6 @@ def slipstream_command(*args: str | Path) -> list[str]:
     return [sys.executable, "-m", "slipstream", *map(str, args)]
 
 
-def trending_unavailable() -> str | None:
-    """Why the trending pipeline cannot be benchmarked here, or None when it can."""
-    from slipstream.pipelines import pipelines
-
-    if "trending" not in pipelines():
-        return (
-            "trending not available yet: the pipeline is not registered in this checkout "
-            "(it lands on main with the trending branch; merge main and re-run)"
-        )
-    return None
-
-
 class Proc:
     """A subprocess in its own process group, its output logged and batch lines parsed."""
 

@@ -28,7 +28,6 @@ from pyspark.sql import functions as F
 
 from bench import inproc
 from bench.core import Context, Result, Stopwatch, alternate, median, paired_ratios, summarize_ratio
-from bench.procs import trending_unavailable
 from bench.workloads import TrendingInput, generate_trending, land_all
 
 NAME = "flagship"
@@ -163,10 +162,6 @@ def run_batch(
 
 def run(ctx: Context) -> Result:
     result = Result(NAME, TITLE)
-    reason = trending_unavailable()
-    if reason:
-        result.skipped = reason
-        return result
     events = ctx.param("events", 200_000, 1_000_000)
     rate = 2000.0  # the generator's default: one file per second of event time
     reps = ctx.param("reps", 1, 2)

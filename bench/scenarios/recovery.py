@@ -20,7 +20,6 @@ from typing import Any
 
 from bench.core import Context, Result
 from bench.live import LiveRun, latency_summary
-from bench.procs import trending_unavailable
 
 NAME = "recovery"
 TITLE = "recovery: SIGKILL trending mid-stream, restart, time to first batch and to catch up"
@@ -84,10 +83,6 @@ def one_kill(live: LiveRun, steady_s: float, catchup_timeout: float) -> dict[str
 
 def run(ctx: Context) -> Result:
     result = Result(NAME, TITLE)
-    reason = trending_unavailable()
-    if reason:
-        result.skipped = reason
-        return result
     rate = ctx.param("rate", 1_000, 2_000)
     kills = ctx.param("kills", 1, 2)
     steady_s = ctx.param("steady_s", 15, 30)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core import Context, Result, alternate, median, paired_ratios, summarize_ratio
-from bench.procs import Proc, slipstream_command, trending_unavailable
+from bench.procs import Proc, slipstream_command
 from bench.workloads import generate_trending, land_all
 
 NAME = "startup"
@@ -70,18 +70,11 @@ def run(ctx: Context) -> Result:
     reps = ctx.size(2, 4)
     mobile_input = ctx.scratch("mobile-input")
     copy_samples(mobile_input)
-    variants = ["session floor", "slipstream mobile", "plain PySpark mobile"]
-    trending_input: Path | None = None
-    catalog: Path | None = None
-    missing = trending_unavailable()
-    if missing is None:
-        data = generate_trending(ctx.work / "trending", 2000, 2000.0, markers=False)
-        trending_input = ctx.scratch("trending-landing")
-        land_all(data, trending_input)
-        catalog = data.catalog
-        variants.append("slipstream trending")
-    else:
-        result.notes.append(f"slipstream trending skipped: {missing}")
+    variants = ["session floor", "slipstream mobile", "plain PySpark mobile", "slipstream trending"]
+    data = generate_trending(ctx.work / "trending", 2000, 2000.0, markers=False)
+    trending_input = ctx.scratch("trending-landing")
+    land_all(data, trending_input)
+    catalog = data.catalog
     result.params = {"repetitions": reps, "variants": variants}
 
     def one(variant: str, rep: int) -> dict[str, Any]:
@@ -112,7 +105,6 @@ def run(ctx: Context) -> Result:
             args += ["--input", mobile_input]
             table = "mobile_action_counts"
         else:
-            assert trending_input is not None and catalog is not None
             args += ["--input", trending_input, "--catalog", catalog]
             table = "article_views"
         return launch_and_time(slipstream_command(*args), log, db, table)

@@ -25,7 +25,6 @@ from typing import Any
 
 from bench.core import Context, Result
 from bench.live import LiveRun, latency_summary
-from bench.procs import trending_unavailable
 
 NAME = "sustained"
 TITLE = "sustained rate and latency: trending, default trigger, files landing every second"
@@ -106,10 +105,6 @@ def one_rate(
 
 def run(ctx: Context) -> Result:
     result = Result(NAME, TITLE)
-    reason = trending_unavailable()
-    if reason:
-        result.skipped = reason
-        return result
     rates = ctx.param("rates", [1_000, 10_000], [1_000, 10_000, 50_000])
     variants = ctx.param("variants", ["default"], ["default", "trigger=1s"])
     variant_rates = ctx.param("variant_rates", rates, [1_000, 10_000])
