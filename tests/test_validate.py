@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -155,3 +156,20 @@ def test_kafka_without_its_connector_is_refused_before_start() -> None:
         runner.prepare(settings)
     assert err.value.code == "SOURCE_NOT_AVAILABLE"
     assert "spark.jars" in err.value.fix
+
+
+def test_parsed_input_is_not_eligible_for_continuous_or_real_time() -> None:
+    """Spark refuses Generate and CollectMetrics under these triggers; say so before start."""
+    parsed = replace(STATELESS, quarantine=True)
+    cont = TriggerSpec.parse("continuous:1s")
+    rt = TriggerSpec.parse("real-time:5s")
+    assert codes(parsed, "append", SinkSpec("console"), cont, "rate") == ["CONTINUOUS_NOT_ELIGIBLE"]
+    assert codes(parsed, "append", SinkSpec("console"), rt, "kafka") == ["REAL_TIME_NOT_ELIGIBLE"]
+    assert codes(parsed, "append", SinkSpec("console"), TriggerSpec.parse("1s"), "rate") == []
+
+
+def test_the_runner_marks_parsed_input_in_the_plan() -> None:
+    mobile = runner.prepare(load_settings("mobile", {}, environ={}), check_source=False)
+    words = runner.prepare(load_settings("wordcount", {}, environ={}), check_source=False)
+    assert mobile.plan.quarantine and mobile.parses
+    assert not words.plan.quarantine and not words.parses

@@ -31,6 +31,9 @@ class Plan:
     # complete mode only; the others are never supported on streams)
     stream_ops: tuple[StreamOp, ...] = ()
     ops_after_aggregation: bool = False
+    # records parsed from raw input with a quarantine (set by the runner): the parse runs behind
+    # a generator barrier and the run observes metrics, operators only micro-batches support
+    quarantine: bool = False
 
     @property
     def stateful(self) -> bool:

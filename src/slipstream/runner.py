@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -90,7 +90,12 @@ class Prepared:
 
     @property
     def parses(self) -> bool:
-        return self.settings.format in ("json", "csv") or bool(self.pipeline.required)
+        return parses_input(self.settings, self.pipeline)
+
+
+def parses_input(settings: Settings, pipeline: Pipeline) -> bool:
+    """Whether the run parses raw records (with reasons and a quarantine) before the pipeline."""
+    return settings.format in ("json", "csv") or bool(pipeline.required)
 
 
 def prepare(
@@ -115,7 +120,7 @@ def prepare(
         source.validate(settings)
         pipeline.validate(settings)
     rules = check_expectations(pipeline.expectations(settings))
-    plan = pipeline.plan(settings)
+    plan = replace(pipeline.plan(settings), quarantine=parses_input(settings, pipeline))
     sink = sink or make_sink(settings.sink, settings.default_database)
     ctx = SinkContext(
         pipeline=pipeline.name,

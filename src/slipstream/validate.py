@@ -103,6 +103,11 @@ def violations(
         reasons = []
         if not plan.map_like:
             reasons.append("the query is stateful or joins (only map-like queries are allowed)")
+        if plan.quarantine:
+            reasons.append(
+                "records are parsed into a quarantine (a parse barrier and observed metrics: "
+                "Spark runs only projections and filters this way)"
+            )
         if source not in sources:
             reasons.append(f"source {source} (allowed: {', '.join(sorted(sources))})")
         if sink.kind not in sinks:
