@@ -42,9 +42,10 @@ def evaluated_once(parsed: DataFrame) -> DataFrame:
     Without it Spark pushes every later filter on `_reason` (accepted, rejected, expectations)
     below the projection that parses, inlining the whole parse into the filter's condition once
     per reference: the JSON of each record was parsed many times over (measured: the mobile
-    pipeline at 0.09x the lines/s of Spark's JSON reader; docs/benchmarks.md). A generator is
-    such a barrier: filters on its output stay above it. `inline(array(struct(...)))` yields the
-    one row it is given, computed once."""
+    query with this parser at 0.09x the lines/s of Spark's JSON reader, 0.48x with the barrier;
+    docs/benchmarks.md). A generator is such a barrier: filters on its output stay above it.
+    `inline(array(struct(...)))` yields the one row it is given, computed once. Continuous
+    processing refuses generators; validation says so before start."""
     return parsed.select(F.inline(F.array(F.struct(*[F.col(c) for c in parsed.columns]))))
 
 
