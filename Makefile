@@ -40,6 +40,7 @@ test: venv check-java lint services
 	$(PY) -m pytest
 
 bench: venv check-java
+	$(PY) -m pip install -q -e '.[test,bench]'
 	$(PY) -m bench all
 
 bench-quick: venv check-java

@@ -1,8 +1,10 @@
 """python -m bench SCENARIO... [--quick]: run benchmark scenarios, print tables, write JSON.
 
 Scenarios (by name or number): 1 ceiling, 2 overhead, 3 flagship, 4 sustained, 5 recovery,
-6 state, 7 startup, 8 parsing, or `all`. `--quick` shrinks every size so that `all` takes a few
-minutes; its figures show the shape, the full run gives the numbers for docs/benchmarks.md.
+6 state, 7 startup, 8 parsing, 9 soak, or `all` (1-8: the soak runs for an hour, ask for it by
+name: `python -m bench soak --minutes 60 --rate 2000`). `--quick` shrinks every size so that
+`all` takes a few minutes; its figures show the shape, the full run gives the numbers for
+docs/benchmarks.md.
 
 Results go to bench/results/<time>-<scenarios>.json (and a .md with the same tables)."""
 
@@ -39,7 +41,9 @@ SCENARIOS = (
     "state",
     "startup",
     "parsing",
+    "soak",
 )
+IN_ALL = SCENARIOS[:-1]  # `all` leaves out the hour-long soak
 
 
 def scenario_module(name: str) -> ModuleType:
@@ -50,7 +54,7 @@ def resolve(names: list[str]) -> list[str]:
     chosen: list[str] = []
     for name in names:
         if name == "all":
-            chosen += SCENARIOS
+            chosen += IN_ALL
         elif name.isdigit() and 1 <= int(name) <= len(SCENARIOS):
             chosen.append(SCENARIOS[int(name) - 1])
         elif name in SCENARIOS:
@@ -69,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--work", type=Path, help="scratch directory (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     parser.add_argument("--markdown", action="store_true", help="print tables as Markdown")
+    parser.add_argument("--minutes", type=float, help="soak: how long to run (= --set minutes=N)")
+    parser.add_argument("--rate", type=int, help="soak: events/s (= --set rate=N)")
     parser.add_argument(
         "--set",
         action="append",
@@ -97,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     names = resolve(args.scenarios)
     overrides = parse_overrides(args.set)
+    for name in ("minutes", "rate"):
+        if getattr(args, name) is not None:
+            overrides[name] = getattr(args, name)
+            args.set.append(f"{name}={getattr(args, name):g}")
     work = args.work or Path(tempfile.mkdtemp(prefix="slipstream-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     env = environment()
@@ -140,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
             result.command = f"python -m bench {name}" + (" --quick" if args.quick else "")
             result.command += "".join(f" --set {shlex.quote(item)}" for item in args.set)
             results.append(result)
+            if result.failed:
+                print(f"\n{name} FAILED: {result.failed}", flush=True)
+                failed = True
             print("\n" + render(result, args.markdown), flush=True)
     finally:
         from bench import inproc

@@ -60,6 +60,7 @@ class Result:
     params: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     skipped: str | None = None  # why the scenario could not run
+    failed: str | None = None  # ran, but its own verdict failed (the figures are kept)
     machine_before: dict[str, Any] = field(default_factory=dict)
     machine_after: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0

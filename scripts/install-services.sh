@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the real services the test suite uses, from Debian, if they are missing:
-# PostgreSQL (the suite starts a throwaway cluster on 127.0.0.1), Java for Spark, and the
+# PostgreSQL (the suite starts a throwaway cluster on 127.0.0.1), Java 17 (JDK) for Spark, and the
 # headless Chromium (with a font, for readable screenshots) that the browser tests drive
 # through Playwright at /usr/bin/chromium. Idempotent; needs root or sudo only to install.
 set -euo pipefail
@@ -8,7 +8,8 @@ need=()
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
 [ -n "$pg_bin" ] && [ -x "$pg_bin/initdb" ] || need+=(postgresql)
 [ -x /usr/bin/chromium ] || need+=(chromium fonts-dejavu-core)
-command -v java >/dev/null || need+=(openjdk-17-jre-headless)
+# the JDK, not only the JRE: the leak test counts live JVM objects with jcmd
+{ command -v java >/dev/null && command -v jcmd >/dev/null; } || need+=(openjdk-17-jdk-headless)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing from Debian: ${need[*]}"
   SUDO=""

@@ -20,6 +20,19 @@ Streaming defaults, each deliberate (see docs/architecture.md and docs/benchmark
 - Spark UI off by default (a server nobody asked for);
   `--conf spark.ui.enabled=true` brings it back.
 - Log level WARN (ERROR with --quiet): slipstream prints its own one line per batch instead.
+- Driver memory follows the machine for local masters (where the driver JVM also runs the
+  executors): a quarter of physical RAM, at least 1 GiB and at most 8 GiB (6 GiB on a 24 GiB
+  machine instead of Spark's 1 GiB). It must be set before the JVM starts, so it applies only to
+  the session that launches the JVM; `--conf spark.driver.memory=4g` overrides it. Clusters keep
+  Spark's default (the driver runs no tasks there).
+- What Spark keeps about finished work is bounded for an application that runs for days: SQL
+  executions 100 (Spark: 1,000), jobs and stages 200 (1,000), tasks 10,000 (100,000), root RDDs
+  of stage graphs 200 (unbounded). They feed the Spark UI and the status store, which stay in the
+  driver heap even with the UI off; slipstream's own monitoring reads progress events instead.
+  These are ceilings for runs of weeks, not the cause of issue 16's leak: with the leak fixed and
+  Spark's limits, trending's live heap was 202, 174 and 158 MiB at batches 50, 100 and 150 while
+  it held 453 executions (3 per batch). Streaming progress keeps Spark's 100 recent updates per
+  query (`recentProgress`, which the runner reads).
 - Python workers use the driver's interpreter (PYSPARK_PYTHON defaults to `sys.executable`), so
   code that runs on executors sees the same packages as the driver.
 """
@@ -40,8 +53,43 @@ def default_shuffle_partitions(cores: int | None = None) -> int:
     return max(2, 2 * (cores or os.cpu_count() or 2))
 
 
-def streaming_defaults(cores: int | None = None) -> dict[str, str]:
+# Driver heap of a local run: a fraction of physical memory, within a floor and a ceiling.
+DRIVER_MEMORY_FRACTION = 0.25
+DRIVER_MEMORY_FLOOR_MIB = 1024
+DRIVER_MEMORY_CEILING_MIB = 8192
+
+# Bounds on what Spark retains about finished work (status store; see the module docstring).
+RETENTION = {
+    "spark.sql.ui.retainedExecutions": "100",
+    "spark.ui.retainedJobs": "200",
+    "spark.ui.retainedStages": "200",
+    "spark.ui.retainedTasks": "10000",
+    "spark.ui.dagGraph.retainedRootRDDs": "200",
+}
+
+
+def physical_memory_mib() -> int | None:
+    """Physical RAM of this machine in MiB (None where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def default_driver_memory(total_mib: int | None = None) -> str:
+    """A quarter of RAM within [1 GiB, 8 GiB], as Spark's `NNNNm`: 24 GiB -> 6144m."""
+    total = total_mib if total_mib is not None else physical_memory_mib()
+    if total is None:
+        return f"{DRIVER_MEMORY_FLOOR_MIB}m"
+    share = int(total * DRIVER_MEMORY_FRACTION)
+    return f"{min(DRIVER_MEMORY_CEILING_MIB, max(DRIVER_MEMORY_FLOOR_MIB, share))}m"
+
+
+def streaming_defaults(cores: int | None = None, master: str = DEFAULT_MASTER) -> dict[str, str]:
+    local = master == "local" or master.startswith("local[")
     return {
+        **({"spark.driver.memory": default_driver_memory()} if local else {}),
+        **RETENTION,
         "spark.sql.shuffle.partitions": str(default_shuffle_partitions(cores)),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.streaming.stateStore.providerClass": (
@@ -73,7 +121,7 @@ def build_session(
     # not whatever `python3` is first on PATH. Set PYSPARK_PYTHON to choose another.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     cores = _cores_of(master)
-    settings = {**streaming_defaults(cores), **dict(conf or {})}
+    settings = {**streaming_defaults(cores, master), **dict(conf or {})}
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
