@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test lint format services bench bench-quick clean check-java
+.PHONY: venv demo test lint format services bench bench-quick soak clean check-java
 
 venv: $(STAMP)
 
@@ -42,6 +42,11 @@ test: venv check-java lint services
 bench: venv check-java
 	$(PY) -m pip install -q -e '.[test,bench]'
 	$(PY) -m bench all
+
+# an hour of live trending at 2,000 events/s: fails if heap after GC or batch time grows
+soak: venv check-java
+	$(PY) -m pip install -q -e '.[test,bench]'
+	$(PY) -m bench soak --minutes 60 --rate 2000
 
 bench-quick: venv check-java
 	$(PY) -m bench all --quick

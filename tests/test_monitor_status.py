@@ -306,3 +306,36 @@ def test_table_and_json_render_every_query() -> None:
 )
 def test_human_durations(delta: timedelta, text: str) -> None:
     assert human_duration(delta) == text
+
+
+# --------------------------------------------------------------------------- out of memory
+SPARK_OOM = (
+    "org.apache.spark.sql.streaming.StreamingQueryException: Job aborted due to stage failure: "
+    "Task 1 in stage 1130.0 failed 1 times, most recent failure: Lost task 1.0 (TID 2281): "
+    "org.apache.spark.memory.SparkOutOfMemoryError: [AGGREGATE_OUT_OF_MEMORY] No enough memory "
+    "for aggregation SQLSTATE: 82001\n\tat org.apache.spark.sql.execution.aggregate..."
+)
+
+
+def test_a_query_that_ran_out_of_memory_says_so_and_names_the_setting() -> None:
+    from dataclasses import replace
+
+    from slipstream.errors import out_of_memory
+
+    evs = [
+        replace(e, exception=SPARK_OOM) if isinstance(e, QueryTerminated) else e
+        for e in events("failed")
+    ]
+    (status,) = query_status(evs, last_ts(evs) + timedelta(seconds=1), pid_check=alive)
+    assert status.health == "failed"
+    assert status.reason.startswith("failed: out of memory at ")
+    assert "AGGREGATE_OUT_OF_MEMORY" in status.reason
+
+    local = out_of_memory(SPARK_OOM, "local[2]")
+    assert local is not None and local.code == "OUT_OF_MEMORY"
+    assert "--conf spark.driver.memory=" in local.fix
+    cluster = out_of_memory("java.lang.OutOfMemoryError: Java heap space", "spark://h:7077")
+    assert cluster is not None and "spark.executor.memory" in cluster.fix
+    # the failure of the plain 'failed' fixture (a refused connection) is not a memory problem
+    refused = next(e for e in events("failed") if isinstance(e, QueryTerminated))
+    assert refused.exception and out_of_memory(refused.exception) is None

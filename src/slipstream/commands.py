@@ -14,7 +14,7 @@ from slipstream import runner
 from slipstream.checkpoints import CheckpointLock, delete_checkpoint, is_locked
 from slipstream.config import Settings
 from slipstream.control import StopControl
-from slipstream.errors import CheckpointError, find_error
+from slipstream.errors import CheckpointError, find_error, out_of_memory
 from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
 from slipstream.monitor.listener import ConsoleReporter
 from slipstream.pipelines import pipelines
@@ -75,7 +75,8 @@ def run(settings: Settings, out: TextIO) -> int:
         with stop_on_sigterm(run_):
             run_.wait(s.duration)
     except Exception as exc:  # noqa: BLE001 - report a failed query, exit non-zero
-        ours = find_error(str(exc))  # a sink's own error, wrapped by Spark's foreachBatch
+        # a sink's own error wrapped by Spark's foreachBatch, or memory that ran out
+        ours = find_error(str(exc)) or out_of_memory(str(exc), s.master)
         shown = ours.render() if ours else str(exc).splitlines()[0]
         print(f"slipstream: the query failed: {shown}", file=sys.stderr)
         return EXIT_FAILED

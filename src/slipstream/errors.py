@@ -28,6 +28,11 @@ CODES: dict[str, str] = {
     ),
     "SORT_NEEDS_COMPLETE": "sorting a streaming aggregation needs complete mode",
     "MODE_NOT_SUPPORTED": "the pipeline does not offer this output mode",
+    "STREAM_JOIN_APPEND_ONLY": "a join of two streams runs in append mode only",
+    "STREAM_JOIN_NEEDS_WATERMARK": (
+        "an outer join of two streams needs watermarks on both sides and a time range in its "
+        "condition"
+    ),
     "CONTINUOUS_NOT_ELIGIBLE": (
         "the continuous trigger supports only map-like queries from rate/kafka sources to "
         "console/memory/kafka sinks"
@@ -43,6 +48,7 @@ CODES: dict[str, str] = {
     "CHECKPOINT_MISMATCH": "the checkpoint was written by a different query",
     "RESET_REFUSED": "reset was not confirmed",
     "STOP_TIMEOUT": "a run asked to stop did not stop in time",
+    "OUT_OF_MEMORY": "a query ran out of memory (the driver's, or an executor's on a cluster)",
     "PORT_IN_USE": "a server port (--metrics-port, --dashboard) is taken",
     # sinks
     "SINK_UNKNOWN": "no sink of that kind",
@@ -97,3 +103,37 @@ def find_error(text: str) -> SlipstreamError | None:
     if found is None:
         return None
     return SlipstreamError(found.group(1), found.group(2).strip(), (found.group(3) or "").strip())
+
+
+# What Spark and the JVM say when memory runs out: the JVM's own errors, Spark's error classes
+# for memory it could not acquire, and the executor killed for exceeding its container.
+_OUT_OF_MEMORY = re.compile(
+    r"java\.lang\.OutOfMemoryError|SparkOutOfMemoryError|_OUT_OF_MEMORY\]|"
+    r"UNABLE_TO_ACQUIRE_MEMORY|Java heap space|GC overhead limit exceeded|"
+    r"Container killed .* memory|exceeding memory limits"
+)
+
+
+def said(text: str, at: int, limit: int = 160) -> str:
+    """The line of `text` from position `at` on, shortened: what the error itself says."""
+    line = text[at:].splitlines()[0].strip() if text[at:] else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def out_of_memory(text: str, master: str = "local[*]") -> SlipstreamError | None:
+    """An OUT_OF_MEMORY error naming the setting to raise, when `text` (a query's failure) says
+    memory ran out; None otherwise. In local mode the driver JVM also runs the tasks, so the
+    setting is `spark.driver.memory`; on a cluster, tasks run in executors."""
+    match = _OUT_OF_MEMORY.search(text or "")
+    if match is None:
+        return None
+    local = master == "local" or master.startswith("local[")
+    setting = "spark.driver.memory" if local else "spark.executor.memory"
+    example = "12g" if local else "8g"
+    return SlipstreamError(
+        "OUT_OF_MEMORY",
+        f"the query ran out of memory: {said(text, match.start())}",
+        f"raise {setting}, e.g. --conf {setting}={example} (slipstream's default for a local run "
+        "is a quarter of RAM, see session.py), or fewer events per batch with "
+        "--max-files-per-trigger; the next run resumes from the checkpoint",
+    )

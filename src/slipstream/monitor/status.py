@@ -19,6 +19,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any, Literal
 
+from slipstream.errors import out_of_memory
 from slipstream.monitor.eventlog import event_log_path, pipelines_in, read_events
 from slipstream.monitor.events import (
     Event,
@@ -319,6 +320,10 @@ class StatusTracker:
         term = st.terminated
         if term is not None:
             if term.exception is not None:
+                oom = out_of_memory(term.exception)
+                if oom is not None:
+                    what = oom.message.split(": ", 1)[1]
+                    return "failed", f"failed: out of memory at {format_ts(term.ts)}: {what}", False
                 cause = summarize_error(term.exception)
                 if term.error_class and term.error_class not in cause:
                     cause = f"{term.error_class}: {cause}"
