@@ -27,11 +27,11 @@ from slipstream.checkpoints import (
 )
 from slipstream.config import Settings
 from slipstream.control import StopControl
-from slipstream.errors import ConfigError
+from slipstream.errors import ConfigError, ValidationError
 from slipstream.monitor.listener import Handler, RunListener, RunTotals
 from slipstream.monitor.recorder import RunRecorder
 from slipstream.pipelines import Pipeline, get_pipeline
-from slipstream.plan import Plan
+from slipstream.plan import Plan, plan_of
 from slipstream.quality.expectations import (
     Expectation,
     as_expectation_failure,
@@ -410,6 +410,16 @@ def start(
                     _ctx(prepared, extra.name, extra.name, extra.key, extra.mode),
                 )
             )
+        # every rule, on the plan each output's query will really run (read from Spark), before
+        # any query starts: the declared plan was checked before Spark; this also covers the
+        # outputs no declaration describes (quarantine, archive, extras)
+        refused = [
+            problem for _, frame, sink, ctx in outputs for problem in output_violations(
+                frame, ctx, sink, prepared, offered=pipeline.modes if ctx is prepared.ctx else None
+            )
+        ]  # fmt: skip
+        if refused:
+            raise refused[0]
         recorder.run_started([ctx.query_name for _, _, _, ctx in outputs], origin)
         for name, frame, sink, ctx in outputs:
             writer = frame.writeStream.queryName(ctx.query_name).outputMode(ctx.mode)
@@ -437,6 +447,24 @@ def start(
         stop_requested=control,
         recorder=recorder,
     )
+
+
+def output_violations(
+    frame: DataFrame,
+    ctx: SinkContext,
+    sink: Sink,
+    prepared: Prepared,
+    offered: tuple[Any, ...] | None = None,
+) -> list[ValidationError]:
+    """The rules broken by one output's query, read from its analyzed plan; each message names
+    the output."""
+    s = prepared.settings
+    assert s.source is not None
+    plan = replace(plan_of(frame), quarantine=prepared.parses and ctx is prepared.ctx)
+    return [
+        ValidationError(v.code, f"output {ctx.query_name}: {v.message}", v.fix)
+        for v in violations(plan, ctx.mode, sink.spec, s.trigger, s.source, offered)
+    ]
 
 
 def _ctx(prepared: Prepared, name: str, table: str, key: tuple[str, ...], mode: Any) -> SinkContext:

@@ -78,6 +78,21 @@ def violations(
             "session windows do not support update mode",
             "use --mode append (sessions emitted when they close) or complete",
         )
+    if plan.stream_stream_join and mode != "append":
+        refuse(
+            "STREAM_JOIN_APPEND_ONLY",
+            f"a join of two streams emits each match once, in append mode only; got --mode {mode}",
+            "use --mode append, and aggregate the joined rows in a query of their own",
+        )
+    outer = plan.stream_join_kind not in (None, "Inner")
+    if plan.stream_stream_join and outer and not plan.stream_join_bounded:
+        refuse(
+            "STREAM_JOIN_NEEDS_WATERMARK",
+            f"a {plan.stream_join_kind} join of two streams must know when a row can no longer "
+            "match: both sides need a watermark and the condition must relate their event times",
+            "withWatermark on both streams, and a time range in the join condition such as "
+            "click_time BETWEEN impression_time AND impression_time + INTERVAL 1 HOUR",
+        )
     for op in plan.stream_ops:
         if op == "sort" and plan.aggregation and plan.ops_after_aggregation:
             if mode != "complete":
