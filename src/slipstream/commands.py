@@ -17,15 +17,18 @@ from slipstream.control import StopControl
 from slipstream.errors import CheckpointError, find_error, out_of_memory
 from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
 from slipstream.monitor.listener import ConsoleReporter
-from slipstream.pipelines import pipelines
+from slipstream.pipelines.registry import discover
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
 
 
 def list_pipelines(out: TextIO) -> int:
-    for name, pipeline in sorted(pipelines().items()):
+    loaded, broken = discover()
+    for name, pipeline in sorted(loaded.items()):
         print(f"{name:<12} {pipeline.description}  -> {pipeline.output}", file=out)
-    return EXIT_OK
+    for failed in broken:
+        print(f"{failed.name:<12} BROKEN: {failed.error}", file=out)
+    return EXIT_FAILED if broken else EXIT_OK
 
 
 def check(settings: Settings, out: TextIO) -> int:

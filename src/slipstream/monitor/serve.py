@@ -32,6 +32,7 @@ from slipstream.monitor.events import Clock, utc_now
 from slipstream.monitor.listener import Handler
 from slipstream.monitor.metrics import MetricsServer, SlipstreamMetrics, serve_metrics
 from slipstream.pipelines import Pipeline, get_pipeline
+from slipstream.pipelines.registry import registered_pipeline
 
 Server = TypeVar("Server")
 
@@ -162,7 +163,7 @@ class StateDirResults:
             return None
         if name not in self._resolved:
             try:
-                pipeline = get_pipeline(name)
+                pipeline = registered_pipeline(name)  # never a module named by a file
             except ConfigError:  # a log of a pipeline this installation does not know
                 self._resolved[name] = None
             else:

@@ -1,52 +1,104 @@
-"""The pipelines slipstream knows, by name. User pipelines load from `module:attr`."""
+"""The pipelines slipstream knows, by name.
+
+- Built-ins: one module each under `slipstream.pipelines`, listed in BUILTIN.
+- Installed packages: the entry-point group `slipstream.pipelines` (`name = "pkg.mod:Class"`
+  in the package's `[project.entry-points."slipstream.pipelines"]`).
+- Anything else: `package.module:attr` given where a pipeline name goes.
+
+A module that fails to import is reported with its own error wherever its name is asked for
+(and by `slipstream list`); it never turns into "no pipeline named ..."."""
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
 
 from slipstream.errors import ConfigError
 from slipstream.pipelines.base import Pipeline
 
+ENTRY_POINT_GROUP = "slipstream.pipelines"
+# name -> "module:attr" of the built-in pipelines
+BUILTIN = {
+    "wordcount": "slipstream.pipelines.wordcount:WordCountPipeline",
+    "mobile": "slipstream.pipelines.mobile:MobilePipeline",
+    "trending": "slipstream.pipelines.trending:TrendingPipeline",
+}
+
+
+@dataclass(frozen=True)
+class Broken:
+    """A registered pipeline whose code cannot be loaded, and why."""
+
+    name: str
+    target: str
+    error: str
+
+
+def load(target: str, name: str | None = None) -> Pipeline:
+    """A Pipeline from `module:attr` (a Pipeline class or instance); ConfigError naming the
+    target and the real cause when it cannot be loaded."""
+    module_name, _, attr = target.partition(":")
+    label = f"pipeline {name!r} ({target})" if name else f"pipeline {target!r}"
+    try:
+        obj: Any = getattr(importlib.import_module(module_name), attr)
+    except Exception as exc:  # noqa: BLE001 - any import-time failure is the module's own
+        raise ConfigError(
+            "UNKNOWN_PIPELINE",
+            f"cannot load {label}: {type(exc).__name__}: {exc}",
+            "fix the module's error, or give module:attr of a slipstream Pipeline on PYTHONPATH",
+        ) from exc
+    pipeline = obj() if isinstance(obj, type) else obj
+    if not isinstance(pipeline, Pipeline):
+        raise ConfigError(
+            "UNKNOWN_PIPELINE",
+            f"{label} is not a slipstream Pipeline",
+            "subclass slipstream.pipelines.Pipeline",
+        )
+    return pipeline
+
+
+def registered() -> dict[str, str]:
+    """Every registered name and its `module:attr`: built-ins, then installed entry points."""
+    found = dict(BUILTIN)
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        found.setdefault(point.name, point.value)
+    return found
+
+
+def discover() -> tuple[dict[str, Pipeline], list[Broken]]:
+    """The pipelines that load, and those that do not (with their errors)."""
+    loaded: dict[str, Pipeline] = {}
+    broken: list[Broken] = []
+    for name, target in registered().items():
+        try:
+            loaded[name] = load(target, name)
+        except ConfigError as exc:
+            broken.append(Broken(name, target, exc.message))
+    return loaded, broken
+
 
 def pipelines() -> dict[str, Pipeline]:
-    from slipstream.pipelines.mobile import MobilePipeline
-    from slipstream.pipelines.wordcount import WordCountPipeline
-
-    found: list[Pipeline] = [WordCountPipeline(), MobilePipeline()]
-    try:
-        from slipstream.pipelines.trending import TrendingPipeline  # type: ignore[import-not-found]
-
-        found.append(TrendingPipeline())
-    except ImportError:
-        pass
-    return {p.name: p for p in found}
+    """The registered pipelines that load, by name."""
+    return discover()[0]
 
 
 def get_pipeline(name: str) -> Pipeline:
     """A registered pipeline, or a user's `package.module:attr` (a Pipeline class or instance)."""
     if ":" in name:
-        module_name, _, attr = name.partition(":")
-        try:
-            obj = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(
-                "UNKNOWN_PIPELINE",
-                f"cannot load pipeline {name!r}: {exc}",
-                "give module:attr of a slipstream Pipeline on PYTHONPATH",
-            ) from None
-        pipeline = obj() if isinstance(obj, type) else obj
-        if not isinstance(pipeline, Pipeline):
-            raise ConfigError(
-                "UNKNOWN_PIPELINE",
-                f"{name!r} is not a slipstream Pipeline",
-                "subclass slipstream.pipelines.Pipeline",
-            )
-        return pipeline
-    known = pipelines()
+        return load(name)
+    return registered_pipeline(name)
+
+
+def registered_pipeline(name: str) -> Pipeline:
+    """A registered pipeline only: for names read from files (the dashboard reads them from the
+    event logs of a state dir), which must never choose a module to import."""
+    known = registered()
     if name not in known:
         raise ConfigError(
             "UNKNOWN_PIPELINE",
             f"no pipeline named {name!r}",
             f"use one of {', '.join(sorted(known))} (see `slipstream list`)",
         )
-    return known[name]
+    return load(known[name], name)

@@ -1,0 +1,88 @@
+"""Pipeline discovery: built-ins, installed entry points, module:attr, and broken modules that
+report their own error (no Spark)."""
+
+from __future__ import annotations
+
+import io
+import sys
+import types
+from collections.abc import Iterator
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+from slipstream import commands
+from slipstream.errors import ConfigError
+from slipstream.pipelines import registry
+from slipstream.pipelines.mobile import MobilePipeline
+
+
+class Mine(MobilePipeline):
+    name = "mine"
+    description = "a third-party pipeline"
+
+
+@pytest.fixture
+def installed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Two installed entry points: one that loads and one whose module fails to import."""
+    good = types.ModuleType("thirdparty_good")
+    good.Mine = Mine  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "thirdparty_good", good)
+    points = [
+        EntryPoint("mine", "thirdparty_good:Mine", registry.ENTRY_POINT_GROUP),
+        EntryPoint("broken", "thirdparty_missing_dependency:Broken", registry.ENTRY_POINT_GROUP),
+    ]
+    monkeypatch.setattr(registry, "entry_points", lambda group: points)
+    yield
+
+
+def test_builtins_load_by_name() -> None:
+    assert set(registry.pipelines()) >= {"wordcount", "mobile", "trending"}
+    assert registry.get_pipeline("trending").output == "article_views"
+
+
+def test_installed_entry_points_are_discovered(installed: None) -> None:
+    assert isinstance(registry.get_pipeline("mine"), Mine)
+    loaded, broken = registry.discover()
+    assert "mine" in loaded and [b.name for b in broken] == ["broken"]
+
+
+def test_a_module_that_fails_to_import_reports_its_own_error(installed: None) -> None:
+    with pytest.raises(ConfigError) as raised:
+        registry.get_pipeline("broken")
+    assert raised.value.code == "UNKNOWN_PIPELINE"
+    assert "ModuleNotFoundError" in raised.value.message
+    assert "thirdparty_missing_dependency" in raised.value.message
+    out = io.StringIO()
+    assert commands.list_pipelines(out) == commands.EXIT_FAILED
+    assert "broken       BROKEN: " in out.getvalue() and "mine " in out.getvalue()
+
+
+def test_an_unknown_name_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigError) as raised:
+        registry.get_pipeline("trendnig")
+    assert "trending" in raised.value.fix
+
+
+def test_module_attr_loads_a_class_or_refuses_what_is_not_a_pipeline() -> None:
+    assert isinstance(registry.get_pipeline("tests.test_registry:Mine"), Mine)
+    with pytest.raises(ConfigError, match="is not a slipstream Pipeline"):
+        registry.get_pipeline("tests.test_registry:installed")
+
+
+def test_the_dashboard_never_imports_a_module_named_by_an_event_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from slipstream.monitor.serve import StateDirResults
+
+    (tmp_path / "planted_module.py").write_text("class X: ...\n")  # importable, on sys.path
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "planted_module", raising=False)
+    events = tmp_path / "state" / "events"
+    events.mkdir(parents=True)
+    (events / "planted_module:X.jsonl").write_text("")
+    assert StateDirResults(tmp_path / "state")() is None
+    assert "planted_module" not in sys.modules  # not imported
+    with pytest.raises(ConfigError, match="no pipeline named"):
+        registry.registered_pipeline("planted_module:X")
