@@ -40,12 +40,10 @@ CODES: dict[str, str] = {
     "REAL_TIME_NOT_ELIGIBLE": (
         "the real-time trigger supports only stateless queries from kafka to console/foreach/kafka"
     ),
-    "SOURCE_NOT_SUPPORTED": "the pipeline cannot read from this source",
+    "SOURCE_NOT_SUPPORTED": "the pipeline cannot read from this source kind",
     "SOURCE_NOT_AVAILABLE": "the source's connector is not installed",
-    "SOCKET_NOT_REPLAYABLE": "the socket source cannot replay after a restart (not fault-tolerant)",
     # checkpoints and runs
     "CHECKPOINT_IN_USE": "another run holds this checkpoint",
-    "CHECKPOINT_MISMATCH": "the checkpoint was written by a different query",
     "RESET_REFUSED": "reset was not confirmed",
     "STOP_TIMEOUT": "a run asked to stop did not stop in time",
     "OUT_OF_MEMORY": "a query ran out of memory (the driver's, or an executor's on a cluster)",

@@ -111,7 +111,7 @@ def prepare(
     assert settings.source and settings.mode and settings.sink
     if settings.source not in pipeline.sources:
         raise ConfigError(
-            "CONFIG_BAD_VALUE",
+            "SOURCE_NOT_SUPPORTED",
             f"pipeline {pipeline.name} cannot read --source {settings.source}",
             f"use one of: {', '.join(pipeline.sources)}",
         )
