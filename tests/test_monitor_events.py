@@ -145,6 +145,7 @@ def test_events_round_trip_through_to_dict() -> None:
         ({"event": "boom", "ts": "2024-05-01T12:00:00Z", "pipeline": "p"}, "EVENT_UNKNOWN_KIND"),
         ({"event": "idle", "ts": "2024-05-01T12:00:00Z", "pipeline": "p"}, "EVENT_MISSING_FIELD"),
         ({"event": "idle", "ts": "2024-05-01T12:00:00Z", "query_id": "x"}, "EVENT_MISSING_FIELD"),
+        (["progress", "2024-05-01T12:00:00Z"], "EVENT_NOT_AN_OBJECT"),
     ],
 )
 def test_records_that_are_not_events_are_refused_with_a_code(

@@ -55,6 +55,11 @@ CODES: dict[str, str] = {
     "SINK_WRITE_FAILED": "the sink's database refused or lost a write",
     "EXPECTATION_FAILED": "a data-quality expectation of strength 'fail' was violated",
     "EXPECTATION_INVALID": "an expectation is declared wrongly (name, strength or condition)",
+    # the event log (a record that is not a slipstream event)
+    "EVENT_NOT_AN_OBJECT": "an event-log line is not a JSON object",
+    "EVENT_MISSING_FIELD": "an event-log record lacks a field its kind needs",
+    "EVENT_BAD_TIMESTAMP": "an event-log record's time cannot be read",
+    "EVENT_UNKNOWN_KIND": "an event-log record of a kind slipstream does not write",
 }
 
 

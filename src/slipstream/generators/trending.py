@@ -61,6 +61,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Literal, NamedTuple, Protocol, get_args
 
+from slipstream.errors import ConfigError
 from slipstream.generators.files import write_atomically
 from slipstream.progressbar import ProgressBar
 
@@ -127,13 +128,18 @@ _POOL_SECONDS = 10
 _BREAKING_MAX = 3
 
 
-class SpecError(ValueError):
-    """A generator spec value is out of range. ``field`` names the offending parameter."""
+class SpecError(ConfigError, ValueError):
+    """A generator spec value is out of range (CONFIG_BAD_VALUE). ``field`` names the offending
+    parameter; ``str()`` is the bare message, for the generator's own flags to wrap."""
 
     def __init__(self, field: str, value: object, allowed: str) -> None:
-        super().__init__(f"{field} must be {allowed}; got {field}={_value_text(value)}")
+        message = f"{field} must be {allowed}; got {field}={_value_text(value)}"
+        super().__init__("CONFIG_BAD_VALUE", message, f"give {field} {allowed}")
         self.field = field
         self.value = value
+
+    def __str__(self) -> str:
+        return self.message
 
 
 @dataclass(frozen=True)

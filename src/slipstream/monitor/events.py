@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal
 
+from slipstream.errors import SlipstreamError
+
 EventKind = Literal["run_started", "run_stopped", "started", "progress", "idle", "terminated"]
 
 QUALITY_METRIC = "quality"
@@ -33,12 +35,8 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class EventFormatError(ValueError):
+class EventFormatError(SlipstreamError, ValueError):
     """A record that is not a slipstream event; ``code`` is stable, the message is for people."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"[{code}] {message}")
-        self.code = code
 
 
 # --------------------------------------------------------------------------- time helpers
