@@ -12,6 +12,7 @@ from typing import Any
 
 from slipstream.config import Settings
 from slipstream.sinks.base import LEDGER_TABLE, quote_ident
+from slipstream.sinks.sqlite import has_table, read_only
 
 ROWS_SHOWN = 50
 ResultsView = dict[str, Any]
@@ -37,9 +38,9 @@ def sqlite_view(
 
     `order_by` is SQL written by the pipeline (never user input)."""
     view: ResultsView = {"title": title, "columns": [], "rows": [], "updated": None}
-    if not Path(db).exists():
-        return view
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+    with read_only(db) as conn:
+        if conn is None:
+            return view
         tables = {
             name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
         }
@@ -57,13 +58,8 @@ def sqlite_view(
 
 def last_commit(db: Path, table: str) -> str | None:
     """When the sink last committed a batch to `table` (ISO-8601 UTC), from its ledger."""
-    if not Path(db).exists():
-        return None
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-        exists = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (LEDGER_TABLE,)
-        ).fetchone()
-        return _last_commit(conn, table) if exists else None
+    with read_only(db) as conn:
+        return _last_commit(conn, table) if conn and has_table(conn, LEDGER_TABLE) else None
 
 
 def _last_commit(conn: sqlite3.Connection, table: str) -> str | None:

@@ -18,12 +18,12 @@ Reads open the database read-only and never block the writer (WAL mode).
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from slipstream.sinks.base import quote_ident
+from slipstream.sinks.sqlite import has_table, read_only
 
 COLUMNS = ("window_start", "window_end", "article_id", "title", "section", "views", "in_catalog")
 
@@ -43,14 +43,8 @@ def top_articles(
     """{"current": [...], "latest_complete": [...]}: up to `n` rows each, most views first
     (ties by article_id), with `rank` from 1. Empty lists when nothing is there yet."""
     empty: dict[str, list[dict[str, Any]]] = {"current": [], "latest_complete": []}
-    path = Path(db_path)
-    if not path.exists():
-        return empty
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as conn:
-        conn.row_factory = sqlite3.Row
-        if not conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-        ).fetchone():
+    with read_only(db_path) as conn:
+        if conn is None or not has_table(conn, table):
             return empty
         t = quote_ident(table)
         windows = [

@@ -11,6 +11,8 @@ per trending batch (docs/benchmarks.md). Update and complete modes upsert on the
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -114,16 +116,30 @@ class SqliteSink(DatabaseSink):
         return [f"table {ctx.table} in {self.path}"]
 
 
+@contextmanager
+def read_only(path: Path | str) -> Iterator[sqlite3.Connection | None]:
+    """The one read-only connection to a SQLite sink's database (rows as `sqlite3.Row`), closed
+    after use; None while the file does not exist. Readers never block the writer (WAL)."""
+    if not Path(path).exists():
+        yield None
+        return
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    conn.row_factory = sqlite3.Row
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def has_table(conn: sqlite3.Connection, table: str) -> bool:
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,))
+    return found.fetchone() is not None
+
+
 def read_table(path: Path, table: str, order_by: str | None = None) -> list[dict[str, Any]]:
     """Rows of a table as dicts (small serving tables: the terminal view, tests, dashboard)."""
-    if not Path(path).exists():
-        return []
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-        conn.row_factory = sqlite3.Row
-        exists = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (table,)
-        ).fetchone()
-        if not exists:
+    with read_only(path) as conn:
+        if conn is None or not has_table(conn, table):
             return []
         order = f" ORDER BY {order_by}" if order_by else ""
         return [dict(r) for r in conn.execute(f"SELECT * FROM {quote_ident(table)}{order}")]
