@@ -103,10 +103,15 @@ class Landed:
 
 
 def growth(samples: list[dict[str, Any]], key: str) -> tuple[float, float, float]:
-    """(median of the second third, median of the last third, last / second)."""
+    """(median of the second third, median of the last third, last / second). Minutes without
+    a value (no batch ended in them: batches longer than a minute) are left out."""
     third = len(samples) // 3
-    second = median([s[key] for s in samples[third : 2 * third]])
-    last = median([s[key] for s in samples[2 * third :]])
+
+    def middle(part: list[dict[str, Any]]) -> float:
+        values = [s[key] for s in part if s[key] == s[key]]  # NaN != NaN
+        return median(values) if values else float("nan")
+
+    second, last = middle(samples[third : 2 * third]), middle(samples[2 * third :])
     return second, last, last / second if second else float("nan")
 
 
@@ -226,7 +231,7 @@ def run(ctx: Context) -> Result:
     verdicts = []
     for key, label in (("heap_after_gc_mib", "heap after GC"), ("batch_p50_s", "batch p50")):
         second, last, ratio = growth(samples, key)
-        flat = ratio <= GROWTH_LIMIT
+        flat = ratio <= GROWTH_LIMIT  # False for NaN: no figure is no proof
         verdicts.append(flat)
         result.headline[f"{label}: second third -> last third"] = (
             f"{second:.2f} -> {last:.2f} ({ratio:.2f}x, {'flat' if flat else 'GROWS'})"
