@@ -168,7 +168,7 @@ class Heap:
 def paths(heap: Heap, class_name: str, top: int) -> str:
     targets = {o for o, c in heap.kind.items() if heap.class_names.get(c) == class_name}
     parent: dict[int, tuple[int, str] | None] = dict.fromkeys(heap.roots)
-    queue, found = deque(heap.roots), []
+    queue, found = deque(heap.roots), [t for t in targets if t in heap.roots]
     while queue and len(found) < len(targets):
         oid = queue.popleft()
         for child, label in heap.references(oid):
