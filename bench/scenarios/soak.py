@@ -45,8 +45,9 @@ def jvm_pid(parent: int, timeout: float = 120) -> int:
     while time.monotonic() < deadline:
         for stat in Path("/proc").glob("[0-9]*/stat"):
             try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-                comm = stat.read_text().split("(", 1)[1].rsplit(")", 1)[0]
+                text = stat.read_text()
+                fields = text.rsplit(")", 1)[1].split()
+                comm = text.split("(", 1)[1].rsplit(")", 1)[0]
             except (OSError, IndexError):
                 continue
             if int(fields[1]) == parent and comm == "java":

@@ -131,7 +131,7 @@ def _micros(text: str | None) -> timedelta | None:
     return None if text is None else timedelta(microseconds=int(text))
 
 
-def read_plan(text: str, steps: tuple[str, ...] = ()) -> Plan:
+def read_plan(text: str) -> Plan:
     """The shape of a streaming query from its analyzed plan (an explain text or the tree).
 
     Only streaming nodes (`~`) count: the static side of a stream-static join may aggregate or
@@ -192,7 +192,7 @@ def read_plan(text: str, steps: tuple[str, ...] = ()) -> Plan:
         and min(n.depth for n in sorts) < first_aggregate
     )
     return Plan(
-        steps=steps or tuple(f"{n.name}" for n in streaming if n.name not in _PLUMBING),
+        steps=tuple(n.name for n in streaming if n.name not in _PLUMBING),
         aggregation=aggregation,
         window=window,
         window_column=window_column,
