@@ -25,12 +25,12 @@ demo: venv check-java
 	$(VENV)/bin/slipstream demo
 
 lint: venv
-	$(VENV)/bin/ruff check src tests bench
-	$(VENV)/bin/ruff format --check src tests bench
+	$(VENV)/bin/ruff check src tests bench examples
+	$(VENV)/bin/ruff format --check src tests bench examples
 
 format: venv
-	$(VENV)/bin/ruff format src tests bench
-	$(VENV)/bin/ruff check --fix src tests bench
+	$(VENV)/bin/ruff format src tests bench examples
+	$(VENV)/bin/ruff check --fix src tests bench examples
 
 # Real services for the tests: PostgreSQL and headless Chromium from Debian (installed if missing).
 services:
@@ -43,7 +43,8 @@ bench: venv check-java
 	$(PY) -m pip install -q -e '.[test,bench]'
 	$(PY) -m bench all
 
-# an hour of live trending at 2,000 events/s: fails if heap after GC or batch time grows
+# live trending at 2,000 events/s: 20 min warm-up, then an hour; fails if heap after GC or
+# batch time grows
 soak: venv check-java
 	$(PY) -m pip install -q -e '.[test,bench]'
 	$(PY) -m bench soak --minutes 60 --rate 2000

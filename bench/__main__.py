@@ -73,7 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--work", type=Path, help="scratch directory (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     parser.add_argument("--markdown", action="store_true", help="print tables as Markdown")
-    parser.add_argument("--minutes", type=float, help="soak: how long to run (= --set minutes=N)")
+    parser.add_argument(
+        "--minutes", type=float, help="soak: how long to measure (= --set minutes=N)"
+    )
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        help="soak: minutes run before measuring, while the state fills (= --set warmup=N)",
+    )
     parser.add_argument("--rate", type=int, help="soak: events/s (= --set rate=N)")
     parser.add_argument(
         "--set",
@@ -103,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     names = resolve(args.scenarios)
     overrides = parse_overrides(args.set)
-    for name in ("minutes", "rate"):
+    for name in ("minutes", "rate", "warmup"):
         if getattr(args, name) is not None:
             overrides[name] = getattr(args, name)
             args.set.append(f"{name}={getattr(args, name):g}")

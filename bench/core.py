@@ -125,23 +125,17 @@ def _java_version() -> str:
         return "unknown"
 
 
+def _git(*args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=10, check=False
+    )
+    return done.stdout.strip()
+
+
 def _git_commit() -> str:
     try:
-        out = subprocess.run(
-            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        )
-        return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+        dirty = _git("status", "--porcelain", "--untracked-files=no")
+        return _git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
     except OSError:
         return "unknown"
 
@@ -247,6 +241,21 @@ def summarize_ratio(values: list[float]) -> str:
     if len(values) == 1:
         return f"{values[0]:.2f} (1 pair)"
     return f"{median(values):.2f} ({min(values):.2f}-{max(values):.2f}, {len(values)} pairs)"
+
+
+def ratio_headlines(
+    result: Result,
+    runs: list[dict[str, Any]],
+    metric: str,
+    pairs: list[tuple[str, str]],
+    label: str,
+    prefix: str = "",
+) -> None:
+    """One headline per (numerator, denominator) variant pair: `prefix a / b, label`."""
+    for numerator, denominator in pairs:
+        result.headline[f"{prefix}{numerator} / {denominator}, {label}"] = summarize_ratio(
+            paired_ratios(runs, metric, numerator, denominator)
+        )
 
 
 class Stopwatch:

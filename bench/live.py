@@ -50,8 +50,8 @@ class LiveRun:
             "trending",
             "--input",
             self.landing,
-            "--catalog",
-            self.data.catalog,
+            "--input",
+            f"catalog={self.data.catalog}",
             "--state-dir",
             self.state,
             "--sink",
@@ -126,7 +126,7 @@ class LiveRun:
         assert self.proc is not None
         lines = [
             b
-            for b in self.proc.batch_lines("trending.results")
+            for b in self.proc.batch_lines("trending.views")
             if since <= b.at - b.seconds and b.at <= until and b.rows
         ]
         rows = sum(b.rows for b in lines)

@@ -5,7 +5,7 @@ driver and its JVM together (as a crash of the machine or container would), and 
 never signals anything it did not start. Standard output is read by a thread that keeps a log
 and parses slipstream's one line per micro-batch:
 
-    trending.results       batch   12 |    2,001 rows |      2,950 rows/s |   0.68 s | ...
+    trending.views         batch   12 |    2,001 rows |      2,950 rows/s |   0.68 s | ...
 """
 
 from __future__ import annotations

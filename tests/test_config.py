@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from slipstream.cli import main
 from slipstream.config import load_settings
 from slipstream.errors import ConfigError
+from slipstream.pipelines import get_pipeline
 from slipstream.specs import SinkSpec, TriggerSpec, parse_duration, spark_interval
 
 
@@ -58,12 +60,55 @@ def test_triggers(text: str, kind: str, interval: float | None) -> None:
     assert spec.interval == (timedelta(seconds=interval) if interval else None)
 
 
-def test_bad_value_names_key_value_and_allowed() -> None:
+def test_bad_parameter_value_names_key_value_and_allowed() -> None:
+    settings = load_settings("mobile", {}, environ={}, params={"window": "ten minutes"})
     with pytest.raises(ConfigError) as err:
-        load_settings("mobile", {"window": "ten minutes"}, environ={})
+        get_pipeline("mobile").parse_params(settings.params)
     assert err.value.code == "CONFIG_BAD_VALUE"
     assert "--window" in err.value.message and "ten minutes" in err.value.message
     assert "duration" in err.value.message
+
+
+def test_unknown_parameter_is_named_with_a_suggestion() -> None:
+    with pytest.raises(ConfigError) as err:
+        get_pipeline("mobile").parse_params({"watermrk": "5m"})
+    assert err.value.code == "CONFIG_UNKNOWN_KEY" and "watermrk" in err.value.message
+    assert "did you mean 'watermark'" in err.value.fix
+
+
+def test_a_parameter_is_a_flag_of_its_own_pipeline_only(capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's example: `mobile --catalog /nonexistent --archive x --slide 1m` used to be
+    accepted and silently ignored; each is now refused before anything runs."""
+    for flag in ("--slide", "--catalog", "--archive"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["check", "mobile", flag, "1m"])
+        assert exit_.value.code == 2
+        assert f"unrecognized arguments: {flag}" in capsys.readouterr().err
+    assert "--slide DURATION" in _help(["run", "trending", "--help"], capsys)
+    assert "--slide" not in _help(["run", "mobile", "--help"], capsys)
+    assert "--window DURATION" in _help(["run", "mobile", "--help"], capsys)
+
+
+def _help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit):
+        main(argv)
+    return capsys.readouterr().out
+
+
+def test_named_values_keep_paths_and_urls_with_equals_whole() -> None:
+    settings = load_settings(
+        "trending",
+        {
+            "input": ["data/day=1", "catalog=cat.csv"],
+            "sink": ["postgresql://app@db/x?sslmode=require", "archive=parquet:arch"],
+            "mode": "update",
+        },
+        environ={},
+    )
+    assert settings.input == {"": Path("data/day=1"), "catalog": Path("cat.csv")}
+    assert settings.sink[""].kind == "postgresql" and settings.sink[""].target is not None
+    assert settings.sink["archive"] == SinkSpec.parse("parquet:arch")
+    assert settings.mode == {"": "update"}
 
 
 def test_bad_trigger_and_mode_and_port() -> None:
@@ -82,24 +127,42 @@ def test_bad_trigger_and_mode_and_port() -> None:
 def test_toml_file_and_flags_win(tmp_path: Path) -> None:
     config = tmp_path / "slipstream.toml"
     config.write_text(
-        'window = "5m"\nwatermark = "2 minutes"\nmax-files-per-trigger = 3\n'
+        "max-files-per-trigger = 3\n"
+        '[params]\nwindow = "5m"\nwatermark = "2 minutes"\n'
+        '[inputs.catalog]\npath = "cat.csv"\n'
+        '[outputs.archive]\nsink = "parquet:arch"\n'
+        '[outputs.views]\nmode = "append"\ntable = "views_v2"\n'
         '[conf]\n"spark.sql.shuffle.partitions" = "3"\n'
     )
-    settings = load_settings("mobile", {"window": "1m", "conf": ["a.b=c"]}, config, environ={})
-    assert settings.window == timedelta(minutes=1)  # flag wins
-    assert settings.watermark == timedelta(minutes=2)  # from the file
+    flags = {"conf": ["a.b=c"], "input": "landing", "sink": "archive=parquet:other"}
+    settings = load_settings("trending", flags, config, environ={}, params={"window": "1m"})
+    params = get_pipeline("trending").parse_params(settings.params)
+    assert params.window == timedelta(minutes=1)  # flag wins
+    assert params.watermark == timedelta(minutes=2)  # from the file
+    assert params.slide == timedelta(minutes=1)  # the pipeline's default
+    assert settings.input == {"": Path("landing"), "catalog": Path("cat.csv")}
+    assert settings.sink == {"archive": SinkSpec.parse("parquet:other")}  # flag wins, by name
+    assert settings.mode == {"views": "append"} and settings.table == {"views": "views_v2"}
     assert settings.max_files_per_trigger == 3
     assert settings.conf == {"spark.sql.shuffle.partitions": "3", "a.b": "c"}
 
 
 def test_unknown_toml_key_is_named_with_a_suggestion(tmp_path: Path) -> None:
     config = tmp_path / "bad.toml"
-    config.write_text('watermrk = "5m"\n')
+    config.write_text('sorce = "files"\n')
     with pytest.raises(ConfigError) as err:
         load_settings("mobile", {}, config, environ={})
     assert err.value.code == "CONFIG_UNKNOWN_KEY"
-    assert "watermrk" in err.value.message
-    assert "watermark" in err.value.fix
+    assert "sorce" in err.value.message
+    assert "source" in err.value.fix
+    config.write_text('watermark = "5m"\n')  # a parameter outside [params]
+    with pytest.raises(ConfigError, match="watermark") as err:
+        load_settings("mobile", {}, config, environ={})
+    assert "[params]" in err.value.fix
+    config.write_text('[outputs.views]\nsinq = "sqlite:"\n')
+    with pytest.raises(ConfigError, match="sinq") as err:
+        load_settings("trending", {}, config, environ={})
+    assert "sink" in err.value.fix
 
 
 def test_bad_toml_value_names_the_key(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ import pandas as pd
 import pytest
 
 from slipstream.generators.files import write_atomically
+from slipstream.pipelines import get_pipeline
 from tests.services import APP_PASSWORD
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,7 +75,7 @@ class CrashCase:
     expected_final: Callable[[list[Path]], pd.DataFrame]  # append mode: finalised rows only
     normalise: Callable[[pd.DataFrame], pd.DataFrame]  # an output, typed and sorted like those
     args: Callable[[], list[str]] = list  # extra flags of `slipstream run`
-    archive: bool = False  # the sqlite run also appends finalised rows with --archive DIR
+    archive: bool = False  # the sqlite run also appends finalised rows to the archive output
     plans: dict[str, tuple[str, ...]] = field(default_factory=lambda: FULL_PLANS)
     files_per_cycle: tuple[int, int] = (2, 4)
     min_kills: int = 10
@@ -270,7 +271,7 @@ CASES = {
         expected_table=trending_expected,
         expected_final=trending_expected_final,
         normalise=normalise_trending,
-        args=lambda: ["--catalog", str(trending_pool()[0])],
+        args=lambda: ["--input", f"catalog={trending_pool()[0]}"],
         archive=True,
         # Heavier per batch than mobile: fewer kills keep the suite within minutes; mobile's
         # run carries the 12 kills and every kind of them.
@@ -317,7 +318,7 @@ class Chain:
         self.input = self.workdir / "input"
         self.input.mkdir(parents=True, exist_ok=True)
         self.checkpoint = self.workdir / "checkpoint"
-        self.results = self.checkpoint / "results"
+        self.results = self.checkpoint / get_pipeline(self.case.pipeline).outputs[0].name
 
     def land(self, count: int) -> None:
         for _ in range(count):
@@ -481,7 +482,7 @@ def test_outputs_survive_sigkills_exactly_once(
     archive = tmp_path / "sqlite" / "archive"
     sqlite_args = ["--sink", f"sqlite:{db}", "--table", table, "--mode", "update"]
     if case.archive:
-        sqlite_args += ["--archive", str(archive)]
+        sqlite_args += ["--sink", f"archive=parquet:{archive}"]
     chains = {
         "sqlite": Chain(
             case, "sqlite", sqlite_args, tmp_path / "sqlite", random.Random(f"{SEED}-sqlite"),
@@ -517,8 +518,8 @@ def test_outputs_survive_sigkills_exactly_once(
     }
     finals = {"parquet"}
     if case.archive:
-        outputs["sqlite --archive"] = read_committed_files(spark, archive, "parquet")
-        finals.add("sqlite --archive")
+        outputs["sqlite archive"] = read_committed_files(spark, archive, "parquet")
+        finals.add("sqlite archive")
     report = [f"crash suite {case.pipeline}, seed {SEED}, {elapsed:.0f}s"]
     for name, output in outputs.items():
         chain = chains[name.split()[0]]
@@ -536,8 +537,9 @@ def test_outputs_survive_sigkills_exactly_once(
         assert not got.duplicated(list(case.key)).any(), f"{name}: a key written twice"
         pd.testing.assert_frame_equal(got, expected, obj=f"{name} output")
     for name, chain in chains.items():
+        stream = get_pipeline(case.pipeline).stream_inputs()[0].name
         quarantined = read_committed_files(
-            spark, chain.workdir / "state" / "quarantine" / case.pipeline, "json"
+            spark, chain.workdir / "state" / "quarantine" / case.pipeline / stream, "json"
         )
         assert len(quarantined) == chain.malformed, f"{name}: quarantine not exactly-once"
         assert APP_PASSWORD not in chain.output_text() and "s3cret" not in chain.output_text()

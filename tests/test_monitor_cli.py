@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -19,6 +21,7 @@ from typing import IO, Any
 
 import pytest
 
+from slipstream import commands
 from slipstream.checkpoints import last_committed_batch, last_planned_batch
 from slipstream.generators.files import write_atomically
 from slipstream.monitor.backfill import files_read, pending_files, source_log
@@ -142,7 +145,7 @@ def _lines(stream: IO[str]) -> Iterator[str]:
         yield line.rstrip("\n")
 
 
-BATCH_LINE = re.compile(r"^mobile\.results\s+batch\s+(\d+) \|\s+([\d,]+) rows")
+BATCH_LINE = re.compile(r"^mobile\.counts\s+batch\s+(\d+) \|\s+([\d,]+) rows")
 
 
 def sample(name: str) -> list[str]:
@@ -177,11 +180,11 @@ def test_stop_ends_a_running_pipeline_at_a_batch_boundary(tmp_path: Path) -> Non
             pytest.fail("the run ended before it processed the input:\n" + "\n".join(seen))
         # the servers of the run answer while it runs
         metrics = get(addresses["metrics"])
-        assert 'slipstream_batch_input_rows{pipeline="mobile",query="mobile.results"}' in metrics
+        assert 'slipstream_batch_input_rows{pipeline="mobile",query="mobile.counts"}' in metrics
         status = json.loads(get(addresses["dashboard"] + "api/status"))
         assert {q["query"]: q["running"] for q in status["queries"]} == {
-            "mobile.results": True,
-            "mobile.quarantine": True,
+            "mobile.counts": True,
+            "mobile.quarantine.actions": True,
         }
         assert json.loads(get(addresses["dashboard"] + "api/results"))["rows"]
 
@@ -194,7 +197,7 @@ def test_stop_ends_a_running_pipeline_at_a_batch_boundary(tmp_path: Path) -> Non
 
     # no half batch: each query's last planned batch is its last committed batch
     root = state / "checkpoints" / "mobile"
-    for query in ("results", "quarantine"):
+    for query in ("counts", "quarantine.actions"):
         planned = last_planned_batch(root / query)
         assert planned is not None and planned == last_committed_batch(root / query)
     log = read_events(state / "events" / "mobile.jsonl")
@@ -204,11 +207,11 @@ def test_stop_ends_a_running_pipeline_at_a_batch_boundary(tmp_path: Path) -> Non
 
     done = slipstream("status", "mobile", "--json", "--state-dir", str(state), timeout=60)
     verdicts = {q["query"]: q["health"] for q in json.loads(done.stdout)["queries"]}
-    assert verdicts == {"mobile.results": "stopped", "mobile.quarantine": "stopped"}
+    assert verdicts == {"mobile.counts": "stopped", "mobile.quarantine.actions": "stopped"}
     assert not slipstream("stop", "mobile", "--state-dir", str(state)).returncode  # idempotent
 
     # more input while stopped; a backfill run resumes from the checkpoint
-    read = source_log(root / "results")
+    read = source_log(root / "counts")
     assert files_read(read) == {landing / "file1.json", landing / "file2.json"}
     for name in ("file3.json", "file4.json"):
         write_atomically(landing, name, sample(name))
@@ -221,9 +224,29 @@ def test_stop_ends_a_running_pipeline_at_a_batch_boundary(tmp_path: Path) -> Non
     second = [
         e
         for e in read_events(state / "events" / "mobile.jsonl")
-        if isinstance(e, QueryProgress) and e.query == "mobile.results" and e.ts > runs[-1].ts
+        if isinstance(e, QueryProgress) and e.query == "mobile.counts" and e.ts > runs[-1].ts
     ]
     assert sum(e.input_rows for e in second) == 4  # file3 and file4 only: nothing read twice
     table = read_table(state / "slipstream.db", "mobile_action_counts")
     got = sorted((r["window_start"], r["action"], r["count"]) for r in table)
     assert got == sorted(mobile_counts(sent).itertuples(index=False, name=None))
+
+
+def test_status_of_a_pipeline_shows_its_outputs_latest_rows_from_the_sink(tmp_path: Path) -> None:
+    replay(tmp_path, "healthy", timedelta(seconds=1), "mobile")
+    rows = [(f"2026-01-01T10:{m:02d}:00Z", "open", m) for m in range(8)]
+    with sqlite3.connect(tmp_path / "slipstream.db") as conn:  # mobile's default sink
+        conn.execute(
+            "CREATE TABLE mobile_action_counts (window_start TEXT, action TEXT, count INTEGER)"
+        )
+        conn.executemany("INSERT INTO mobile_action_counts VALUES (?, ?, ?)", rows)
+    out = io.StringIO()
+    assert commands.status(tmp_path, "mobile", True, out) == 0
+    latest = json.loads(out.getvalue())["latest_rows"]["mobile.counts"]
+    assert latest["columns"] == ["window_start", "action", "count"]
+    assert latest["rows"] == [list(r) for r in reversed(rows)][:5]  # the newest five
+    out = io.StringIO()
+    assert commands.status(tmp_path, "mobile", False, out) == 0
+    text = out.getvalue()
+    assert "latest rows of mobile.counts (sqlite " in text and "2026-01-01T10:07:00Z" in text
+    assert "2026-01-01T10:02:00Z" not in text

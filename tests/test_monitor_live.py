@@ -29,7 +29,7 @@ from tests.test_monitor_dashboard import ARTIFACTS, chromium, require_chromium
 
 pytestmark = pytest.mark.spark
 
-LABELS = {"pipeline": "mobile", "query": "mobile.results"}
+LABELS = {"pipeline": "mobile", "query": "mobile.counts"}
 FAMILIES = {
     "slipstream_input_rows_per_second",
     "slipstream_processed_rows_per_second",
@@ -100,7 +100,7 @@ def test_metrics_endpoint_matches_the_running_querys_progress(
         h.process()
         h.feed([LATE_LINE], name="late.json")  # its window closed long ago: dropped
         h.process()
-        query = h.run.queries["results"]  # type: ignore[union-attr]
+        query = h.run.queries["counts"]  # type: ignore[union-attr]
         last = json.loads(query.lastProgress.json)  # Spark's own progress, as plain JSON
         before = datetime.now(UTC)
         families, after = scrape(server.url)
@@ -140,11 +140,11 @@ def test_metrics_endpoint_matches_the_running_querys_progress(
     # the harness run wrote the pipeline's event log like a CLI run
     events = read_events(tmp_path / "state" / "events" / "mobile.jsonl")
     assert isinstance(events[0], RunStarted) and events[0].reason == "harness"
-    assert set(events[0].queries) == {"mobile.results", "mobile.quarantine"}
+    assert set(events[0].queries) == {"mobile.counts", "mobile.quarantine.actions"}
     assert isinstance(events[-1], RunStopped)
     assert "at a batch boundary" in (events[-1].reason or "")
     logged = [
-        e.batch_id for e in events if isinstance(e, QueryProgress) and e.query == "mobile.results"
+        e.batch_id for e in events if isinstance(e, QueryProgress) and e.query == "mobile.counts"
     ]
     assert logged == [p["batchId"] for p in ran]  # no-batch reports reach listeners as idle
 
@@ -179,10 +179,7 @@ def test_live_dashboard_follows_a_running_pipeline(spark: SparkSession, tmp_path
         h.process()
         status = EventLogStatus(settings.state_dir)
 
-        def results() -> dict[str, Any] | None:
-            return h.pipeline.results_view(settings)
-
-        with serve_dashboard(status, results) as server, chromium() as browser:
+        with serve_dashboard(status, h.prepared.results_view) as server, chromium() as browser:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             problems: list[str] = []
             page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
@@ -190,7 +187,7 @@ def test_live_dashboard_follows_a_running_pipeline(spark: SparkSession, tmp_path
             page.goto(server.url + "?poll=250")
 
             page.wait_for_function(
-                "() => window.__slipstream.queries().includes('trending/trending.results')"
+                "() => window.__slipstream.queries().includes('trending/trending.views')"
             )
             page.wait_for_function(
                 "() => document.querySelector('#results tbody').innerText.includes('a0001')"
@@ -217,7 +214,7 @@ def test_live_dashboard_follows_a_running_pipeline(spark: SparkSession, tmp_path
             ]
 
             # every chart of the results query draws the batches the event log holds
-            card = 'article[data-key="trending/trending.results"]'
+            card = 'article[data-key="trending/trending.views"]'
             page.wait_for_function(
                 f"""() => [...document.querySelectorAll('{card} canvas')]
                     .every(c => Number(c.dataset.points) >= 2)"""

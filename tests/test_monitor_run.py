@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from slipstream import runner
 from slipstream.checkpoints import CheckpointLock
 from slipstream.cli import build_parser, settings_from_args
 from slipstream.config import DEFAULT_DASHBOARD_PORT, load_settings
@@ -23,11 +24,10 @@ from slipstream.control import REQUEST_FILE, StopControl, read_request, request_
 from slipstream.errors import ConfigError
 from slipstream.monitor.backfill import BackfillBar, files_read, pending_files
 from slipstream.monitor.events import QueryProgress, QueryStarted, format_ts
-from slipstream.monitor.results import sqlite_view
 from slipstream.monitor.serve import start_monitoring
 from slipstream.monitor.status import query_status
-from slipstream.pipelines import get_pipeline
 from slipstream.sinks.base import LEDGER_TABLE
+from slipstream.sinks.sqlite import table_view
 
 # --------------------------------------------------------------------------- stop requests
 
@@ -92,8 +92,8 @@ def test_the_backfill_bar_counts_files_from_the_source_log(tmp_path: Path) -> No
     assert pending == set(files[1:])
 
     out = io.StringIO()
-    bar = BackfillBar("mobile.results", log, pending, out, enabled=True)
-    base = {"query": "mobile.results", "pipeline": "mobile"}
+    bar = BackfillBar("mobile.counts", log, pending, out, enabled=True)
+    base = {"query": "mobile.counts", "pipeline": "mobile"}
     bar({**base, "event": "started"})
     spark_source_log(log, 1, files[1:3])
     spark_source_log(log, 2, files[3:], compact=True)  # planned; every 10th is compacted
@@ -102,9 +102,9 @@ def test_the_backfill_bar_counts_files_from_the_source_log(tmp_path: Path) -> No
     bar({**base, "event": "progress", "progress": progress(2)})
     bar({**base, "event": "terminated", "exception": None})
     assert files_read(log) == set(files)
-    text = out.getvalue()
-    assert "0/3" in text  # drawn at start; redraws are throttled to 10 a second
-    assert text.rstrip().splitlines()[-1].startswith("backfill mobile.results (files): 3/3 in")
+    text = out.getvalue()  # forced on, not a terminal: no bar drawn, one summary line
+    assert text.splitlines() == [text.rstrip("\n")]
+    assert text.startswith("backfill mobile.counts (files): 3/3 in")
 
 
 def test_the_bar_stays_off_when_output_is_not_a_terminal(tmp_path: Path) -> None:
@@ -132,20 +132,21 @@ def test_the_default_results_view_shows_newest_rows_first(tmp_path: Path) -> Non
             f"INSERT INTO {LEDGER_TABLE} VALUES ('q', 0, 'wordcount', 'word_counts', 3, "
             "'2026-01-15 09:30:00')"
         )
-    view = sqlite_view(db, "word_counts", title="t", limit=2)
+    view = table_view(db, "word_counts", order_by="rowid DESC", limit=2)
     assert view == {
-        "title": "t",
         "columns": ["word", "count"],
         "rows": [["c", 2], ["b", 5]],
         "updated": "2026-01-15T09:30:00Z",
     }
-    assert sqlite_view(tmp_path / "none.db", "word_counts", title="t")["rows"] == []
+    assert table_view(tmp_path / "none.db", "word_counts", order_by="rowid")["rows"] == []
 
-    settings = load_settings("wordcount", {"sink": f"sqlite:{db}"}, environ={})
-    wordcount = get_pipeline("wordcount").results_view(settings)
+    wordcount = _prepared("wordcount", {"sink": f"sqlite:{db}"}).results_view()
     assert wordcount is not None and wordcount["rows"] == [["b", 5], ["c", 2], ["a", 1]]
-    parquet = load_settings("wordcount", {"sink": f"parquet:{tmp_path}"}, environ={})
-    assert get_pipeline("wordcount").results_view(parquet) is None
+    assert wordcount["title"] == "word_counts, most frequent first"
+
+
+def _prepared(pipeline: str, flags: dict[str, Any]) -> runner.Prepared:
+    return runner.prepare(load_settings(pipeline, flags, environ={}), check_source=False)
 
 
 # --------------------------------------------------------------------------- servers
@@ -167,7 +168,7 @@ def get(url: str) -> bytes:
 def test_start_monitoring_serves_what_the_settings_ask_for(tmp_path: Path) -> None:
     flags = {"state_dir": tmp_path, "metrics_port": 0, "dashboard": 0}
     settings = load_settings("mobile", flags, environ={})
-    with start_monitoring(settings) as handles:
+    with start_monitoring(settings, _prepared("mobile", flags).results_view) as handles:
         assert handles.metrics is not None and handles.dashboard is not None
         assert len(handles.handlers) == 1  # metrics are fed from the listener's records
         out = io.StringIO()

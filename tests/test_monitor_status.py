@@ -25,12 +25,11 @@ from slipstream.monitor.status import (
     FallingBehindRule,
     QueryStatus,
     StatusTracker,
-    format_status_table,
     human_duration,
     load_status,
     query_status,
-    to_json,
 )
+from slipstream.monitor.status_view import format_status_table, to_json
 
 FIXTURES = Path(__file__).parent / "fixtures" / "eventlogs"
 

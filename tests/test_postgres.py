@@ -34,7 +34,7 @@ def sink_for(url: str) -> PostgresSink:
 def ctx(tmp_path: Path, mode: str = "update", table: str = "mobile_action_counts") -> SinkContext:
     return SinkContext(
         pipeline="mobile",
-        query_name="mobile.results",
+        query_name="mobile.counts",
         table=table,
         key=("window_start", "action"),
         mode=mode,  # type: ignore[arg-type]
@@ -249,7 +249,9 @@ def test_a_crashed_attempts_staging_rows_are_never_merged(
         _copy_partition(sink.target, stage, batch.columns, "q", 4, "crashed", part, iter(stale))
     _copy_partition(sink.target, stage, batch.columns, "q", 4, "mine", 0, iter(mine))
     with sink.connect() as conn, conn.transaction():
-        merged = sink.merge(conn, "appended", batch.columns, BatchInfo("q", 4, c), "mine", 1)
+        merged = sink.merge_staging(
+            conn, "appended", batch.columns, BatchInfo("q", 4, c), "mine", 1
+        )
     assert merged == 1  # only this attempt's rows; the merge also cleared the leftovers
     assert postgres.query(pg_database, f"SELECT count(*) FROM {stage}") == [(0,)]
     # And through write_batch: leftovers of a crashed attempt are deleted before staging.
@@ -269,7 +271,9 @@ def test_staging_shortfall_aborts_the_merge(spark, postgres, pg_database: str, t
     with sink.connect() as conn:
         sink.ensure_schema(conn, c.table, batch.schema, c)
         with pytest.raises(SlipstreamError) as err, conn.transaction():
-            sink.merge(conn, c.table, batch.columns, BatchInfo("q", 0, c), "attempt", staged=5)
+            sink.merge_staging(
+                conn, c.table, batch.columns, BatchInfo("q", 0, c), "attempt", staged=5
+            )
     assert err.value.code == "SINK_WRITE_FAILED"
     assert postgres.query(pg_database, "SELECT count(*) FROM _slipstream_batches") == [(0,)]
 
@@ -296,6 +300,12 @@ def test_mobile_pipeline_into_postgres_equals_an_independent_count(
             got = table_frame(h.results())
             pd.testing.assert_frame_equal(got, expected_counts(files[: i + 1]))
         assert APP_PASSWORD not in h.prepared.explain()
+        view = h.prepared.results_view()  # the dashboard's table, asked of the sink
+    assert view is not None and view["title"] == "mobile_action_counts, latest windows first"
+    shown = pd.DataFrame(view["rows"], columns=view["columns"])
+    want = expected_counts(files).sort_values(["window_start", "action"], ascending=[False, True])
+    assert list(shown["action"]) == list(want["action"])
+    assert list(shown["count"]) == list(want["count"]) and view["updated"] is not None
 
 
 @pytest.mark.postgres

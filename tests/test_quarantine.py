@@ -43,7 +43,7 @@ def test_every_kind_of_malformed_record_is_quarantined(spark: SparkSession, tmp_
         landed = h.feed(lines, name="mixed.json")
         h.process()
         results = h.results()
-        quarantined = read_quarantine(spark, h.prepared.settings.quarantine_dir).collect()
+        quarantined = read_quarantine(spark, h.prepared.inputs["actions"].quarantine).collect()
         totals = h.totals
 
     by_raw = {r["raw"]: r for r in quarantined}
@@ -58,9 +58,9 @@ def test_every_kind_of_malformed_record_is_quarantined(spark: SparkSession, tmp_
     )
     # counts reconcile: valid + quarantined = lines sent, and the batch line saw them
     assert len(VALID) + len(quarantined) == len(lines)
-    assert totals["mobile.results"]["quarantined"] == len(MALFORMED)
-    assert totals["mobile.results"]["rows"] == len(lines)
-    assert totals["mobile.quarantine"]["rows"] == len(lines)
+    assert totals["mobile.counts"]["quarantined"] == len(MALFORMED)
+    assert totals["mobile.counts"]["rows"] == len(lines)
+    assert totals["mobile.quarantine.actions"]["rows"] == len(lines)
 
 
 def test_quarantine_survives_restart_exactly_once(spark: SparkSession, tmp_path: Path) -> None:
@@ -71,5 +71,5 @@ def test_quarantine_survives_restart_exactly_once(spark: SparkSession, tmp_path:
     with PipelineHarness(spark, "mobile", tmp_path, sink="sqlite") as h:
         h.feed(bad[3:] + VALID)
         h.process()
-        quarantined = read_quarantine(spark, h.prepared.settings.quarantine_dir).collect()
+        quarantined = read_quarantine(spark, h.prepared.inputs["actions"].quarantine).collect()
     assert sorted(r["raw"] for r in quarantined) == sorted(bad)

@@ -88,7 +88,7 @@ def test_sigkill_after_sink_commit_before_checkpoint_commit(tmp_path: Path) -> N
     killed = slipstream(*run_args(tmp_path), env=cli_env(**fault("after-write", 4)))
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert table(db) == final_windows(lines)  # the sink committed...
-    commits = tmp_path / "st" / "checkpoints" / "mobile" / "results" / "commits"
+    commits = tmp_path / "st" / "checkpoints" / "mobile" / "counts" / "commits"
     assert not (commits / "4").exists()  # ...but Spark's checkpoint did not
 
     again = slipstream(*run_args(tmp_path))
@@ -130,7 +130,7 @@ def test_restart_in_process_update_mode(spark: SparkSession, tmp_path: Path) -> 
                 h.feed(text, name=name)
                 h.process()
             results = sorted((r["window_start"], r["action"], r["count"]) for r in h.results())
-            assert h.totals["mobile.results"]["rows"] == sum(
+            assert h.totals["mobile.counts"]["rows"] == sum(
                 len((MOBILE_SAMPLES / n).read_text().splitlines()) for n in names
             )
         assert results == sorted(mobile_counts(seen).itertuples(index=False, name=None))

@@ -42,7 +42,7 @@ def test_wordcount_over_socket(spark: SparkSession, tmp_path: Path) -> None:
                 if sum(latest.values()) == sum(expected.values()):
                     break
                 assert h.run is not None
-                h.run.queries["results"].awaitTermination(0.2)  # bounded poll, not a sync
+                h.run.queries["counts"].awaitTermination(0.2)  # bounded poll, not a sync
             assert latest == dict(expected)
     finally:
         server.close()

@@ -37,7 +37,7 @@ from tests.trending_reference import article_views, counted_events, table_rows
 pytestmark = pytest.mark.spark
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-RESULTS = "trending.results"
+RESULTS = "trending.views"
 WINDOW, SLIDE, WATERMARK = timedelta(minutes=10), timedelta(minutes=1), timedelta(minutes=10)
 # Dirty, small, one file per second of event time; late events appear from the third file on.
 STREAM = TrendingSpec(
@@ -99,7 +99,7 @@ def test_available_now_run_equals_an_independent_computation(
         h.process()
         table = h.results()
         totals = h.totals[RESULTS]
-        quarantine = read_quarantine(spark, h.prepared.settings.quarantine_dir).collect()
+        quarantine = read_quarantine(spark, h.prepared.inputs["events"].quarantine).collect()
 
     lines = [line for path in _files(tmp_path / "input") for line in _lines(path)]
     events, stats = counted_events([lines], WATERMARK, _now())  # one batch: nothing is late
@@ -140,11 +140,10 @@ def restarted(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> 
     root = tmp_path_factory.mktemp("restart")
     catalog = write_catalog(root / "catalog.csv", TrendingSpec(articles=5))
     settings = {
-        "sink": "sqlite",
+        "sink": ["sqlite", f"archive=parquet:{root / 'archive'}"],
         "catalog": catalog,
         "slide": "5m",
         "max_files_per_trigger": 1,
-        "archive": root / "archive",
     }
     day = "2026-01-01T00:"
     with PipelineHarness(spark, "trending", root, **settings) as h:
@@ -327,7 +326,7 @@ def test_a_sigkill_mid_batch_then_restart_gives_the_same_final_table(
     shutil.copytree(root / "files", tmp_path / "input")
     command = [
         sys.executable, "-m", "slipstream", "run", "trending", "--quiet",
-        "--input", str(tmp_path / "input"), "--catalog", str(catalog),
+        "--input", str(tmp_path / "input"), "--input", f"catalog={catalog}",
         "--state-dir", str(tmp_path / "state"), "--trigger", "available-now",
         "--max-files-per-trigger", "1", "--master", "local[2]",
         "--conf", "spark.sql.shuffle.partitions=2",
@@ -337,7 +336,7 @@ def test_a_sigkill_mid_batch_then_restart_gives_the_same_final_table(
         command, env={**env, **fault("after-write", 1)}, capture_output=True, timeout=300
     )
     assert killed.returncode == -9, killed.stderr.decode()[-2000:]
-    checkpoint = tmp_path / "state" / "checkpoints" / "trending" / "results"
+    checkpoint = tmp_path / "state" / "checkpoints" / "trending" / "views"
     assert last_committed_batch(checkpoint) == 0  # the sink committed batch 1, Spark did not
     db = tmp_path / "state" / "slipstream.db"
     assert {r["batch_id"] for r in read_table(db, "_slipstream_batches")} == {0, 1}
@@ -385,9 +384,9 @@ def test_top_articles_reads_the_current_and_latest_complete_window(
 
 
 class _StrictTrending(TrendingPipeline):
-    def expectations(self, settings: Any) -> Any:
+    def expectations(self, input_name: str, params: Any) -> Any:
         return (
-            *super().expectations(settings),
+            *super().expectations(input_name, params),
             Expectation("no_a999", "article_id <> 'a999'", "fail"),
         )
 

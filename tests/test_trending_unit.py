@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import SparkSession
 
 from slipstream import cli, runner
 from slipstream.config import load_settings
@@ -32,35 +33,50 @@ def landing(tmp_path: Path) -> dict[str, Any]:
 
 
 def _prepare(flags: dict[str, Any]) -> runner.Prepared:
-    return runner.prepare(load_settings("trending", flags, environ={}))
+    """Settings as a test names them: run settings, trending's parameters and its catalog."""
+    flags = dict(flags)
+    params = {k: flags.pop(k) for k in ("window", "slide", "watermark") if k in flags}
+    paths = [str(flags.pop("input"))]
+    catalog = flags.pop("catalog")
+    if catalog is not None:
+        paths.append(f"catalog={catalog}")
+    return runner.prepare(
+        load_settings("trending", {**flags, "input": paths}, environ={}, params=params)
+    )
 
 
 # --- settings and plan ------------------------------------------------------------------------
 
 
-def test_defaults_plan_and_explanation(landing: dict[str, Any]) -> None:
+def test_defaults_plan_and_explanation(spark: SparkSession, landing: dict[str, Any]) -> None:
     prepared = _prepare(landing)
-    s, plan = prepared.settings, prepared.plan
-    assert (s.window, s.slide, s.watermark) == (
+    params = prepared.params
+    assert (params.window, params.slide, params.watermark) == (
         timedelta(minutes=10),
         timedelta(minutes=1),
         timedelta(minutes=10),
     )
-    assert s.mode == "update" and s.sink is not None and s.sink.kind == "sqlite"
-    assert prepared.ctx.table == "article_views"
-    assert prepared.ctx.key == ("window_start", "article_id")
+    views = prepared.outputs["views"]
+    assert views.ctx.mode == "update" and views.sink.spec.kind == "sqlite"
+    assert views.ctx.table == "article_views"
+    assert views.ctx.key == ("window_start", "article_id")
+    assert list(prepared.outputs) == ["views", "quarantine.events"]  # archive: off by default
+    runner.build(spark, prepared)  # reads each output's plan from Spark
+    plan = prepared.plans["views"]
     assert plan.dedup and plan.stream_static_join and plan.aggregation
     assert (plan.window, plan.window_column, plan.watermark_column) == ("sliding", "ts", "ts")
     assert plan.window_slide == timedelta(minutes=1)
+    assert plan.window_length == timedelta(minutes=10)
     text = prepared.explain()
     for words in (
-        "dropDuplicatesWithinWatermark(event_id)",
-        "window(ts, 10m, slide 1m)",
-        "stream-static",
+        "DeduplicateWithinWatermark",
+        "window      sliding 10m every 1m on ts",
+        "join        stream-static",
         "watermark   ts - 10m",
         "ts_not_in_future (drop)",
         "article_id_format (drop)",
         "user_id_present (warn)",
+        "params      window=10m, slide=1m, watermark=10m",
     ):
         assert words in text
 
@@ -70,11 +86,16 @@ def test_defaults_plan_and_explanation(landing: dict[str, Any]) -> None:
     [
         ({"slide": "15m"}, "CONFIG_BAD_VALUE", "--slide"),
         ({"window": "10m", "slide": "5s"}, "CONFIG_BAD_VALUE", "--slide"),
-        ({"catalog": None}, "CONFIG_MISSING", "--catalog"),
+        ({"catalog": None}, "CONFIG_MISSING", "catalog"),
         ({"mode": "complete"}, "MODE_NOT_SUPPORTED", "--mode"),
         ({"sink": "parquet:/tmp/x"}, None, None),  # append by default: fine
         ({"sink": "parquet:/tmp/x", "mode": "update"}, "FILE_SINK_APPEND_ONLY", "--mode"),
-        ({"sink": "parquet:/tmp/x", "archive": "/tmp/x"}, "CONFIG_BAD_VALUE", "--archive"),
+        (
+            # a bare file sink puts each output in its own folder under it: views in /tmp/x/views
+            {"sink": ["parquet:/tmp/x", "archive=parquet:/tmp/x/views"]},
+            "CONFIG_BAD_VALUE",
+            "outputs views and archive both write to",
+        ),
     ],
 )
 def test_settings_are_refused_before_spark_naming_the_key(
@@ -82,12 +103,12 @@ def test_settings_are_refused_before_spark_naming_the_key(
 ) -> None:
     merged = {**landing, **flags}
     if code is None:
-        assert _prepare(merged).settings.mode == "append"
+        assert _prepare(merged).outputs["views"].ctx.mode == "append"
         return
     with pytest.raises((ConfigError, ValidationError)) as caught:
         _prepare(merged)
     assert caught.value.code == code
-    assert named in caught.value.message
+    assert named in caught.value.message + caught.value.fix
 
 
 def test_catalog_problems_are_refused(tmp_path: Path, landing: dict[str, Any]) -> None:
@@ -103,12 +124,20 @@ def test_catalog_problems_are_refused(tmp_path: Path, landing: dict[str, Any]) -
         assert caught.value.code == "CONFIG_BAD_VALUE" and words in caught.value.message
 
 
-def test_check_command_explains_the_plan(landing: dict[str, Any]) -> None:
+def test_check_command_reads_every_output_from_spark(
+    spark: SparkSession, landing: dict[str, Any]
+) -> None:
     out = io.StringIO()
-    argv = ["check", "trending", "--input", str(landing["input"]), "--catalog"]
-    argv += [str(landing["catalog"]), "--state-dir", str(landing["state_dir"]), "--archive", "a"]
-    assert cli.main(argv, out) == 0
-    assert "append finalised windows to parquet:a" in out.getvalue()
+    argv = ["check", "trending", "--input", str(landing["input"]), "--input"]
+    argv += [f"catalog={landing['catalog']}", "--state-dir", str(landing["state_dir"])]
+    assert cli.main([*argv, "--sink", "archive=parquet:a"], out) == 0
+    text = out.getvalue()
+    assert "output      archive: append to parquet files in a" in text
+    assert text.count("join        stream-static") == 2  # views and archive, read from Spark
+    assert "ok: no rule refuses these queries" in text
+    out = io.StringIO()  # the archive in update mode: refused, naming the rule and the output
+    assert cli.main([*argv, "--sink", "archive=sqlite:", "--mode", "archive=update"], out) == 2
+    assert "refused [MODE_NOT_SUPPORTED] output trending.archive" in out.getvalue()
 
 
 # --- expectations -----------------------------------------------------------------------------
@@ -150,9 +179,9 @@ def test_expectation_names_are_unique_and_failures_are_recognised() -> None:
 
 # --- metrics from a recorded progress JSON ----------------------------------------------------
 
-# Shape of a real `trending.results` progress (Spark 4.3), trimmed to what slipstream reads.
+# Shape of a real `trending.views` progress (Spark 4.3), trimmed to what slipstream reads.
 PROGRESS = {
-    "name": "trending.results",
+    "name": "trending.views",
     "batchId": 2,
     "numInputRows": 500,
     "inputRowsPerSecond": 166.6,
@@ -193,11 +222,11 @@ def test_progress_summary_counts_late_duplicates_and_rules() -> None:
         totals(
             {
                 "event": "progress",
-                "query": "trending.results",
+                "query": "trending.views",
                 "progress": {**PROGRESS, "batchId": batch},
             }
         )
-    t = totals.by_query["trending.results"]
+    t = totals.by_query["trending.views"]
     assert (t["late"], t["duplicates"], t["expectations"]["user_id_present"]) == (18, 24, 4)
 
 
@@ -339,7 +368,7 @@ def test_demo_view_renders_the_top_ten(tmp_path: Path) -> None:
     db = _views_db(tmp_path / "v.db", rows)
     out = io.StringIO()
     view = TopView(db, out, n=10, rate=2000)
-    view({"event": "progress", "query": "trending.results", "progress": PROGRESS})
+    view({"event": "progress", "query": "trending.views", "progress": PROGRESS})
     text = out.getvalue()
     assert "top 10 of the current window 00:00:00-00:10:00" in text
     assert "batch 2: 500 events" in text and "late 9" in text and "duplicates 12" in text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -112,10 +113,13 @@ def test_real_time_trigger_eligibility() -> None:
 
 
 def test_seed_append_on_running_count_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Refused before Spark starts, as a mode the output does not offer (the plan-based
+    reason, APPEND_NEEDS_WATERMARK, is proven on Spark's own verdicts in test_plan_spark)."""
     settings = load_settings("wordcount", {"mode": "append", "input": tmp_path}, environ={})
     with pytest.raises(ValidationError) as err:
         runner.prepare(settings)
-    assert err.value.code == "APPEND_NEEDS_WATERMARK"
+    assert err.value.code == "MODE_NOT_SUPPORTED"
+    assert "wordcount.counts" in err.value.message and "complete, update" in err.value.message
 
 
 def test_pipeline_plans_pass_their_own_modes(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -168,8 +172,10 @@ def test_parsed_input_is_not_eligible_for_continuous_or_real_time() -> None:
     assert codes(parsed, "append", SinkSpec("console"), TriggerSpec.parse("1s"), "rate") == []
 
 
-def test_the_runner_marks_parsed_input_in_the_plan() -> None:
+def test_the_runner_gives_each_parsed_input_a_quarantine_query() -> None:
     mobile = runner.prepare(load_settings("mobile", {}, environ={}), check_source=False)
     words = runner.prepare(load_settings("wordcount", {}, environ={}), check_source=False)
-    assert mobile.plan.quarantine and mobile.parses
-    assert not words.plan.quarantine and not words.parses
+    assert mobile.parses and not words.parses
+    assert mobile.inputs["actions"].quarantine == Path("state/quarantine/mobile/actions")
+    assert list(mobile.outputs) == ["counts", "quarantine.actions"]
+    assert list(words.outputs) == ["counts"]

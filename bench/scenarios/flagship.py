@@ -5,7 +5,7 @@ lines, duplicates, out-of-order and late events, unknown articles) and write the
 `article_views`, into a SQLite file:
 
 - **streaming**: slipstream's runner with the trending pipeline, `--trigger available-now`, the
-  default sink (SQLite) -- exactly what `slipstream run trending --input DIR --catalog FILE
+  default sink (SQLite) -- exactly what `slipstream run trending --input DIR --input catalog=FILE
   --trigger available-now` runs, in the benchmark's JVM so both variants share it;
 - **batch job**: a plain Spark batch job written for the same result: `spark.read.json` with the
   schema, the pipeline's rules as filters, `dropDuplicates(event_id)`, sliding windows, the
@@ -55,9 +55,9 @@ def batch_job(
         raw = spark.read.text(str(input_dir)).select(
             "value", F.col("_metadata.file_path").alias("_source")
         )
-        schema = TrendingPipeline.schema
+        schema = TrendingPipeline.input("events").schema
         assert schema is not None
-        events = accepted(parse_json(raw, schema, TrendingPipeline.required))
+        events = accepted(parse_json(raw, schema, TrendingPipeline.input("events").required))
     valid = events.where(
         F.col("event_id").isNotNull()
         & F.col("article_id").isNotNull()
@@ -119,8 +119,7 @@ def run_streaming(
     scratch = ctx.scratch("runs") / f"{label}-{inproc.unique()}"
     db = scratch / "trending.db"
     flags: dict[str, Any] = {
-        "input": landing,
-        "catalog": data.catalog,
+        "input": [str(landing), f"catalog={data.catalog}"],
         "trigger": "available-now",
         "state_dir": scratch,
         "sink": f"sqlite:{db}",
@@ -133,7 +132,7 @@ def run_streaming(
         run = runner.start(spark, prepared)
     run.wait()
     seconds = watch.seconds()
-    totals = run.totals.by_query.get("trending.results", {})
+    totals = run.totals.by_query.get("trending.views", {})
     return {
         "seconds": seconds,
         "events_per_s": data.total_lines / seconds,

@@ -17,7 +17,6 @@ Two workloads, each alternated in one JVM:
 
 from __future__ import annotations
 
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +30,7 @@ from bench.core import (
     Stopwatch,
     alternate,
     median,
-    paired_ratios,
-    summarize_ratio,
+    ratio_headlines,
 )
 from bench.workloads import write_mobile_files
 
@@ -43,34 +41,17 @@ TITLE = "toolkit overhead: slipstream runner vs hand-written PySpark, same query
 def rate_pipeline() -> Any:
     """The ceiling query as a slipstream pipeline (the rate source is not offered by the
     built-in pipelines, so the benchmark declares its own)."""
-    from slipstream.config import Settings
-    from slipstream.pipelines.base import Pipeline
-    from slipstream.plan import Plan
+    from slipstream.pipelines.base import Input, Output, Pipeline
 
     class RateWindowCount(Pipeline):
         name = "bench_rate"
         description = "rate -> 10 s window x 100 keys count (benchmark)"
-        output = "bench_rate"
-        key = ("window_start", "key")
-        modes = ("update",)
-        sources = ("rate",)
-        input_format = "text"  # unparsed: the rate source delivers typed rows
+        # unparsed: the rate source delivers typed rows
+        inputs = (Input("rows", format="text", sources=("rate",)),)
+        outputs = (Output("counts", key=("window_start", "key"), modes=("update",)),)
 
-        def plan(self, settings: Settings) -> Plan:
-            return Plan(
-                steps=("withWatermark(timestamp, 10s)", "groupBy(window 10s, value % 100)"),
-                aggregation=True,
-                window="tumbling",
-                window_column="timestamp",
-                window_length=timedelta(seconds=10),
-                watermark_column="timestamp",
-                watermark_delay=timedelta(seconds=10),
-            )
-
-        def transform(
-            self, records: DataFrame, settings: Settings, spark: SparkSession
-        ) -> DataFrame:
-            return inproc.windowed_count(records)
+        def build(self, spark: SparkSession, inputs: Any, params: Any) -> dict[str, DataFrame]:
+            return {"counts": inproc.windowed_count(inputs["rows"])}
 
     return RateWindowCount()
 
@@ -95,7 +76,7 @@ def run_rate(ctx: Context, variant: str, rate: int, warmup: int, batches: int) -
         )
         prepared = runner.prepare(settings, rate_pipeline())
         run = runner.start(spark, prepared)
-        query = run.queries["results"]
+        query = run.queries["counts"]
         try:
             return inproc.run_batches(query, warmup, batches)
         finally:
@@ -138,7 +119,7 @@ def run_mobile(ctx: Context, variant: str, input_dir: Path, lines: int) -> dict[
         run = runner.start(spark, runner.prepare(settings))
         run.wait()
         seconds = watch.seconds()
-        results = run.totals.by_query.get("mobile.results", {})
+        results = run.totals.by_query.get("mobile.counts", {})
         rows = int(results.get("rows", 0))
         quarantined = int(results.get("quarantined", 0))
     else:
@@ -221,9 +202,8 @@ def run(ctx: Context) -> Result:
             seconds=None,
             runs=len(mine),
         )
-    result.headline["rate: slipstream / plain, processed rows/s"] = summarize_ratio(
-        paired_ratios(runs, "rows_per_s", "slipstream", "plain")
-    )
+    pairs = [("slipstream", "plain")]
+    ratio_headlines(result, runs, "rows_per_s", pairs, "processed rows/s", prefix="rate: ")
 
     input_dir = ctx.scratch("mobile-input")
     lines = write_mobile_files(input_dir, files, per_file)
@@ -247,15 +227,12 @@ def run(ctx: Context) -> Result:
             seconds=median([r["seconds"] for r in mine]),
             runs=len(mine),
         )
-    result.headline["mobile: slipstream / plain, lines/s"] = summarize_ratio(
-        paired_ratios(runs, "lines_per_s", "slipstream", "plain")
-    )
-    result.headline["mobile: plain+variant-parse / plain, lines/s"] = summarize_ratio(
-        paired_ratios(runs, "lines_per_s", "plain+variant-parse", "plain")
-    )
-    result.headline["mobile: slipstream / plain+variant-parse, lines/s"] = summarize_ratio(
-        paired_ratios(runs, "lines_per_s", "slipstream", "plain+variant-parse")
-    )
+    pairs = [
+        ("slipstream", "plain"),
+        ("plain+variant-parse", "plain"),
+        ("slipstream", "plain+variant-parse"),
+    ]
+    ratio_headlines(result, runs, "lines_per_s", pairs, "lines/s", prefix="mobile: ")
     quarantined = [r["quarantined"] for r in runs if r["variant"] == "slipstream"]
     result.notes.append(
         f"mobile input: {lines:,} lines, of which about 0.5% malformed; slipstream quarantined "

@@ -38,8 +38,7 @@ from bench.core import (
     Stopwatch,
     alternate,
     median,
-    paired_ratios,
-    summarize_ratio,
+    ratio_headlines,
 )
 from bench.workloads import write_mobile_files
 from slipstream.pipelines.mobile import MobilePipeline
@@ -51,8 +50,8 @@ PARSER_PATH = "src/slipstream/quality/parse.py"
 #: document (f24a9e3), the parse is evaluated once per record behind a barrier (86b13fb)
 DEFAULT_BASELINE = "63730f8"
 #: the mobile pipeline's record: what the generated files hold
-SCHEMA: StructType = MobilePipeline.schema  # type: ignore[assignment]
-REQUIRED = MobilePipeline.required
+SCHEMA: StructType = MobilePipeline.input("actions").schema  # type: ignore[assignment]
+REQUIRED = MobilePipeline.input("actions").required
 
 
 def parser_at(commit: str, scratch: Path) -> ModuleType | None:
@@ -144,16 +143,10 @@ def run(ctx: Context) -> Result:
             lines_per_s=median([r["lines_per_s"] for r in mine]),
             runs=len(mine),
         )
-    result.headline["slipstream strict / spark reader, lines/s"] = summarize_ratio(
-        paired_ratios(runs, "lines_per_s", "slipstream strict", "spark reader")
-    )
-    result.headline["from_json / spark reader, lines/s"] = summarize_ratio(
-        paired_ratios(runs, "lines_per_s", "from_json", "spark reader")
-    )
+    pairs = [("slipstream strict", "spark reader"), ("from_json", "spark reader")]
     if baseline is not None:
-        result.headline[f"slipstream strict now / {old}, lines/s"] = summarize_ratio(
-            paired_ratios(runs, "lines_per_s", "slipstream strict", old)
-        )
+        pairs.append(("slipstream strict", old))
+    ratio_headlines(result, runs, "lines_per_s", pairs, "lines/s")
     result.notes.append(
         "lines/s = lines / wall time of a batch job keeping the valid records in noop; "
         "ratios are paired within one repetition, median (min-max)"

@@ -65,7 +65,7 @@ def one_kill(live: LiveRun, steady_s: float, catchup_timeout: float) -> dict[str
         if live.pacer.done and not fresh:
             break
         time.sleep(0.2)
-    lines = live.proc.batch_lines("trending.results")
+    lines = live.proc.batch_lines("trending.views")
     first_line = lines[0].at - restarted if lines else float("nan")
     ledger = [t for _, t in live.poller.ledger_seen if t > restarted]
     return {

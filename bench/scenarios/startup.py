@@ -105,7 +105,7 @@ def run(ctx: Context) -> Result:
             args += ["--input", mobile_input]
             table = "mobile_action_counts"
         else:
-            args += ["--input", trending_input, "--catalog", catalog]
+            args += ["--input", trending_input, "--input", f"catalog={catalog}"]
             table = "article_views"
         return launch_and_time(slipstream_command(*args), log, db, table)
 

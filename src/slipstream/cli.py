@@ -15,14 +15,18 @@ slipstream demo [trending|mobile]      the quick-start demo (what `make demo` ru
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from slipstream.config import DEFAULT_DASHBOARD_PORT, OPTIONS, Settings, load_settings
 from slipstream.errors import SlipstreamError
+
+if TYPE_CHECKING:
+    from slipstream.pipelines.base import Pipeline
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
 
@@ -37,37 +41,65 @@ def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
         help_text = option.help
         if option.env:
             help_text += f" [env {option.env}]"
+        kind: dict[str, Any]
         if option.kind == "bool":
-            group.add_argument(
-                flag,
-                dest=option.name,
-                action="store_const",
-                const=True,
-                default=None,
-                help=help_text,
-            )
+            kind = {"action": "store_const", "const": True}
         elif option.kind == "multi":
-            group.add_argument(
-                flag,
-                dest=option.name,
-                action="append",
-                default=None,
-                metavar=option.metavar,
-                help=help_text,
-            )
+            kind = {"action": "append", "metavar": option.metavar}
         else:
-            optional = {"nargs": "?", "const": option.const} if option.const is not None else {}
-            group.add_argument(
-                flag,
-                dest=option.name,
-                default=None,
-                metavar=option.metavar or option.name.upper(),
-                help=help_text,
-                **optional,
-            )
+            kind = {"metavar": option.metavar or option.name.upper()}
+            if option.const is not None:  # `--dashboard` alone takes the const
+                kind |= {"nargs": "?", "const": option.const}
+        group.add_argument(flag, dest=option.name, default=None, help=help_text, **kind)
 
 
-def build_parser() -> argparse.ArgumentParser:
+PARAM_DEST = "param:"
+PIPELINE_COMMANDS = ("check", "run", "reset", "generate")
+
+
+def _add_param_flags(parser: argparse.ArgumentParser, pipeline: Pipeline) -> None:
+    """The pipeline's own parameters: flags of its `run`, `check` and `reset` only."""
+    from slipstream.prepare import show_value
+
+    if not pipeline.params:
+        return
+    group = parser.add_argument_group(
+        f"parameters of {pipeline.name} (also accepted as keys of the [params] table)"
+    )
+    for param in pipeline.params:
+        default = "" if param.default is None else f" (default {show_value(param.default)})"
+        group.add_argument(
+            param.flag,
+            dest=PARAM_DEST + param.name,
+            default=None,
+            metavar=param.metavar,
+            help=f"{param.help}{default}",
+        )
+    names = ", ".join(f"{i.name}{' (table)' if i.static else ''}" for i in pipeline.inputs)
+    outs = ", ".join(
+        o.name + ("" if o.sink else " (off unless --sink NAME=...)") for o in pipeline.outputs
+    )
+    parser.epilog = f"inputs of {pipeline.name}: {names}. outputs: {outs}."
+
+
+def pipeline_of(argv: Sequence[str]) -> Pipeline | None:
+    """The pipeline a `run`, `check` or `reset` command names, loaded before the full parse
+    (its parameters are flags of that command). Raises its ConfigError when it cannot load."""
+    if not argv or argv[0] not in PIPELINE_COMMANDS:
+        return None
+    known, _ = build_parser().parse_known_args([a for a in argv if a not in ("-h", "--help")])
+    name = getattr(known, "workload" if argv[0] == "generate" else "pipeline", None)
+    if not name:
+        return None
+    from slipstream.pipelines import get_pipeline
+
+    pipeline = get_pipeline(name)
+    if argv[0] == "generate" and pipeline.generator is None:
+        _refuse_missing(pipeline.name, "generator")
+    return pipeline
+
+
+def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="slipstream",
         description="Streaming pipelines on PySpark Structured Streaming, and the toolkit to "
@@ -82,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=text)
         p.add_argument("pipeline", help="a pipeline name (see `list`) or module:attr")
         _add_settings_flags(p)
+        if pipeline is not None:
+            _add_param_flags(p, pipeline)
     p = sub.add_parser(
         "reset", help="delete a pipeline's checkpoint (and, with --outputs, its outputs)"
     )
@@ -91,32 +125,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     _add_settings_flags(p)
+    if pipeline is not None:
+        _add_param_flags(p, pipeline)
     p = sub.add_parser("feed", help="serve lines to the socket source (instead of netcat)")
     p.add_argument("file", nargs="?", type=Path, help="file of lines (default: standard input)")
     p.add_argument("--port", type=int, default=9999)
     p.add_argument("--host", default="127.0.0.1")
     _add_monitor_commands(sub)
-    p = sub.add_parser("samples", help="copy a workload's bundled sample files into a folder")
-    p.add_argument("workload", choices=["mobile"])
+    p = sub.add_parser("samples", help="copy a pipeline's bundled sample files into a folder")
+    p.add_argument("workload", metavar="PIPELINE", help="a pipeline with samples (mobile)")
     p.add_argument("--out", type=Path, required=True, help="landing folder to copy into")
     p = sub.add_parser("generate", help="write a generated event stream into a landing dir")
-    from slipstream.generators.command import add_arguments as add_generate_arguments
-
-    add_generate_arguments(p)
+    p.add_argument("workload", metavar="PIPELINE", help="a pipeline with a generator (trending)")
+    if pipeline is not None and pipeline.generator is not None:
+        importlib.import_module(pipeline.generator).add_arguments(p)
     p = sub.add_parser("demo", help="the quick-start demo (default: live trending articles)")
     p.add_argument("--state-dir", type=Path, default=Path("demo-state"))
     p.add_argument(
         "pipeline",
         nargs="?",
-        choices=("trending", "mobile"),
         default="trending",
-        help="trending: a live generated stream and its top 10 (default); mobile: seed 003",
+        help="a pipeline with a demo: trending (a live generated stream and its top 10, the "
+        "default) or mobile (seed 003's files)",
     )
-    p.add_argument(
-        "--pipeline", dest="demo_pipeline", choices=("trending", "mobile"), help=argparse.SUPPRESS
-    )
-    p.add_argument("--duration", help="trending: stop after this long (default: until Ctrl-C)")
-    p.add_argument("--rate", type=float, default=2000.0, help="trending: events/s (default 2000)")
+    p.add_argument("--pipeline", dest="demo_pipeline", help=argparse.SUPPRESS)
+    p.add_argument("--duration", help="stop after this long (default: until Ctrl-C)")
+    p.add_argument("--rate", type=float, help="events/s of a generated stream (default 2000)")
     return parser
 
 
@@ -150,16 +184,22 @@ def _add_monitor_commands(sub: Any) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     flags = {o.name: getattr(args, o.name, None) for o in OPTIONS}
-    return load_settings(args.pipeline, flags, args.config)
+    params = {
+        key[len(PARAM_DEST) :]: value
+        for key, value in vars(args).items()
+        if key.startswith(PARAM_DEST) and value is not None
+    }
+    return load_settings(args.pipeline, flags, args.config, params=params)
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="slipstream: %(message)s", stream=sys.stderr)
     for noisy in ("py4j", "pyspark"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     try:
+        args = build_parser(pipeline_of(argv)).parse_args(argv)
         return _dispatch(args, out)
     except SlipstreamError as exc:
         print(f"slipstream: refused {exc.render()}", file=sys.stderr)
@@ -188,37 +228,69 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
     if args.command == "samples":
         from slipstream.demo import copy_samples
 
-        for path in copy_samples(args.out):
+        for path in copy_samples(args.out, args.workload):
             print(path, file=out)
         return 0
     if args.command == "generate":
-        from slipstream.generators.command import run as generate
+        from slipstream.pipelines import get_pipeline
 
-        return generate(args, out)
+        pipeline = get_pipeline(args.workload)
+        if pipeline.generator is None:
+            _refuse_missing(pipeline.name, "generator")
+        return int(importlib.import_module(pipeline.generator).run(args, out))
     if args.command == "demo":
-        args.pipeline = args.demo_pipeline or args.pipeline
-    if args.command == "demo" and args.pipeline == "trending":
-        from slipstream.demo_trending import demo as trending_demo
-
-        return trending_demo(args.state_dir, out, duration=args.duration, rate=args.rate)
-    if args.command == "demo":
-        from slipstream.demo import demo
-
-        return demo(args.state_dir, out)
+        return _demo(args.demo_pipeline or args.pipeline, args, out)
     raise AssertionError(args.command)
+
+
+def _refuse_missing(name: str, what: str) -> NoReturn:
+    from slipstream.errors import ConfigError
+    from slipstream.pipelines import pipelines
+
+    having = sorted(n for n, p in pipelines().items() if getattr(p, what))
+    raise ConfigError(
+        "CONFIG_BAD_VALUE",
+        f"pipeline {name} has no {what}",
+        f"pipelines with a {what}: {', '.join(having) or 'none'}",
+    )
+
+
+def _demo(name: str, args: argparse.Namespace, out: TextIO) -> int:
+    """The demo a pipeline declares (`Pipeline.demo`, `module:function`), from the registry."""
+    import inspect
+
+    from slipstream.errors import ConfigError
+    from slipstream.pipelines import get_pipeline
+
+    pipeline = get_pipeline(name)
+    if pipeline.demo is None:
+        _refuse_missing(pipeline.name, "demo")
+    module, _, attr = pipeline.demo.partition(":")
+    function = getattr(importlib.import_module(module), attr)
+    given = {k: v for k in ("duration", "rate") if (v := getattr(args, k)) is not None}
+    accepted = inspect.signature(function).parameters
+    for key in given:
+        if key not in accepted:
+            raise ConfigError(
+                "CONFIG_BAD_VALUE",
+                f"the {pipeline.name} demo takes no --{key}",
+                f"leave --{key} out, or run `slipstream demo trending --{key} ...`",
+            )
+    return int(function(args.state_dir, out, **given))
 
 
 def _monitor_command(args: argparse.Namespace, out: TextIO) -> int:
     from slipstream import commands
 
     name = args.pipeline or "status"  # settings need a pipeline name; only the dirs matter
+    if args.command == "stop":
+        from slipstream.pipelines import get_pipeline
+
+        name = get_pipeline(args.pipeline).name  # a typo fails here, naming the known ones
     flags = {"state_dir": args.state_dir, "checkpoint": getattr(args, "checkpoint", None)}
     settings = load_settings(name, flags)
     if args.command == "status":
         return commands.status(settings.state_dir, args.pipeline, args.json, out)
     if args.command == "stop":
-        from slipstream.pipelines import get_pipeline
-
-        get_pipeline(args.pipeline)  # a typo fails here, naming the known pipelines
         return commands.stop(settings, out, wait=not args.no_wait, timeout=args.timeout)
     return commands.dashboard(settings.state_dir, args.pipeline, args.port, args.bind, out)

@@ -8,7 +8,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from slipstream import runner
 from slipstream.checkpoints import CheckpointLock, delete_checkpoint, is_locked
@@ -19,24 +19,54 @@ from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
 from slipstream.monitor.listener import ConsoleReporter
 from slipstream.pipelines.registry import discover
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
 
 
 def list_pipelines(out: TextIO) -> int:
+    from slipstream.console import show, table
+
     loaded, broken = discover()
-    for name, pipeline in sorted(loaded.items()):
-        print(f"{name:<12} {pipeline.description}  -> {pipeline.output}", file=out)
-    for failed in broken:
-        print(f"{failed.name:<12} BROKEN: {failed.error}", file=out)
+    rows = [
+        (
+            name,
+            ", ".join(i.name for i in p.inputs),
+            ", ".join(o.name for o in p.outputs),
+            p.description,
+        )
+        for name, p in sorted(loaded.items())
+    ]
+    rows += [(failed.name, "", "", f"BROKEN: {failed.error}") for failed in broken]
+    show(out, table(("PIPELINE", "INPUTS", "OUTPUTS", "WHAT IT COMPUTES"), rows))
     return EXIT_FAILED if broken else EXIT_OK
 
 
-def check(settings: Settings, out: TextIO) -> int:
-    prepared = runner.prepare(settings, check_rules=False)
+def check(settings: Settings, out: TextIO, spark: SparkSession | None = None) -> int:
+    """Bind and check the settings (no Spark), then build every query and apply every rule
+    to the plan Spark analyzed for it. Starting Spark takes about 10 s here; no query starts."""
+    import time
+
+    from slipstream.session import build_session
+
+    prepared = runner.prepare(settings, check_rules=False)  # the rules need the plans
+    s = prepared.settings
+    print("building the queries to read their plans from Spark (no query starts)...", file=out)
+    from pyspark import SparkContext
+
+    began = time.monotonic()
+    started_here = spark is None and SparkContext._active_spark_context is None
+    spark = spark or build_session(s.master, s.conf, app_name=f"slipstream-check-{s.pipeline}")
+    try:
+        problems = runner.check(prepared, runner.build(spark, prepared))
+    finally:
+        if started_here:  # a caller's session (a test's) stays
+            spark.stop()
+    print(f"(Spark analyzed the plans in {time.monotonic() - began:.1f} s)\n", file=out)
     print(prepared.explain(), file=out)
-    problems = runner.check(prepared)
     if not problems:
-        print("\nok: no rule refuses this plan", file=out)
+        print("\nok: no rule refuses these queries", file=out)
         return EXIT_OK
     print("", file=out)
     for problem in problems:
@@ -48,7 +78,7 @@ def run(settings: Settings, out: TextIO) -> int:
     from slipstream.monitor.serve import start_monitoring
     from slipstream.session import build_session
 
-    prepared = runner.prepare(settings)  # every rule, before Spark starts
+    prepared = runner.prepare(settings)  # every check that needs no plan, before Spark starts
     s = prepared.settings
     # Refuse a checkpoint in use now, not after ~10 s of Spark start-up (start() holds the lock).
     CheckpointLock(s.checkpoint_root).acquire().release()
@@ -60,7 +90,7 @@ def run(settings: Settings, out: TextIO) -> int:
     # process-wide (getActiveSession is per thread); no public API says "a context exists"
     started_here = SparkContext._active_spark_context is None
     # servers before Spark: a taken port fails fast (they are daemon threads if Spark fails)
-    monitoring = start_monitoring(s, prepared.pipeline)
+    monitoring = start_monitoring(s, prepared.results_view)
     monitoring.announce(out)
     spark = build_session(
         s.master,
@@ -99,10 +129,13 @@ def run(settings: Settings, out: TextIO) -> int:
 def backfill_bar(prepared: runner.Prepared, out: TextIO) -> BackfillBar | None:
     """A progress bar for a finite run over the files source, when `out` is a terminal."""
     s = prepared.settings
-    if not s.trigger.finite or s.source != "files" or s.input is None or s.quiet:
+    streams = [b for b in prepared.inputs.values() if b.source is not None]
+    if not s.trigger.finite or s.quiet or len(streams) != 1 or streams[0].source.kind != "files":
         return None
+    landing = streams[0].binding.path
+    assert landing is not None
     log_dir = source_log(prepared.ctx.checkpoint)
-    bar = BackfillBar(prepared.ctx.query_name, log_dir, pending_files(s.input, log_dir), out)
+    bar = BackfillBar(prepared.ctx.query_name, log_dir, pending_files(landing, log_dir), out)
     return bar if bar.enabled else None
 
 
@@ -143,7 +176,7 @@ def reset(
     out: TextIO,
     confirm_input: TextIO | None = None,
 ) -> int:
-    prepared = runner.prepare(settings, check_rules=False, check_source=False)
+    prepared = runner.prepare(settings, check_source=False)
     s = prepared.settings
     root = s.checkpoint_root
     if is_locked(root):
@@ -155,10 +188,9 @@ def reset(
     targets = [f"checkpoint {root}"]
     if outputs:
         targets += [
-            f"results in {prepared.sink.describe(prepared.ctx)}",
-            f"quarantine {s.quarantine_dir}",
-            f"event log {s.event_log}",
+            f"output {out.name}: {out.sink.describe(out.ctx)}" for out in prepared.outputs.values()
         ]
+        targets.append(f"event log {s.event_log}")
     if not yes:
         print("This deletes:\n  " + "\n  ".join(targets), file=out)
         print("Type the pipeline name to confirm: ", end="", file=out, flush=True)
@@ -173,12 +205,8 @@ def reset(
     if delete_checkpoint(root):
         removed.append(str(root))
     if outputs:
-        import shutil
-
-        removed += prepared.sink.reset(prepared.ctx)
-        if s.quarantine_dir.exists():
-            shutil.rmtree(s.quarantine_dir)
-            removed.append(str(s.quarantine_dir))
+        for out_ in prepared.outputs.values():
+            removed += out_.sink.reset(out_.ctx)
         if s.event_log.exists():
             s.event_log.unlink()
             removed.append(str(s.event_log))
@@ -187,17 +215,51 @@ def reset(
 
 
 def status(state_dir: Path, pipeline: str | None, as_json: bool, out: TextIO) -> int:
-    """Health of each query from the event logs under `state_dir` (no Spark)."""
+    """Health of each query from the event logs under `state_dir` (no Spark); with a pipeline
+    named, also the latest rows of each of its outputs, asked of their sinks."""
+    import json
+
+    from slipstream.console import show, table
     from slipstream.monitor.events import utc_now
-    from slipstream.monitor.status import format_status_table, load_status, to_json
+    from slipstream.monitor.status import load_status
+    from slipstream.monitor.status_view import format_status_table, status_table, to_json
 
     now = utc_now()
     statuses = [s for s in load_status(state_dir, now) if pipeline in (None, s.pipeline)]
-    print(to_json(statuses, now) if as_json else format_status_table(statuses, now), file=out)
+    latest = latest_rows(state_dir, pipeline) if pipeline and statuses else {}
+    if as_json:
+        payload = json.loads(to_json(statuses, now))
+        if pipeline:
+            payload["latest_rows"] = latest
+        print(json.dumps(payload, indent=2, default=str), file=out)
+    elif not statuses:
+        print(format_status_table(statuses, now), file=out)
+    else:
+        show(out, status_table(statuses, now))
+        print("\n" + "\n".join(f"{s.pipeline}/{s.query}: {s.reason}" for s in statuses), file=out)
+        for name, view in latest.items():
+            print(f"\nlatest rows of {name} ({view['sink']}):", file=out)
+            show(out, table(view["columns"], view["rows"]) if view["rows"] else "(none yet)")
     if pipeline is not None and not statuses:
         print(f"slipstream: no event log of {pipeline} under {state_dir}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def latest_rows(state_dir: Path, pipeline: str, limit: int = 5) -> dict[str, dict[str, object]]:
+    """query name -> the latest rows of each output of `pipeline` on its default sink under
+    `state_dir` (what its sink can show; none for sinks that cannot be read back)."""
+    prepared = StateDirResults(state_dir, pipeline).prepared(pipeline)
+    if prepared is None:
+        return {}
+    shown: dict[str, dict[str, object]] = {}
+    for out in prepared.outputs.values():
+        if out.spec is None:
+            continue  # the quarantine: raw records, not results
+        view = out.sink.preview(out.ctx, limit=limit)
+        if view is not None:
+            shown[out.ctx.query_name] = {"sink": out.sink.describe(out.ctx), **view}
+    return shown
 
 
 def stop(settings: Settings, out: TextIO, *, wait: bool = True, timeout: float = 120.0) -> int:
@@ -233,7 +295,7 @@ def stop(settings: Settings, out: TextIO, *, wait: bool = True, timeout: float =
 def dashboard(state_dir: Path, pipeline: str | None, port: int, bind: str, out: TextIO) -> int:
     """Serve the dashboard of every pipeline under `state_dir` until Ctrl-C (no Spark)."""
     from slipstream.monitor.dashboard import DashboardServer, EventLogStatus
-    from slipstream.monitor.serve import StateDirResults, bind_server
+    from slipstream.monitor.serve import bind_server
 
     status_provider = EventLogStatus(state_dir)
     results = StateDirResults(state_dir, pipeline)
@@ -253,3 +315,42 @@ def dashboard(state_dir: Path, pipeline: str | None, port: int, bind: str, out: 
         server.server_close()
         status_provider.close()
     return EXIT_OK
+
+
+class StateDirResults:
+    """Results provider of `slipstream dashboard`: the results view of `pipeline`, or of the
+    pipeline whose event log changed last, with its default sinks under `state_dir`."""
+
+    def __init__(self, state_dir: Path, pipeline: str | None = None) -> None:
+        self.state_dir = Path(state_dir)
+        self.pipeline = pipeline
+        self._resolved: dict[str, runner.Prepared | None] = {}
+
+    def latest(self) -> str | None:
+        from slipstream.monitor.eventlog import event_log_path, pipelines_in
+
+        changed = {}
+        for name in pipelines_in(self.state_dir):
+            with contextlib.suppress(FileNotFoundError):  # reset meanwhile
+                changed[name] = event_log_path(self.state_dir, name).stat().st_mtime
+        return max(changed, key=changed.__getitem__) if changed else None
+
+    def prepared(self, name: str) -> runner.Prepared | None:
+        """The pipeline `name` bound to its default sinks under the state dir (cached)."""
+        from slipstream.config import load_settings
+        from slipstream.errors import ConfigError
+        from slipstream.pipelines.registry import registered_pipeline
+
+        if name not in self._resolved:
+            try:
+                pipeline = registered_pipeline(name)  # never a module named by a file
+                settings = load_settings(name, {"state_dir": self.state_dir}, environ={})
+                self._resolved[name] = runner.prepare(settings, pipeline, check_source=False)
+            except ConfigError:  # a log of a pipeline this installation does not know
+                self._resolved[name] = None
+        return self._resolved[name]
+
+    def __call__(self) -> dict[str, object] | None:
+        name = self.pipeline or self.latest()
+        found = None if name is None else self.prepared(name)
+        return None if found is None else found.results_view()

@@ -9,52 +9,45 @@ import contextlib
 import os
 import shutil
 import sys
-from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
 from slipstream import runner
 from slipstream.config import DEFAULT_DASHBOARD_PORT, load_settings
+from slipstream.console import render, table
+from slipstream.errors import ConfigError
 from slipstream.generators.files import write_atomically
 from slipstream.monitor.eventlog import log_files
 from slipstream.monitor.listener import ConsoleReporter
 from slipstream.monitor.serve import start_monitoring
+from slipstream.pipelines import get_pipeline, pipelines
 from slipstream.sinks.sqlite import read_table
 
-SAMPLE_FILES = ("file1.json", "file2.json", "file3.json", "file4.json")
 
-
-def sample_dir() -> Path:
-    return Path(str(resources.files("slipstream") / "data" / "mobile"))
-
-
-def copy_samples(out: Path) -> list[Path]:
-    """Land seed 003's files in `out`, atomically and with increasing modification times (the
-    file source takes new files in modification-time order)."""
+def copy_samples(out: Path, pipeline: str = "mobile") -> list[Path]:
+    """Land a pipeline's bundled sample files in `out`, atomically and with increasing
+    modification times (the file source takes new files in modification-time order)."""
+    files = get_pipeline(pipeline).sample_files()
+    if not files:
+        with_samples = sorted(n for n, p in pipelines().items() if p.sample_files())
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"pipeline {pipeline} bundles no sample files",
+            f"pipelines with samples: {', '.join(with_samples)}",
+        )
     copied = []
     Path(out).mkdir(parents=True, exist_ok=True)
-    for i, name in enumerate(SAMPLE_FILES):
-        target = write_atomically(Path(out), name, (sample_dir() / name).read_text().splitlines())
-        stamp = target.stat().st_mtime - len(SAMPLE_FILES) + i
+    for i, source in enumerate(files):
+        target = write_atomically(Path(out), source.name, source.read_text().splitlines())
+        stamp = target.stat().st_mtime - len(files) + i
         os.utime(target, (stamp, stamp))
         copied.append(target)
     return copied
 
 
 def format_table(rows: list[dict[str, object]], columns: list[str]) -> str:
-    widths = [max([len(c)] + [len(str(r[c])) for r in rows]) for c in columns]
-    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    out = [
-        line,
-        "| " + " | ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)) + " |",
-        line,
-    ]
-    out += [
-        "| " + " | ".join(str(r[c]).ljust(w) for c, w in zip(columns, widths, strict=True)) + " |"
-        for r in rows
-    ]
-    out.append(line)
-    return "\n".join(out)
+    """Rows as a framed plain-text table (rich)."""
+    return render(table(columns, [[r[c] for c in columns] for r in rows], framed=True))
 
 
 def demo(
@@ -80,14 +73,14 @@ def demo(
         shutil.rmtree(stale, ignore_errors=True)
     landing.mkdir(parents=True)
     settings = load_settings(
-        "mobile", {"input": landing, "state_dir": state_dir, "dashboard": dashboard}
+        "mobile", {"input": str(landing), "state_dir": state_dir, "dashboard": dashboard}
     )
     for log in log_files(settings.event_log):  # a fresh run: fresh charts
         log.unlink()
     prepared = runner.prepare(settings)
     prepared.sink.reset(prepared.ctx)
     print(prepared.explain(), file=out)
-    monitoring = start_monitoring(prepared.settings, prepared.pipeline)
+    monitoring = start_monitoring(prepared.settings, prepared.results_view)
     print("", file=out)
     monitoring.announce(out)
     print("\nstarting Spark (about 10 s)...", file=out, flush=True)
@@ -98,8 +91,8 @@ def demo(
     db = prepared.sink.path  # type: ignore[attr-defined]
     columns = ["window_start", "window_end", "action", "count"]
     try:
-        for name in SAMPLE_FILES:
-            lines = (sample_dir() / name).read_text().splitlines()
+        for source in get_pipeline("mobile").sample_files():
+            name, lines = source.name, source.read_text().splitlines()
             write_atomically(landing, name, lines)
             print(f"\n>>> {name} landed ({len(lines)} events)", file=out, flush=True)
             run.process_all_available()
@@ -121,7 +114,7 @@ def demo(
         spark.stop()
     print(f"\nresults: table {prepared.ctx.table} in {db}", file=out)
     print(
-        f"checkpoint: {settings.checkpoint_root}  quarantine: {settings.quarantine_dir}", file=out
+        f"checkpoint: {settings.checkpoint_root}  quarantine: {settings.quarantine_root}", file=out
     )
     print(f"try: sqlite3 {db} 'select * from {prepared.ctx.table}'", file=out)
     return 0

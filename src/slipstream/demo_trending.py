@@ -32,21 +32,25 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
+from rich.console import Group, RenderableType
+
 import slipstream
 from slipstream import runner
 from slipstream.checkpoints import delete_checkpoint
 from slipstream.config import DEFAULT_DASHBOARD_PORT, load_settings
+from slipstream.console import console_for, is_terminal, render, table
 from slipstream.errors import ConfigError
 from slipstream.generators.trending import TrendingSpec, write_catalog
 from slipstream.monitor.eventlog import log_files
 from slipstream.monitor.listener import Record, progress_summary
 from slipstream.monitor.serve import start_monitoring
+from slipstream.pipelines.trending import TrendingPipeline
 from slipstream.serving.trending import top_articles
 from slipstream.specs import parse_duration
 
 PIPELINE = "trending"
 DEMO_SEED = 2  # seed 002: the news site
-RESULTS_QUERY = f"{PIPELINE}.{runner.RESULTS}"
+RESULTS_QUERY = f"{PIPELINE}.{TrendingPipeline.outputs[0].name}"
 
 
 def _short_time(text: str | None) -> str:
@@ -56,32 +60,38 @@ def _short_time(text: str | None) -> str:
     return text.replace("Z", "")[11:19]
 
 
-def render_top(tops: dict[str, list[dict[str, Any]]], n: int = 10) -> list[str]:
-    """The text of the top-N table (current window) and a one-line latest complete window."""
-    lines: list[str] = []
+def render_top(tops: dict[str, list[dict[str, Any]]], n: int = 10) -> RenderableType:
+    """The top-N table of the current window and a line for the latest complete window."""
     current = tops.get("current") or []
     if not current:
-        return ["(no views counted yet)"]
+        return "(no views counted yet)"
     first = current[0]
-    lines.append(
+    title = (
         f"top {n} of the current window {_short_time(first['window_start'])}-"
         f"{_short_time(first['window_end'])} UTC (in progress)"
     )
-    lines.append(f"{'#':>3}  {'views':>7}  {'article':<8} {'section':<9} title")
-    for row in current[:n]:
-        title = row["title"] if row["in_catalog"] else "(not in catalog)"
-        lines.append(
-            f"{row['rank']:>3}  {row['views']:>7,}  {row['article_id']:<8} "
-            f"{(row['section'] or '-'):<9} {title}"
+    rows = [
+        (
+            row["rank"],
+            f"{row['views']:,}",
+            row["article_id"],
+            row["section"] or "-",
+            row["title"] if row["in_catalog"] else "(not in catalog)",
         )
+        for row in current[:n]
+    ]
+    parts: list[RenderableType] = [
+        title,
+        table(("#", "views", "article", "section", "title"), rows, numeric=(0, 1)),
+    ]
     done = tops.get("latest_complete") or []
     if done:
         leaders = ", ".join(f"{r['article_id']} {r['views']:,}" for r in done[:3])
-        lines.append(
+        parts.append(
             f"latest complete window {_short_time(done[0]['window_start'])}-"
             f"{_short_time(done[0]['window_end'])}: {leaders}"
         )
-    return lines
+    return Group(*parts)
 
 
 class TopView:
@@ -92,7 +102,8 @@ class TopView:
         self.out = out
         self.n = n
         self.rate = rate
-        self.tty = hasattr(out, "isatty") and out.isatty()
+        self.tty = is_terminal(out)
+        self.console = console_for(out)
         self.batches: list[dict[str, Any]] = []  # progress summaries of data batches
         self.first_batch_at: float | None = None
         self.started = time.monotonic()
@@ -125,12 +136,13 @@ class TopView:
         ]
         if self.dashboard_url:
             header[1:1] = [f"dashboard {self.dashboard_url}"]
-        text = "\n".join(header + render_top(tops, self.n))
-        if self.tty:
-            self.out.write("\x1b[H\x1b[J" + text + "\n")
-        else:
-            self.out.write(text + "\n\n")
-        self.out.flush()
+        screen = Group(*header, render_top(tops, self.n))
+        if self.tty:  # redraw the screen in place
+            self.console.clear()
+            self.console.print(screen)
+        else:  # a log: one block per batch
+            self.out.write(render(screen) + "\n\n")
+            self.out.flush()
 
     def throughput(self) -> dict[str, float]:
         """What the pipeline sustained: events over the time spent processing them, and the
@@ -216,7 +228,7 @@ def _fresh(state_dir: Path, landing: Path, prepared: runner.Prepared) -> None:
     """Remove this demo's previous outputs only."""
     shutil.rmtree(landing, ignore_errors=True)
     delete_checkpoint(prepared.settings.checkpoint_root)
-    shutil.rmtree(prepared.settings.quarantine_dir, ignore_errors=True)
+    shutil.rmtree(prepared.settings.quarantine_root, ignore_errors=True)
     prepared.sink.reset(prepared.ctx)
     for log in log_files(prepared.settings.event_log):  # fresh charts on the dashboard
         log.unlink()
@@ -254,11 +266,15 @@ def demo(
     write_catalog(catalog, spec)
     settings = load_settings(
         PIPELINE,
-        {"input": landing, "catalog": catalog, "state_dir": state_dir, "dashboard": dashboard},
+        {
+            "input": [str(landing), f"catalog={catalog}"],
+            "state_dir": state_dir,
+            "dashboard": dashboard,
+        },
     )
-    prepared = runner.prepare(settings)  # every rule, before anything starts
+    prepared = runner.prepare(settings)  # every check that needs no plan, before Spark
     _fresh(state_dir, landing, prepared)
-    monitoring = start_monitoring(prepared.settings, prepared.pipeline)  # a taken port: now
+    monitoring = start_monitoring(prepared.settings, prepared.results_view)  # a taken port: now
     landing.mkdir(parents=True, exist_ok=True)
     db_path = prepared.settings.default_database
     print(prepared.explain(), file=out)
@@ -316,7 +332,7 @@ def demo(
         "outputs:\n"
         f"  results     {db_path} table article_views  (sqlite3 {db_path} "
         '"SELECT * FROM article_views ORDER BY window_start DESC, views DESC LIMIT 10")\n'
-        f"  quarantine  {prepared.settings.quarantine_dir}\n"
+        f"  quarantine  {prepared.settings.quarantine_root}\n"
         f"  checkpoint  {prepared.settings.checkpoint_root}\n"
         f"  input       {landing} (catalog {catalog})\n"
         f"  generator   report {report}, log {log}",

@@ -15,6 +15,7 @@ CODES: dict[str, str] = {
     "CONFIG_MISSING": "a setting the chosen pipeline, source or sink needs",
     "CONFIG_FILE": "the --config file cannot be read or is not valid TOML",
     "UNKNOWN_PIPELINE": "no pipeline of that name is registered",
+    "PIPELINE_INVALID": "a pipeline declares its inputs, outputs or parameters inconsistently",
     # validation of the query plan (the seeds' and Spark's rules)
     "FILE_SINK_APPEND_ONLY": "file sinks (parquet, json, csv) take append mode only",
     "COMPLETE_NEEDS_AGGREGATION": "complete mode needs a streaming aggregation",

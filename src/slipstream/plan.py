@@ -1,7 +1,8 @@
-"""A pipeline's declared shape: what `check` explains and what validation reasons about.
+"""The shape of an output's query, read from the plan Spark analyzed: what `check` explains
+and what the rules in `slipstream.validate` reason about.
 
-Pure data, no Spark: each pipeline describes its operations for the settings it will run with,
-so the rules in `slipstream.validate` run before Spark starts and are tested without it."""
+`Plan` is pure data, so the rules are tested without Spark; `plan_of(frame)` reads it from a
+DataFrame (classic PySpark through the JVM, Spark Connect from the server's explain text)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,31 @@ class Plan:
     @property
     def stateful(self) -> bool:
         return self.aggregation or self.dedup or self.stream_stream_join or self.arbitrary_state
+
+    def describe(self) -> list[str]:
+        """What `check` prints of this shape, one fact a line."""
+        from slipstream.specs import format_duration
+
+        def dur(value: timedelta | None) -> str:
+            return format_duration(value) if value else "?"
+
+        lines = ["operators   " + (", ".join(self.steps) or "projections and filters only")]
+        if self.window != "none":
+            every = f" every {dur(self.window_slide)}" if self.window_slide else ""
+            length = dur(self.window_length)
+            lines.append(f"window      {self.window} {length}{every} on {self.window_column}")
+        if self.watermark_column:
+            lines.append(f"watermark   {self.watermark_column} - {dur(self.watermark_delay)}")
+        joins = []
+        if self.stream_static_join:
+            joins.append("stream-static")
+        if self.stream_stream_join:
+            bound = "bounded by watermarks" if self.stream_join_bounded else "unbounded state"
+            joins.append(f"stream-stream {self.stream_join_kind} ({bound})")
+        if joins:
+            lines.append("join        " + ", ".join(joins))
+        lines.append(f"stateful    {'yes' if self.stateful else 'no'}")
+        return lines
 
     @property
     def map_like(self) -> bool:

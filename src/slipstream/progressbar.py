@@ -1,4 +1,8 @@
-"""A tiny dependency-free progress bar for long, finite work (generators, available-now backfills).
+"""A progress bar for long, finite work (generators, available-now backfills), drawn by rich.
+
+On a terminal it draws `label ━━━━━━━╸━━━━  50% 5,000/10,000 12.3k/s 0:00:01` in place; when
+the output is not a terminal it stays silent (logs and CI stay clean) unless forced on, and
+closing it always leaves one plain summary line: `label: 5,000/10,000 in 1.2s (4.1k/s)`.
 
 >>> import io
 >>> out = io.StringIO()
@@ -13,22 +17,31 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from types import TracebackType
-from typing import Self, TextIO
+from contextlib import AbstractContextManager
+from typing import TextIO
+
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
+
+from slipstream.console import console_for, is_terminal
 
 __all__ = ["ProgressBar"]
 
 
-class ProgressBar:
-    """Draw ``label [#####-----]  50.0% 5,000/10,000 12.3k/s ETA 0:01`` on one terminal line.
+class ProgressBar(AbstractContextManager["ProgressBar"]):
+    """Progress of ``total`` units (``None``: unknown; a count and a rate are shown).
 
-    ``total`` is the amount of work in whatever unit ``update`` counts; ``None`` means unknown
-    (a counter and a rate are shown, no percentage). ``stream`` defaults to ``sys.stderr`` as it
-    is when the bar is created. With ``enabled=None`` the bar draws only when ``stream`` is a TTY,
-    so logs and CI output stay clean; ``True`` forces it on, ``False`` off. When enabled, leaving
-    the ``with`` block replaces the bar with one summary line (marked ``interrupted`` if the block
-    raised). Redraws are throttled to one per ``refresh_s`` of ``clock`` time.
-    """
+    ``stream`` defaults to ``sys.stderr`` as it is when the bar is created. With
+    ``enabled=None`` the bar draws only when ``stream`` is a terminal; ``True`` forces it on,
+    ``False`` off. When enabled, leaving the ``with`` block replaces the bar with one summary
+    line (marked ``interrupted`` if the block raised). ``clock`` times the rate (tests inject
+    one)."""
 
     def __init__(
         self,
@@ -38,37 +51,39 @@ class ProgressBar:
         enabled: bool | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
-        width: int = 28,
-        refresh_s: float = 0.1,
     ) -> None:
         if total is not None and total < 0:
             raise ValueError(f"total must be >= 0 or None; got total={total}")
-        if width < 1:
-            raise ValueError(f"width must be >= 1; got width={width}")
         self.total = total
         self.label = label
         self.stream: TextIO = sys.stderr if stream is None else stream
-        self.enabled = _is_tty(self.stream) if enabled is None else enabled
+        self.enabled = is_terminal(self.stream) if enabled is None else enabled
         self.done = 0
         self._clock = clock
-        self._width = width
-        self._refresh_s = refresh_s
         self._started = clock()
-        self._last_draw: float | None = None
-        self._last_len = 0
         self._closed = False
+        self._console = console_for(self.stream)
+        self._live = self.enabled and self._console.is_terminal
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TaskProgressColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeRemainingColumn(),
+            console=self._console,
+            transient=True,
+            get_time=clock,
+        )
+        self._task = self._progress.add_task(label, total=total, rate="-/s")
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> ProgressBar:
         self._started = self._clock()
-        self._draw(force=True)
+        if self._live:
+            self._progress.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         self.close(interrupted=exc_type is not None)
 
     def update(self, n: int = 1) -> None:
@@ -76,62 +91,24 @@ class ProgressBar:
         if n < 0:
             raise ValueError(f"n must be >= 0; got n={n}")
         self.done += n
-        self._draw(force=False)
+        if self._live:
+            elapsed = self._clock() - self._started
+            self._progress.update(self._task, advance=n, rate=_rate_text(self.done, elapsed))
 
     def close(self, *, interrupted: bool = False) -> None:
         """Replace the bar with a summary line (once; later calls do nothing)."""
         if self._closed:
             return
         self._closed = True
+        if self._live:
+            self._progress.stop()
         if not self.enabled:
             return
         elapsed = max(self._clock() - self._started, 0.0)
         done = f"{self.done:,}" if self.total is None else f"{self.done:,}/{self.total:,}"
         line = f"{self.label}: {done} in {_clock_text(elapsed)} ({_rate_text(self.done, elapsed)})"
-        if interrupted:
-            line += " - interrupted"
-        self._write_line(line, final=True)
-
-    def _draw(self, *, force: bool) -> None:
-        if not self.enabled or self._closed:
-            return
-        now = self._clock()
-        if not force and self._last_draw is not None and now - self._last_draw < self._refresh_s:
-            return
-        self._last_draw = now
-        elapsed = max(now - self._started, 0.0)
-        rate = _rate_text(self.done, elapsed)
-        if self.total is None:
-            line = f"{self.label} {self.done:,} {rate}"
-        else:
-            fraction = 1.0 if self.total == 0 else min(self.done / self.total, 1.0)
-            filled = int(fraction * self._width)
-            bar = "#" * filled + "-" * (self._width - filled)
-            eta = "?"
-            if self.done and elapsed > 0:
-                eta = _clock_text(max(self.total - self.done, 0) * elapsed / self.done)
-            line = (
-                f"{self.label} [{bar}] {fraction * 100:5.1f}% "
-                f"{self.done:,}/{self.total:,} {rate} ETA {eta}"
-            )
-        self._write_line(line, final=False)
-
-    def _write_line(self, line: str, *, final: bool) -> None:
-        if final:  # blank out the bar, then leave a clean summary line without padding
-            text = f"\r{' ' * self._last_len}\r{line}\n"
-        else:
-            text = f"\r{line}{' ' * max(self._last_len - len(line), 0)}"
-        self._last_len = len(line)
-        self.stream.write(text)
+        self.stream.write(line + (" - interrupted" if interrupted else "") + "\n")
         self.stream.flush()
-
-
-def _is_tty(stream: TextIO) -> bool:
-    isatty = getattr(stream, "isatty", None)
-    try:
-        return bool(isatty()) if callable(isatty) else False
-    except ValueError:  # closed stream
-        return False
 
 
 def _rate_text(done: int, elapsed_s: float) -> str:

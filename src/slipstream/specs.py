@@ -128,21 +128,42 @@ class Secret:
         return hash(self._value)
 
 
-SinkKind = Literal[
-    "console", "memory", "parquet", "json", "csv", "sqlite", "postgresql", "foreach", "noop"
-]
-FILE_SINKS: frozenset[str] = frozenset({"parquet", "json", "csv"})
-SINK_HELP = (
-    "console, memory, noop, parquet:DIR, json:DIR, csv:DIR, sqlite[:PATH], "
-    "postgresql[://user[:password]@host[:port]/db], foreach:module:attr"
-)
+@dataclass(frozen=True)
+class SinkKind:
+    """One kind of sink, by the scheme that starts its spec: the class that serves it
+    (`module:Class`, imported when a sink of this kind is made), what follows the scheme, and
+    how `--help` shows it."""
+
+    sink: str
+    target: Literal["none", "optional", "required", "url", "module"]
+    usage: str
+
+
+#: Every sink kind, by scheme: the one place a new sink is registered.
+SINK_KINDS: dict[str, SinkKind] = {
+    "console": SinkKind("slipstream.sinks.spark_sinks:ConsoleSink", "none", "console"),
+    "memory": SinkKind("slipstream.sinks.spark_sinks:MemorySink", "none", "memory"),
+    "noop": SinkKind("slipstream.sinks.spark_sinks:NoopSink", "none", "noop"),
+    "parquet": SinkKind("slipstream.sinks.spark_sinks:FileSink", "required", "parquet:DIR"),
+    "json": SinkKind("slipstream.sinks.spark_sinks:FileSink", "required", "json:DIR"),
+    "csv": SinkKind("slipstream.sinks.spark_sinks:FileSink", "required", "csv:DIR"),
+    "sqlite": SinkKind("slipstream.sinks.sqlite:SqliteSink", "optional", "sqlite[:PATH]"),
+    "postgresql": SinkKind(
+        "slipstream.sinks.postgres:PostgresSink",
+        "url",
+        "postgresql[://user[:password]@host[:port]/db]",
+    ),
+    "foreach": SinkKind("slipstream.sinks.foreach:ForeachSink", "module", "foreach:module:attr"),
+}
+FILE_SINKS: frozenset[str] = frozenset(k for k, v in SINK_KINDS.items() if v.target == "required")
+SINK_HELP = ", ".join(kind.usage for kind in SINK_KINDS.values())
 
 
 @dataclass(frozen=True)
 class SinkSpec:
     """Where results go. `target` is a directory, a database file, a DSN or a module:attr."""
 
-    kind: SinkKind
+    kind: str  # a scheme of SINK_KINDS
     target: str | None = None
     password: Secret | None = field(default=None, compare=False)
 
@@ -165,19 +186,17 @@ class SinkSpec:
             if parts.query:
                 target += f"?{parts.query}"
             return cls("postgresql", target, password)
-        kind, _, target = raw.partition(":")
-        kind = kind.lower()
-        if kind in ("console", "memory", "noop", "postgresql") and not target:
-            return cls(kind)  # type: ignore[arg-type]
-        if kind == "sqlite":
-            return cls("sqlite", target or None)
-        if kind in FILE_SINKS:
-            if not target:
-                raise ValueError(f"{kind}:DIR (a directory for the files)")
-            return cls(kind, target)  # type: ignore[arg-type]
-        if kind == "foreach" and ":" in target:
-            return cls("foreach", target)
-        raise ValueError(SINK_HELP)
+        scheme, _, target = raw.partition(":")
+        kind = SINK_KINDS.get(scheme.lower())
+        if kind is None:
+            raise ValueError(SINK_HELP)
+        if not target and kind.target in ("none", "optional", "url"):
+            return cls(scheme.lower())
+        if kind.target == "optional" or (kind.target == "required" and target):
+            return cls(scheme.lower(), target)
+        if kind.target == "module" and ":" in target:
+            return cls(scheme.lower(), target)
+        raise ValueError(kind.usage)
 
     @property
     def is_file_sink(self) -> bool:

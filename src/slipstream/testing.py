@@ -3,7 +3,8 @@
     from slipstream.testing import PipelineHarness, session
 
     spark = session()                      # one per test session (a pytest fixture)
-    with PipelineHarness(spark, "mobile", tmp_path, sink="collect", mode="update") as h:
+    with PipelineHarness(spark, "mobile", tmp_path, sink="collect", mode="update",
+                         window="5m") as h:   # settings, params and inputs by name
         h.feed(['{"id": "p1", "action": "open", "ts": "2018-03-02T10:02:33"}'])
         rows = h.process()                 # rows the sink received in that batch
         table = h.results()                # the sink's table so far
@@ -11,8 +12,9 @@
 Every run records its events in `workdir/state/events/PIPELINE.jsonl`, like a CLI run;
 `handlers=[...]` adds listener handlers (metrics, your own).
 
-Input is fed as files written atomically into a landing folder; `process()` runs until the
-queries are idle (`processAllAvailable`), never by sleeping. `sink="collect"` records what each
+Input is fed as files written atomically into a landing folder (one per stream input:
+`feed(lines, input="clicks")`); `process()` runs until the queries are idle
+(`processAllAvailable`), never by sleeping. `sink="collect"` records what each
 micro-batch delivered, which is what output modes are about."""
 
 from __future__ import annotations
@@ -92,17 +94,29 @@ class PipelineHarness:
         handlers: Sequence[Handler] = (),
         **settings: Any,
     ) -> None:
+        """`settings` are run settings (`mode`, `trigger`, ...), the pipeline's parameters
+        (`window="5m"`) and its static inputs (`catalog=PATH`), by name. Each stream input
+        lands in `workdir/input` (one stream) or `workdir/input/NAME` (several)."""
         self.spark = spark
         self.pipeline = get_pipeline(pipeline) if isinstance(pipeline, str) else pipeline
         self.workdir = Path(workdir)
-        self.input = self.workdir / "input"
-        self.input.mkdir(parents=True, exist_ok=True)
+        streams = [i.name for i in self.pipeline.stream_inputs()]
+        root = self.workdir / "input"
+        self.inputs = {n: root / n if len(streams) > 1 else root for n in streams}
+        for folder in self.inputs.values():
+            folder.mkdir(parents=True, exist_ok=True)
+        self.input = self.inputs[streams[0]]  # the first stream's landing folder
         self.collector: CollectSink | None = None
         self.handlers = list(handlers)  # listener handlers, e.g. SlipstreamMetrics(...).handle
         sink_obj: Sink | None = None
+        params = {p.name: settings.pop(p.name) for p in self.pipeline.params if p.name in settings}
+        paths: dict[str, Any] = {n: str(p) for n, p in self.inputs.items()}
+        for spec in self.pipeline.inputs:
+            if spec.static and spec.name in settings:
+                paths[spec.name] = str(settings.pop(spec.name))
         flags: dict[str, Any] = {
             "source": "files",
-            "input": self.input,
+            "input": [f"{n}={p}" for n, p in paths.items()],
             "state_dir": self.workdir / "state",
             **settings,
         }
@@ -112,38 +126,52 @@ class PipelineHarness:
             self.collector = sink_obj = CollectSink()
         else:
             flags["sink"] = sink
-        self.settings = load_settings(self.pipeline.name, flags, environ={})
+        self.settings = load_settings(self.pipeline.name, flags, environ={}, params=params)
         self.prepared = runner.prepare(self.settings, self.pipeline, sink=sink_obj)
         self.run: runner.Run | None = None
         self._files = itertools.count()
         self._seen_batches: set[int] = set()
-        self._last_mtime = max((p.stat().st_mtime for p in self.input.iterdir()), default=0.0)
+        self._last_mtime = max(
+            (p.stat().st_mtime for f in self.inputs.values() for p in f.iterdir() if p.is_file()),
+            default=0.0,
+        )
 
     def start(self) -> PipelineHarness:
         self.run = runner.start(self.spark, self.prepared, self.handlers, origin="harness")
         return self
 
-    def feed(self, lines: Iterable[str] | str, name: str | None = None) -> Path:
-        """Land one file of lines (atomically). The next `process()` sees it."""
+    def feed(
+        self, lines: Iterable[str] | str, name: str | None = None, *, input: str | None = None
+    ) -> Path:
+        """Land one file of lines (atomically) for a stream input (default: the first). The
+        next `process()` sees it."""
         if isinstance(lines, str):
             lines = lines.splitlines()
+        bound = self.prepared.inputs[input or next(iter(self.inputs))]
+        folder = self.inputs[bound.name]
         if name is None:
             # unique across harnesses sharing a landing folder: Spark reads a path only once
             index = next(self._files)
-            while any(self.input.glob(f"batch-{index:05d}.*")):
+            while any(folder.glob(f"batch-{index:05d}.*")):
                 index = next(self._files)
-            name = f"batch-{index:05d}.{self.prepared.settings.format}"
-        elif (self.input / name).exists():
+            name = f"batch-{index:05d}.{bound.binding.format}"
+        elif (folder / name).exists():
             raise FileExistsError(f"{name} already landed; Spark would not read it again")
-        path = write_atomically(self.input, name, lines)
+        path = write_atomically(folder, name, lines)
         # Spark takes new files in modification-time order (ms resolution): make it feed order.
         stamp = max(path.stat().st_mtime, self._last_mtime + 0.01)
         os.utime(path, (stamp, stamp))
         self._last_mtime = stamp
         return path
 
-    def feed_records(self, records: Iterable[Mapping[str, Any]], name: str | None = None) -> Path:
-        return self.feed([json.dumps(r) for r in records], name)
+    def feed_records(
+        self,
+        records: Iterable[Mapping[str, Any]],
+        name: str | None = None,
+        *,
+        input: str | None = None,
+    ) -> Path:
+        return self.feed([json.dumps(r) for r in records], name, input=input)
 
     def process(self) -> list[dict[str, Any]]:
         """Run until idle; return the rows the collect sink received since the last call."""
@@ -155,10 +183,10 @@ class PipelineHarness:
         self._seen_batches.update(new)
         return [row for b in new for row in self.collector.batches[b]]
 
-    def results(self) -> list[dict[str, Any]]:
-        """The sink's table so far (sqlite or files), as dicts."""
-        sink = self.prepared.sink
-        ctx = self.prepared.ctx
+    def results(self, output: str | None = None) -> list[dict[str, Any]]:
+        """An output's table so far (sqlite or files; default: the first output), as dicts."""
+        bound = self.prepared.outputs[output] if output else self.prepared.primary
+        sink, ctx = bound.sink, bound.ctx
         if sink.spec.kind == "sqlite":
             return read_table(sink.path, ctx.table)  # type: ignore[attr-defined]
         frame = sink.read(self.spark, ctx)

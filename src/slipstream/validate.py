@@ -1,8 +1,9 @@
 """Rules checked before any query starts: the combinations the seeds and Spark forbid.
 
-Each rule has a stable code (slipstream.errors.CODES). `violations` returns every broken rule so
-`slipstream check` can list them; `validate` raises the first, and `slipstream run` calls it
-before starting anything."""
+Each rule has a stable code (slipstream.errors.CODES). `violations` returns every broken rule of
+one output, on the plan read from its query, so `slipstream check` can list them and `slipstream
+run` refuses before any query starts; `settings_violations` are the rules that need no plan,
+checked before Spark starts."""
 
 from __future__ import annotations
 
@@ -36,13 +37,7 @@ def violations(
     def refuse(code: str, message: str, fix: str) -> None:
         found.append(ValidationError(code, message, fix))
 
-    if sink.is_file_sink and mode != "append":
-        refuse(
-            "FILE_SINK_APPEND_ONLY",
-            f"the {sink.kind} file sink takes append mode only; got --mode {mode}",
-            "use --mode append (finalised rows only), or a database sink such as "
-            "sqlite: for update/complete",
-        )
+    found += _file_sink(mode, sink)
     if mode == "complete" and not plan.aggregation:
         refuse(
             "COMPLETE_NEEDS_AGGREGATION",
@@ -133,24 +128,39 @@ def violations(
                 f"the {trigger.kind} trigger cannot run this query: " + "; ".join(reasons),
                 "use a micro-batch trigger (default or an interval such as 1s)",
             )
-    offered = tuple(offered_modes or ())
-    if offered and mode not in offered and not found:
-        refuse(
-            "MODE_NOT_SUPPORTED",
-            f"this pipeline offers modes {', '.join(offered)}; got --mode {mode}",
-            f"use --mode {offered[0]}",
-        )
+    if not found:
+        found += _offered(mode, offered_modes)
     return found
 
 
-def validate(
-    plan: Plan,
-    mode: OutputMode,
-    sink: SinkSpec,
-    trigger: TriggerSpec,
-    source: str,
-    offered_modes: Iterable[OutputMode] | None = None,
-) -> None:
-    found = violations(plan, mode, sink, trigger, source, offered_modes)
-    if found:
-        raise found[0]
+def settings_violations(
+    mode: OutputMode, sink: SinkSpec, offered_modes: Iterable[OutputMode] | None = None
+) -> list[ValidationError]:
+    """The rules that need no query plan: checked before Spark starts."""
+    return _file_sink(mode, sink) or _offered(mode, offered_modes)
+
+
+def _file_sink(mode: OutputMode, sink: SinkSpec) -> list[ValidationError]:
+    if sink.is_file_sink and mode != "append":
+        return [
+            ValidationError(
+                "FILE_SINK_APPEND_ONLY",
+                f"the {sink.kind} file sink takes append mode only; got --mode {mode}",
+                "use --mode append (finalised rows only), or a database sink such as "
+                "sqlite: for update/complete",
+            )
+        ]
+    return []
+
+
+def _offered(mode: OutputMode, offered_modes: Iterable[OutputMode] | None) -> list[ValidationError]:
+    offered = tuple(offered_modes or ())
+    if offered and mode not in offered:
+        return [
+            ValidationError(
+                "MODE_NOT_SUPPORTED",
+                f"this output offers modes {', '.join(offered)}; got --mode {mode}",
+                f"use --mode {offered[0]}",
+            )
+        ]
+    return []

@@ -1,4 +1,5 @@
-"""`slipstream generate WORKLOAD`: the command-line face of the event generators.
+"""`slipstream generate trending`: the command-line face of trending's event generator
+(`TrendingPipeline.generator` names this module: its `add_arguments` and `run`).
 
     slipstream generate trending --out DIR [--catalog FILE] [--rate N]
                                  [--duration D | --events N] [--seed S] [--start now|ISO]
@@ -37,7 +38,6 @@ from slipstream.generators.trending import (
 )
 from slipstream.specs import DURATION_HELP, parse_duration
 
-WORKLOADS = ("trending",)
 CATALOG_NAME = "catalog.csv"
 REPORT_NAME = "_generation-report.json"
 FRACTIONS = ("out_of_order", "late", "duplicates", "malformed", "unknown_article")
@@ -49,7 +49,6 @@ def _flag(name: str) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = TrendingSpec()
-    parser.add_argument("workload", choices=WORKLOADS, help="which event stream")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="landing dir")
     parser.add_argument(
         "--catalog",

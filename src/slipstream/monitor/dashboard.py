@@ -23,10 +23,10 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
+from slipstream.closing import Closing
 from slipstream.monitor.eventlog import EventLogFollower, event_log_path, json_safe, pipelines_in
 from slipstream.monitor.events import Clock, format_ts, utc_now
 from slipstream.monitor.status import (
@@ -166,7 +166,7 @@ class _Handler(BaseHTTPRequestHandler):
         logger.debug("%s - %s", self.address_string(), format % args)
 
 
-class DashboardServer(ThreadingHTTPServer):
+class DashboardServer(Closing, ThreadingHTTPServer):
     """The dashboard's HTTP server; ``start()`` serves from a daemon thread."""
 
     daemon_threads = True
@@ -208,17 +208,6 @@ class DashboardServer(ThreadingHTTPServer):
             self._thread.join(timeout=5)
             self._thread = None
         self.server_close()
-
-    def __enter__(self) -> DashboardServer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def serve_dashboard(

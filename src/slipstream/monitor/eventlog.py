@@ -18,9 +18,9 @@ import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
 
+from slipstream.closing import Closing
 from slipstream.monitor.events import Event, EventFormatError, parse_event
 
 logger = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def encode_record(record: Mapping[str, Any] | Event) -> bytes:
     return line.encode("utf-8") + b"\n"
 
 
-class EventLog:
+class EventLog(Closing):
     """Append writer with size-based rotation.
 
     Each record is encoded first and written with one ``write(2)`` on an ``O_APPEND`` file under
@@ -115,17 +115,6 @@ class EventLog:
             if self._fd is not None:
                 os.close(self._fd)
                 self._fd = None
-
-    def __enter__(self) -> EventLog:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _backup(path: Path, n: int) -> Path:

@@ -20,15 +20,12 @@ from slipstream.errors import SlipstreamError
 
 EventKind = Literal["run_started", "run_stopped", "started", "progress", "idle", "terminated"]
 
-QUALITY_METRIC = "quality"
-"""Name of the ``observe()`` metric that carries ``input`` and ``quarantined`` row counts."""
-EXPECTATIONS_METRIC = "expectations"
-"""Name of the ``observe()`` metric that carries one violation count per expectation rule."""
+QUALITY_METRIC = "quality"  # observe(): input and quarantined rows (quality.INPUT per input)
+EXPECTATIONS_METRIC = "expectations"  # observe(): violations per expectation rule
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
-Clock = Callable[[], datetime]
-"""Returns the current time as an aware UTC datetime; injected wherever "now" matters."""
+Clock = Callable[[], datetime]  # the current time, aware UTC; injected where "now" matters
 
 
 def utc_now() -> datetime:
@@ -106,10 +103,8 @@ def batch_executed(progress: Mapping[str, Any]) -> bool:
 
 
 @dataclass(frozen=True)
-class RunStarted:
-    """A ``slipstream run`` process started its queries."""
-
-    kind: ClassVar[EventKind] = "run_started"
+class _RunEvent:
+    kind: ClassVar[EventKind]
     ts: datetime
     pipeline: str
     pid: int | None = None
@@ -128,25 +123,17 @@ class RunStarted:
 
 
 @dataclass(frozen=True)
-class RunStopped:
+class RunStarted(_RunEvent):
+    """A ``slipstream run`` process started its queries."""
+
+    kind: ClassVar[EventKind] = "run_started"
+
+
+@dataclass(frozen=True)
+class RunStopped(_RunEvent):
     """A ``slipstream run`` process stopped (cleanly, or after a query failed)."""
 
     kind: ClassVar[EventKind] = "run_stopped"
-    ts: datetime
-    pipeline: str
-    pid: int | None = None
-    queries: tuple[str, ...] = ()
-    reason: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "event": self.kind,
-            "ts": format_ts(self.ts),
-            "pipeline": self.pipeline,
-            "pid": self.pid,
-            "queries": list(self.queries),
-            "reason": self.reason,
-        }
 
 
 @dataclass(frozen=True)
@@ -293,14 +280,8 @@ class QueryProgress(_QueryEvent):
         return sum(_int(op.get("numRowsDroppedByWatermark")) for op in _operators(self.progress))
 
     def observed(self, name: str) -> dict[str, float]:
-        """The finite numeric fields of one ``observe(name, ...)`` metric (empty if absent)."""
-        fields = _mapping(_mapping(self.progress.get("observedMetrics")).get(name))
-        out: dict[str, float] = {}
-        for key, value in fields.items():
-            number = _finite(value)
-            if number is not None:
-                out[str(key)] = number
-        return out
+        """The finite numeric fields of ``observe(name)`` and its per-input ``name.INPUT``."""
+        return observed_sums(self.progress.get("observedMetrics"), name)
 
     @property
     def quarantined(self) -> int:
@@ -309,6 +290,19 @@ class QueryProgress(_QueryEvent):
     @property
     def expectation_violations(self) -> dict[str, int]:
         return {rule: int(n) for rule, n in self.observed(EXPECTATIONS_METRIC).items()}
+
+
+def observed_sums(observed: Any, name: str) -> dict[str, float]:
+    """Field by field, the sum of the observed metrics `name` and `name.*` of one progress."""
+    out: dict[str, float] = {}
+    for metric, fields in _mapping(observed).items():
+        if metric != name and not str(metric).startswith(name + "."):
+            continue
+        for key, value in _mapping(fields).items():
+            number = _finite(value)
+            if number is not None:
+                out[str(key)] = out.get(str(key), 0.0) + number
+    return out
 
 
 Event = RunStarted | RunStopped | QueryStarted | QueryProgress | QueryIdle | QueryTerminated

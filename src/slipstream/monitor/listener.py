@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from pyspark.sql.streaming import StreamingQueryListener
 
-from slipstream.monitor.events import batch_executed
+from slipstream.monitor.events import batch_executed, observed_sums
 
 Record = dict[str, Any]
 Handler = Callable[[Record], None]
@@ -105,7 +105,7 @@ def progress_summary(progress: dict[str, Any]) -> dict[str, Any]:
     `numDroppedDuplicateRows`."""
     operators = progress.get("stateOperators") or []
     observed = progress.get("observedMetrics") or {}
-    quality = observed.get("quality") or {}
+    quality = observed_sums(observed, "quality")
     return {
         "batch": progress.get("batchId"),
         "rows": int(_num(progress.get("numInputRows"))),
@@ -122,7 +122,7 @@ def progress_summary(progress: dict[str, Any]) -> dict[str, Any]:
             )
         ),
         "quarantined": int(_num(quality.get("quarantined"))),
-        "expectations": {k: int(_num(v)) for k, v in (observed.get("expectations") or {}).items()},
+        "expectations": {k: int(v) for k, v in observed_sums(observed, "expectations").items()},
     }
 
 

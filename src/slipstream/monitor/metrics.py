@@ -17,7 +17,6 @@ import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from types import TracebackType
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
@@ -25,6 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_serv
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from slipstream.closing import Closing
 from slipstream.monitor.events import (
     Clock,
     Event,
@@ -167,7 +167,7 @@ class SlipstreamMetrics:
 
 
 @dataclass
-class MetricsServer:
+class MetricsServer(Closing):
     """A running ``/metrics`` endpoint; ``close()`` stops it and frees the port."""
 
     host: str
@@ -183,17 +183,6 @@ class MetricsServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
-
-    def __enter__(self) -> MetricsServer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def serve_metrics(registry: CollectorRegistry, port: int, host: str = "127.0.0.1") -> MetricsServer:

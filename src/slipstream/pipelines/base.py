@@ -1,108 +1,293 @@
-"""What a pipeline declares, and nothing about how it is run.
+"""What a pipeline declares, in one module, and nothing about how it is run.
 
-A pipeline says what it reads (format, schema, required fields), what it offers (modes,
-sources, defaults), how its shape looks (`plan`, checked before start) and how valid records
-become results (`transform`, returning a lazy DataFrame). The runner does the rest: sources,
-parsing and quarantine, sinks, checkpoints and monitoring."""
+A pipeline names
+- its *inputs*: streams (read by a source, parsed, bad records quarantined per input) and static
+  tables (read as a batch at each micro-batch, for stream-static joins), each with its format,
+  schema, required fields and event-time column;
+- its *parameters*: typed, with defaults and help; they become its own flags (`slipstream run
+  PIPELINE --help`) and its `[params]` TOML table;
+- its *outputs*: each its own query, with its own checkpoint folder, table, key, the modes it
+  offers and its default sink;
+
+and `build`s one lazy DataFrame per output from the valid records of its inputs. The runner
+does the rest: sources, parsing and quarantine, the rules (read from each output's analyzed plan,
+never declared by hand), sinks, checkpoints and monitoring."""
 
 from __future__ import annotations
 
+import difflib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from slipstream.config import Settings
-from slipstream.plan import Plan
+from slipstream import values
+from slipstream.errors import ConfigError
 from slipstream.quality.expectations import Expectation
-from slipstream.specs import OutputMode, SinkSpec
+from slipstream.specs import DURATION_HELP, OutputMode, SinkSpec, format_duration
+
+if TYPE_CHECKING:
+    from slipstream.sinks.base import Sink, SinkContext
 
 
 @dataclass(frozen=True)
-class ExtraOutput:
-    """A second query of the same run (e.g. trending's Parquet archive of final windows)."""
+class Input:
+    """One named input. A stream is read by the run's source (`--source`, files by default);
+    a static table is a file read as a batch at every micro-batch (replace it atomically and
+    the next batch sees the new content)."""
 
     name: str
-    frame: DataFrame
-    sink: SinkSpec
-    mode: OutputMode
+    schema: StructType | None = None  # None: text lines in a `value` column
+    format: str = "json"  # json | csv | text | parquet
+    required: tuple[str, ...] = ()
+    event_time: str | None = None  # the column watermarks and windows use (documentation)
+    static: bool = False
+    sources: tuple[str, ...] = ("files",)  # stream inputs: the kinds offered, first is default
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a pipeline: `--NAME` on the command line, `NAME` in `[params]`.
+    `parse` gets the raw text or TOML value and raises ValueError saying what is allowed
+    (slipstream.values has the usual ones); `default` is used as is (None: not set)."""
+
+    name: str
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+    allowed: str
+    metavar: str = "VALUE"
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class Output:
+    """One named output: its own query and checkpoint folder. `sink` is the default sink
+    (None: the output is off unless `--sink NAME=SPEC` turns it on; a file kind without a
+    folder, such as "parquet", writes under `STATE_DIR/outputs/PIPELINE/OUTPUT`); `table`
+    defaults to the name; the first of `modes` is the default (append for file sinks when
+    offered)."""
+
+    name: str
     key: tuple[str, ...] = ()
+    modes: tuple[OutputMode, ...] = ("append",)
+    table: str = ""
+    sink: str | None = "sqlite"
+    help: str = ""
+
+    @property
+    def table_name(self) -> str:
+        return self.table or self.name
+
+
+def duration_param(name: str, default: timedelta | None, text: str) -> Param:
+    """A duration parameter (`--window 5m`); with default None it may be left unset."""
+    parse = values.optional_duration if default is None else values.duration
+    return Param(name, parse, default, text, DURATION_HELP, "DURATION")
+
+
+MAX_WINDOWS_PER_EVENT = 60
+
+
+def check_windows(window: timedelta, slide: timedelta | None) -> None:
+    """Before Spark starts: a window and its slide that Spark takes and that do not blow up.
+    Each event counts in ceil(window / slide) windows; beyond MAX_WINDOWS_PER_EVENT the state
+    and the output grow faster than the input for no visible gain."""
+    for name, value in (("window", window), ("slide", slide)):
+        if value is not None and value % timedelta(milliseconds=1):
+            raise ConfigError(
+                "CONFIG_BAD_VALUE",
+                f"--{name} {value} is not a whole number of milliseconds",
+                f"give --{name} in ms, s, m or h",
+            )
+    if slide is None:
+        return
+    if slide > window:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"--slide must be no longer than --window; got slide={format_duration(slide)}, "
+            f"window={format_duration(window)}",
+            f"use --slide {format_duration(window)} or less (equal gives tumbling windows)",
+        )
+    per_event = -(-window // slide)
+    if per_event > MAX_WINDOWS_PER_EVENT:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"--slide {format_duration(slide)} puts every event in {per_event} windows of "
+            f"--window {format_duration(window)} (at most {MAX_WINDOWS_PER_EVENT})",
+            f"use --slide {format_duration(window / MAX_WINDOWS_PER_EVENT)} or longer",
+        )
+
+
+class Params(Mapping[str, Any]):
+    """A pipeline's parameter values, parsed: `params.window` or `params["window"]`."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self._values = dict(values)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["_values"][name]
+        except KeyError:
+            raise AttributeError(f"no parameter {name!r}") from None
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Params({self._values!r})"
 
 
 class Pipeline(ABC):
     name: ClassVar[str]
     description: ClassVar[str]
-    output: ClassVar[str]  # result table name
-    key: ClassVar[tuple[str, ...]]
-    modes: ClassVar[tuple[OutputMode, ...]]  # offered; the first is the default
-    sources: ClassVar[tuple[str, ...]] = ("files",)  # the first is the default
-    input_format: ClassVar[str] = "json"
-    schema: ClassVar[StructType | None] = None  # input record schema (None for text lines)
-    required: ClassVar[tuple[str, ...]] = ()
-    defaults: ClassVar[dict[str, Any]] = {}
+    inputs: ClassVar[tuple[Input, ...]]
+    outputs: ClassVar[tuple[Output, ...]]
+    params: ClassVar[tuple[Param, ...]] = ()
+    #: `module:function` of its demo (`slipstream demo NAME`), called as
+    #: `function(state_dir, out, duration=..., rate=...)`; None: no demo
+    demo: ClassVar[str | None] = None
+    #: module of its event generator (`slipstream generate NAME`): `add_arguments(parser)` adds
+    #: the generator's flags, `run(args, out)` writes; None: no generator
+    generator: ClassVar[str | None] = None
 
-    def resolve(self, settings: Settings) -> Settings:
-        """Fill what the user left unset with this pipeline's defaults."""
-        changes: dict[str, Any] = {}
-        for name, value in self.defaults.items():
-            if getattr(settings, name) is None:
-                changes[name] = value
-        if settings.source is None:
-            changes["source"] = self.sources[0]
-        if settings.format is None:
-            changes["format"] = self.input_format
-        sink = settings.sink or SinkSpec("sqlite")
-        changes["sink"] = sink
-        if settings.mode is None:
-            changes["mode"] = self.default_mode(sink)
-        return settings.with_(**changes)
-
-    def default_mode(self, sink: SinkSpec) -> OutputMode:
-        if sink.is_file_sink and "append" in self.modes:
-            return "append"
-        return self.modes[0]
-
-    @abstractmethod
-    def plan(self, settings: Settings) -> Plan:
-        """The shape of the query for these (resolved) settings."""
-
-    @abstractmethod
-    def transform(self, records: DataFrame, settings: Settings, spark: SparkSession) -> DataFrame:
-        """Valid, typed input records -> the result the sink receives (lazy)."""
-
-    def extra_outputs(
-        self, result: DataFrame, records: DataFrame, settings: Settings, spark: SparkSession
-    ) -> list[ExtraOutput]:
+    def sample_files(self) -> list[Path]:
+        """Bundled input files `slipstream samples NAME` copies, in landing order (none)."""
         return []
 
-    def expectations(self, settings: Settings) -> Sequence[Expectation]:
-        """Data-quality rules on the valid input records (see slipstream.quality.expectations).
-        The runner counts, drops or fails on them before `transform` sees the records."""
+    @abstractmethod
+    def build(
+        self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
+    ) -> Mapping[str, DataFrame]:
+        """The valid, typed records of each input (static tables as read) -> one lazy
+        DataFrame per output name. Outputs left off (no sink) may be missing or are ignored."""
+
+    def expectations(self, input_name: str, params: Params) -> Sequence[Expectation]:
+        """Data-quality rules on one stream input's valid records (slipstream.quality
+        .expectations): counted, dropped to the quarantine or failing, before `build`."""
         return ()
 
-    def validate(self, settings: Settings) -> None:
-        """Pipeline-specific settings checks (raise ConfigError), before Spark starts."""
+    def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
+        """Checks of parameters and input files that need this pipeline's knowledge, before
+        Spark starts (raise ConfigError naming the flag and the fix). `paths` by input name."""
 
-    def results_view(self, settings: Settings) -> dict[str, Any] | None:
-        """What the dashboard shows as this pipeline's results: `{"title", "columns", "rows",
-        "updated"}`, or None. Default: the main table of a SQLite sink, newest rows first (last
-        inserted); None for other sinks. Called on every dashboard poll: keep it cheap."""
-        return self.sqlite_results(settings, "rowid DESC", "newest rows first")
+    #: how the dashboard orders the first output's rows: (SQL ORDER BY, or None for the sink's
+    #: own newest-first order; the title's words)
+    results_order: ClassVar[tuple[str | None, str]] = (None, "newest rows first")
 
-    def sqlite_results(
-        self, settings: Settings, order_by: str, order_text: str, limit: int = 50
-    ) -> dict[str, Any] | None:
-        """The first `limit` rows of the main table of a SQLite sink in `order_by` order (SQL
-        the pipeline writes, never user input); None when the sink is not SQLite."""
-        from slipstream.monitor.results import sqlite_database, sqlite_view
+    def results_view(self, sink: Sink, ctx: SinkContext) -> dict[str, Any] | None:
+        """What the dashboard shows of the first output: `{"title", "columns", "rows",
+        "updated"}` or None. Default: its latest rows, asked of its sink. Keep it cheap: it is
+        called on every dashboard poll."""
+        order, words = self.results_order
+        view = sink.preview(ctx, order_by=order)
+        return None if view is None else {"title": f"{ctx.table}, {words}", **view}
 
-        settings = self.resolve(settings)
-        db = sqlite_database(settings)
-        if db is None:
-            return None
-        table = settings.table or self.output
-        title = f"{table}, {order_text}"
-        return sqlite_view(db, table, title=title, order_by=order_by, limit=limit)
+    # -- derived, for the runner and the CLI --------------------------------------------------
+
+    @classmethod
+    def stream_inputs(cls) -> tuple[Input, ...]:
+        return tuple(i for i in cls.inputs if not i.static)
+
+    @classmethod
+    def input(cls, name: str) -> Input:
+        return _named(cls.inputs, name, "input", cls.name, "--input NAME=PATH")
+
+    @classmethod
+    def output(cls, name: str) -> Output:
+        return _named(cls.outputs, name, "output", cls.name, "--sink NAME=SPEC")
+
+    def parse_params(self, raw: Mapping[str, Any]) -> Params:
+        """Raw values (flags, `[params]`) -> Params, defaults filled; an unknown name or a bad
+        value fails here, before Spark starts, naming the key and what is allowed."""
+        declared = {p.name: p for p in self.params}
+        out = {p.name: p.default for p in self.params}
+        for key, value in raw.items():
+            name = key.replace("-", "_")
+            param = declared.get(name)
+            if param is None:
+                close = difflib.get_close_matches(name, declared, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                known = ", ".join(sorted(declared)) or "none"
+                raise ConfigError(
+                    "CONFIG_UNKNOWN_KEY",
+                    f"pipeline {self.name} has no parameter {key!r}",
+                    f"{hint}its parameters: {known} (slipstream run {self.name} --help)",
+                )
+            if value is None:
+                continue
+            try:
+                out[name] = param.parse(value)
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(
+                    "CONFIG_BAD_VALUE",
+                    f"{param.flag} has value {value!r}; allowed: {exc or param.allowed}",
+                    f"give {param.flag} {param.allowed}",
+                ) from None
+        return Params(out)
+
+    def default_mode(self, output: Output, sink: SinkSpec) -> OutputMode:
+        if sink.is_file_sink and "append" in output.modes:
+            return "append"
+        return output.modes[0]
+
+
+def _named(items: tuple[Any, ...], name: str, what: str, pipeline: str, flag: str) -> Any:
+    for item in items:
+        if item.name == name:
+            return item
+    known = ", ".join(i.name for i in items)
+    raise ConfigError(
+        "CONFIG_UNKNOWN_KEY",
+        f"pipeline {pipeline} has no {what} named {name!r}",
+        f"its {what}s: {known} ({flag})",
+    )
+
+
+def check_declaration(pipeline: Pipeline) -> None:
+    """A pipeline's declaration holds together: at least one stream input and one output,
+    unique identifier names, parameters that do not shadow a run setting's flag."""
+    from slipstream.options import OPTION_BY_NAME
+    from slipstream.values import NAME
+
+    problems = []
+    if not pipeline.stream_inputs():
+        problems.append("declares no stream input (Input(..., static=False))")
+    if not pipeline.outputs:
+        problems.append("declares no output")
+    for what, items in (
+        ("input", pipeline.inputs),
+        ("output", pipeline.outputs),
+        ("parameter", pipeline.params),
+    ):
+        names = [i.name for i in items]
+        for name in names:
+            if not NAME.match(name) or name.startswith("_"):
+                problems.append(f"{what} name {name!r} is not a lower-case identifier")
+            if names.count(name) > 1:
+                problems.append(f"{what} {name!r} is declared twice")
+    reserved = set(OPTION_BY_NAME) | {"config", "help", "pipeline"}
+    for param in pipeline.params:
+        if param.name in reserved:
+            problems.append(f"parameter {param.name!r} would shadow the run setting {param.flag}")
+    if problems:
+        raise ConfigError(
+            "PIPELINE_INVALID",
+            f"pipeline {getattr(pipeline, 'name', '?')}: " + "; ".join(dict.fromkeys(problems)),
+            "fix the pipeline's inputs, outputs and params declarations",
+        )

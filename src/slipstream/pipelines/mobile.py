@@ -1,68 +1,96 @@
 """Mobile app actions (seed 003): counts per action in event-time tumbling windows.
 
-Input: JSON lines {"id", "action", "ts"}; `ts` is ISO-8601, no zone means UTC."""
+Input `actions`: JSON lines {"id", "action", "ts"}; `ts` is ISO-8601, no zone means UTC.
+
+    withWatermark(ts, W)                           W = --watermark (10m)
+    groupBy(window(ts, L), action).count()         L = --window (10m), tumbling"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from importlib import resources
+from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
-from slipstream.config import Settings
-from slipstream.pipelines.base import Pipeline
-from slipstream.plan import Plan
-from slipstream.specs import format_duration, spark_interval
+from slipstream import values
+from slipstream.pipelines.base import Input, Output, Param, Params, Pipeline
+from slipstream.specs import DURATION_HELP, spark_interval
+
+SCHEMA = StructType(
+    [
+        StructField("id", StringType()),
+        StructField("action", StringType()),
+        StructField("ts", TimestampType()),
+    ]
+)
 
 
 class MobilePipeline(Pipeline):
     name = "mobile"
     description = "mobile app actions counted per action in event-time tumbling windows"
-    output = "mobile_action_counts"
-    key = ("window_start", "action")
-    modes = ("update", "complete", "append")
-    sources = ("files", "table", "kafka")
-    input_format = "json"
-    schema = StructType(
-        [
-            StructField("id", StringType()),
-            StructField("action", StringType()),
-            StructField("ts", TimestampType()),
-        ]
+    inputs = (
+        Input(
+            "actions",
+            SCHEMA,
+            required=("id", "action", "ts"),
+            event_time="ts",
+            sources=("files", "table", "kafka"),
+            help="JSON lines {id, action, ts}",
+        ),
     )
-    required = ("id", "action", "ts")
-    defaults = {"window": timedelta(minutes=10), "watermark": timedelta(minutes=10)}
+    params = (
+        Param(
+            "window",
+            values.duration,
+            timedelta(minutes=10),
+            "length of the tumbling event-time window",
+            DURATION_HELP,
+            "DURATION",
+        ),
+        Param(
+            "watermark",
+            values.duration,
+            timedelta(minutes=10),
+            "how late an action may arrive and still count",
+            DURATION_HELP,
+            "DURATION",
+        ),
+    )
+    outputs = (
+        Output(
+            "counts",
+            table="mobile_action_counts",
+            key=("window_start", "action"),
+            modes=("update", "complete", "append"),
+            help="actions per window and action",
+        ),
+    )
+    results_order = ("window_start DESC, action", "latest windows first")
+    demo = "slipstream.demo:demo"
 
-    def results_view(self, settings: Settings) -> dict[str, Any] | None:
-        return self.sqlite_results(settings, "window_start DESC, action", "latest windows first")
+    def sample_files(self) -> list[Path]:
+        """Seed 003's four files, bundled with the package."""
+        folder = Path(str(resources.files("slipstream") / "data" / "mobile"))
+        return [folder / f"file{i}.json" for i in range(1, 5)]
 
-    def plan(self, settings: Settings) -> Plan:
-        assert settings.window and settings.watermark
-        return Plan(
-            steps=(
-                f"withWatermark(ts, {format_duration(settings.watermark)})",
-                f"groupBy(window(ts, {format_duration(settings.window)}), action).count()",
-            ),
-            aggregation=True,
-            window="tumbling",
-            window_column="ts",
-            window_length=settings.window,
-            watermark_column="ts",
-            watermark_delay=settings.watermark,
-        )
-
-    def transform(self, records: DataFrame, settings: Settings, spark: SparkSession) -> DataFrame:
-        assert settings.window and settings.watermark
+    def build(
+        self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
+    ) -> dict[str, DataFrame]:
         counts = (
-            records.withWatermark("ts", spark_interval(settings.watermark))
-            .groupBy(F.window("ts", spark_interval(settings.window)), F.col("action"))
+            inputs["actions"]
+            .withWatermark("ts", spark_interval(params.watermark))
+            .groupBy(F.window("ts", spark_interval(params.window)), F.col("action"))
             .count()
         )
-        return counts.select(
-            F.col("window.start").alias("window_start"),
-            F.col("window.end").alias("window_end"),
-            "action",
-            "count",
-        )
+        return {
+            "counts": counts.select(
+                F.col("window.start").alias("window_start"),
+                F.col("window.end").alias("window_end"),
+                "action",
+                "count",
+            )
+        }

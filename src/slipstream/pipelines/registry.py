@@ -1,6 +1,7 @@
 """The pipelines slipstream knows, by name.
 
-- Built-ins: one module each under `slipstream.pipelines`, listed in BUILTIN.
+- Built-ins: one module each under `slipstream.pipelines`, named after the pipeline and
+  defining one Pipeline subclass (adding a module adds the pipeline: nothing else to edit).
 - Installed packages: the entry-point group `slipstream.pipelines` (`name = "pkg.mod:Class"`
   in the package's `[project.entry-points."slipstream.pipelines"]`).
 - Anything else: `package.module:attr` given where a pipeline name goes.
@@ -11,20 +12,31 @@ A module that fails to import is reported with its own error wherever its name i
 from __future__ import annotations
 
 import importlib
+import inspect
+import os
+import pkgutil
+import sys
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
 from slipstream.errors import ConfigError
-from slipstream.pipelines.base import Pipeline
+from slipstream.pipelines.base import Pipeline, check_declaration
 
 ENTRY_POINT_GROUP = "slipstream.pipelines"
-# name -> "module:attr" of the built-in pipelines
-BUILTIN = {
-    "wordcount": "slipstream.pipelines.wordcount:WordCountPipeline",
-    "mobile": "slipstream.pipelines.mobile:MobilePipeline",
-    "trending": "slipstream.pipelines.trending:TrendingPipeline",
-}
+NOT_PIPELINES = frozenset({"base", "registry"})
+
+
+def builtin() -> dict[str, str]:
+    """name -> module of the built-in pipelines: the modules of this package (listed, not
+    imported)."""
+    from slipstream import pipelines as package
+
+    return {
+        m.name: f"{package.__name__}.{m.name}"
+        for m in pkgutil.iter_modules(package.__path__)
+        if m.name not in NOT_PIPELINES and not m.name.startswith("_")
+    }
 
 
 @dataclass(frozen=True)
@@ -41,8 +53,11 @@ def load(target: str, name: str | None = None) -> Pipeline:
     target and the real cause when it cannot be loaded."""
     module_name, _, attr = target.partition(":")
     label = f"pipeline {name!r} ({target})" if name else f"pipeline {target!r}"
+    if name is None and "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())  # `slipstream run examples.orders:Orders` from the checkout
     try:
-        obj: Any = getattr(importlib.import_module(module_name), attr)
+        module = importlib.import_module(module_name)
+        obj: Any = getattr(module, attr) if attr else _the_pipeline_of(module)
     except Exception as exc:  # noqa: BLE001 - any import-time failure is the module's own
         raise ConfigError(
             "UNKNOWN_PIPELINE",
@@ -56,12 +71,28 @@ def load(target: str, name: str | None = None) -> Pipeline:
             f"{label} is not a slipstream Pipeline",
             "subclass slipstream.pipelines.Pipeline",
         )
+    check_declaration(pipeline)
     return pipeline
 
 
+def _the_pipeline_of(module: Any) -> type[Pipeline]:
+    """The one concrete Pipeline subclass a built-in module defines."""
+    found = [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, Pipeline)
+        and value.__module__ == module.__name__
+        and not inspect.isabstract(value)
+    ]
+    if len(found) != 1:
+        raise LookupError(f"{module.__name__} defines {len(found)} Pipeline subclasses, not one")
+    return found[0]
+
+
 def registered() -> dict[str, str]:
-    """Every registered name and its `module:attr`: built-ins, then installed entry points."""
-    found = dict(BUILTIN)
+    """Every registered name and its `module[:attr]`: built-ins, then installed entry points."""
+    found = builtin()
     for point in entry_points(group=ENTRY_POINT_GROUP):
         found.setdefault(point.name, point.value)
     return found

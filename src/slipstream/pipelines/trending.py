@@ -3,6 +3,9 @@
 Input: JSON lines `{"event_id", "article_id", "user_id", "ts"}` (see generators/trending.py);
 `event_id`, `article_id` and a parseable `ts` are required, `ts` without a zone means UTC.
 
+Inputs: `events` (the stream, `--input DIR`) and `catalog` (a static CSV table,
+`--input catalog=FILE`).
+
     withWatermark(ts, W)                        W = --watermark (10m)
     dropDuplicatesWithinWatermark(event_id)     a re-sent event counts once; state per event_id
                                                 is dropped once the watermark passes ts + W
@@ -13,10 +16,12 @@ Input: JSON lines `{"event_id", "article_id", "user_id", "ts"}` (see generators/
                                                 an unknown article is still counted, with
                                                 title/section NULL and in_catalog = false
 
-Output `article_views(window_start, window_end, article_id, title, section, views,
-in_catalog)`, key `(window_start, article_id)`, upserted in update mode (default sink
-`sqlite:` under the state dir). `--archive DIR` adds a second query of the same run that appends
-finalised windows (append mode: emitted once the watermark passes the window's end) to Parquet.
+Output `views`: table `article_views(window_start, window_end, article_id, title, section,
+views, in_catalog)`, key `(window_start, article_id)`, upserted in update mode (default sink
+`sqlite:` under the state dir). Output `archive` (table `article_views_final` in a database)
+is off unless given a sink
+(`--sink archive=parquet:DIR`): a second query of the same run that appends finalised windows
+(append mode: emitted once the watermark passes the window's end).
 
 Late data. Spark drops a row as late when its `ts` is at or before the watermark *of the
 previous micro-batch* (every stateful operator filters late rows with the watermark it evicted
@@ -35,7 +40,7 @@ and make every later event late.
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -44,12 +49,19 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
-from slipstream.config import Settings
 from slipstream.errors import ConfigError
-from slipstream.pipelines.base import ExtraOutput, Pipeline
-from slipstream.plan import Plan
-from slipstream.quality.expectations import Expectation
-from slipstream.specs import SinkSpec, format_duration, spark_interval
+from slipstream.pipelines.base import (
+    Input,
+    Output,
+    Params,
+    Pipeline,
+    check_windows,
+    duration_param,
+)
+from slipstream.quality.expectations import Expectation, not_in_future
+from slipstream.sinks.base import Sink, SinkContext
+from slipstream.sinks.sqlite import last_commit
+from slipstream.specs import spark_interval
 
 CATALOG_COLUMNS = ("article_id", "title", "section", "published_at")
 CATALOG_SCHEMA = StructType(
@@ -58,6 +70,14 @@ CATALOG_SCHEMA = StructType(
         StructField("title", StringType()),
         StructField("section", StringType()),
         StructField("published_at", StringType()),  # not used; text so a bad value is harmless
+    ]
+)
+EVENT_SCHEMA = StructType(
+    [
+        StructField("event_id", StringType()),
+        StructField("article_id", StringType()),
+        StructField("user_id", StringType()),
+        StructField("ts", TimestampType()),
     ]
 )
 OUTPUT_COLUMNS = (
@@ -70,20 +90,16 @@ OUTPUT_COLUMNS = (
     "in_catalog",
 )
 ARTICLE_ID_PATTERN = "^a[0-9]+$"
-FUTURE_TOLERANCE = timedelta(days=1)
-# Each event is counted in ceil(window / slide) windows; beyond this the state and the output
-# grow faster than the input for no visible gain.
-MAX_WINDOWS_PER_EVENT = 60
-ARCHIVE = "archive"
+KEY = ("window_start", "article_id")
 
 
-def read_catalog(spark: SparkSession, path: Path) -> DataFrame:
+def catalog_side(catalog: DataFrame) -> DataFrame:
     """The static side of the join: one row per article, with an `in_catalog` marker.
 
-    Re-read at every micro-batch (it is a plan, not a cached table), so an article added to the
-    catalog file (replace the file atomically) has its title from the next batch on."""
-    frame = spark.read.schema(CATALOG_SCHEMA).option("header", "true").csv(str(path))
-    return frame.select("article_id", "title", "section", F.lit(True).alias("in_catalog"))
+    The runner reads the catalog input as a plan, not a cached table: every micro-batch reads
+    the file again, so an article added to it (replace the file atomically) has its title from
+    the next batch on."""
+    return catalog.select("article_id", "title", "section", F.lit(True).alias("in_catalog"))
 
 
 def check_catalog(path: Path) -> None:
@@ -91,15 +107,8 @@ def check_catalog(path: Path) -> None:
     if not path.is_file():
         raise ConfigError(
             "CONFIG_BAD_VALUE",
-            f"--catalog {path} is not a file",
+            f"--input catalog={path} is not a file",
             "give the article catalog CSV (`slipstream generate trending` writes one)",
-        )
-    if path.name.startswith(("_", ".")):
-        raise ConfigError(
-            "CONFIG_BAD_VALUE",
-            f"--catalog {path}: Spark treats names starting with '_' or '.' as hidden and "
-            "would read no article at all",
-            "rename the catalog file, e.g. catalog.csv",
         )
     with path.open(encoding="utf-8", newline="") as handle:
         reader = csv.reader(handle)
@@ -107,7 +116,7 @@ def check_catalog(path: Path) -> None:
         if header is None or tuple(h.strip() for h in header[:3]) != CATALOG_COLUMNS[:3]:
             raise ConfigError(
                 "CONFIG_BAD_VALUE",
-                f"--catalog {path} has header {header!r}",
+                f"--input catalog={path} has header {header!r}",
                 f"start the CSV with the header {','.join(CATALOG_COLUMNS)}",
             )
         seen: set[str] = set()
@@ -115,7 +124,7 @@ def check_catalog(path: Path) -> None:
             if row and row[0] in seen:
                 raise ConfigError(
                     "CONFIG_BAD_VALUE",
-                    f"--catalog {path} lists article_id {row[0]!r} twice (line {line})",
+                    f"--input catalog={path} lists article_id {row[0]!r} twice (line {line})",
                     "keep one row per article_id (the join would count its views twice)",
                 )
             if row:
@@ -128,121 +137,79 @@ class TrendingPipeline(Pipeline):
         "article views in sliding event-time windows: deduplicated, late data dropped and "
         "counted, joined to the article catalog"
     )
-    output = "article_views"
-    key = ("window_start", "article_id")
-    modes = ("update", "append")
-    sources = ("files",)
-    input_format = "json"
-    schema = StructType(
-        [
-            StructField("event_id", StringType()),
-            StructField("article_id", StringType()),
-            StructField("user_id", StringType()),
-            StructField("ts", TimestampType()),
-        ]
+    inputs = (
+        Input(
+            "events",
+            EVENT_SCHEMA,
+            required=("event_id", "article_id", "ts"),
+            event_time="ts",
+            help="JSON lines {event_id, article_id, user_id, ts}",
+        ),
+        Input(
+            "catalog",
+            CATALOG_SCHEMA,
+            format="csv",
+            static=True,
+            help="the article catalog CSV; `slipstream generate trending` writes one",
+        ),
     )
-    required = ("event_id", "article_id", "ts")
-    defaults = {
-        "window": timedelta(minutes=10),
-        "slide": timedelta(minutes=1),
-        "watermark": timedelta(minutes=10),
-    }
+    params = (
+        duration_param("window", timedelta(minutes=10), "length of the sliding window"),
+        duration_param("slide", timedelta(minutes=1), "how often a window starts"),
+        duration_param("watermark", timedelta(minutes=10), "how late an event may arrive"),
+    )
+    outputs = (
+        Output(
+            "views",
+            table="article_views",
+            key=KEY,
+            modes=("update", "append"),
+            help="views per window and article, upserted as they count",
+        ),
+        Output(
+            "archive",
+            table="article_views_final",
+            key=KEY,
+            modes=("append",),
+            sink=None,
+            help="finalised windows, appended once the watermark passes their end "
+            "(off unless given a sink, e.g. --sink archive=parquet:DIR)",
+        ),
+    )
 
-    def expectations(self, settings: Settings) -> Sequence[Expectation]:
-        hours = int(FUTURE_TOLERANCE.total_seconds() // 3600)
+    demo = "slipstream.demo_trending:demo"
+    generator = "slipstream.generators.command"
+
+    def expectations(self, input_name: str, params: Params) -> Sequence[Expectation]:
         return (
-            Expectation(
-                "ts_not_in_future",
-                f"ts <= current_timestamp() + INTERVAL {hours} HOURS",
-                "drop",
-            ),
+            not_in_future("ts"),
             Expectation("article_id_format", f"article_id RLIKE '{ARTICLE_ID_PATTERN}'", "drop"),
             Expectation("user_id_present", "user_id IS NOT NULL", "warn"),
         )
 
-    def validate(self, settings: Settings) -> None:
-        if settings.catalog is None:
-            raise ConfigError(
-                "CONFIG_MISSING",
-                "pipeline trending needs --catalog FILE (the article catalog CSV)",
-                "pass --catalog FILE; `slipstream generate trending --catalog FILE` writes one",
-            )
-        check_catalog(settings.catalog)
-        window, slide = settings.window, settings.slide
-        assert window is not None and slide is not None and settings.watermark is not None
-        if slide > window:
-            raise ConfigError(
-                "CONFIG_BAD_VALUE",
-                f"--slide must be no longer than --window; got slide={format_duration(slide)}, "
-                f"window={format_duration(window)}",
-                f"use --slide {format_duration(window)} or less (equal gives tumbling windows)",
-            )
-        per_event = -(-window // slide)
-        if per_event > MAX_WINDOWS_PER_EVENT:
-            raise ConfigError(
-                "CONFIG_BAD_VALUE",
-                f"--slide {format_duration(slide)} puts every event in {per_event} windows of "
-                f"--window {format_duration(window)} (at most {MAX_WINDOWS_PER_EVENT})",
-                f"use --slide {format_duration(window / MAX_WINDOWS_PER_EVENT)} or longer",
-            )
-        for name, value in (("window", window), ("slide", slide)):
-            if value % timedelta(milliseconds=1):
-                raise ConfigError(
-                    "CONFIG_BAD_VALUE",
-                    f"--{name} {value} is not a whole number of milliseconds",
-                    f"give --{name} in ms, s, m or h",
-                )
-        sink = settings.sink
-        archive = settings.archive
-        if archive and sink and sink.is_file_sink and archive.resolve() == sink.path().resolve():
-            raise ConfigError(
-                "CONFIG_BAD_VALUE",
-                f"--archive {archive} is also the --sink directory",
-                "give the archive its own directory",
-            )
+    def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
+        catalog = paths["catalog"]
+        assert catalog is not None  # the runner refuses a missing table input first
+        check_catalog(catalog)
+        check_windows(params.window, params.slide)
 
-    def plan(self, settings: Settings) -> Plan:
-        window, slide, watermark = settings.window, settings.slide, settings.watermark
-        assert window and slide and watermark
-        wm = format_duration(watermark)
-        steps = [
-            f"withWatermark(ts, {wm})",
-            f"dropDuplicatesWithinWatermark(event_id)  -- state per event_id until the "
-            f"watermark passes ts + {wm}; late rows dropped and counted here",
-            f"groupBy(window(ts, {format_duration(window)}, slide {format_duration(slide)}), "
-            f"article_id).count() as views  -- sliding: each event in "
-            f"{-(-window // slide)} windows; state dropped once the watermark passes window end",
-            "left join catalog on article_id (stream-static, broadcast)  -- unknown articles "
-            "still counted, in_catalog = false",
-        ]
-        if settings.archive is not None:
-            steps.append(f"second query: append finalised windows to parquet:{settings.archive}")
-        return Plan(
-            steps=tuple(steps),
-            aggregation=True,
-            window="sliding",
-            window_column="ts",
-            window_length=window,
-            window_slide=slide,
-            watermark_column="ts",
-            watermark_delay=watermark,
-            dedup=True,
-            stream_static_join=True,
+    def build(
+        self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
+    ) -> dict[str, DataFrame]:
+        events = (
+            inputs["events"]
+            .withWatermark("ts", spark_interval(params.watermark))
+            .dropDuplicatesWithinWatermark(["event_id"])
         )
-
-    def transform(self, records: DataFrame, settings: Settings, spark: SparkSession) -> DataFrame:
-        window, slide, watermark = settings.window, settings.slide, settings.watermark
-        assert window and slide and watermark and settings.catalog
-        events = records.withWatermark(
-            "ts", spark_interval(watermark)
-        ).dropDuplicatesWithinWatermark(["event_id"])
         counts = events.groupBy(
-            F.window("ts", spark_interval(window), spark_interval(slide)).alias("window"),
+            F.window("ts", spark_interval(params.window), spark_interval(params.slide)).alias(
+                "window"
+            ),
             F.col("article_id"),
         ).agg(F.count(F.lit(1)).alias("views"))
-        catalog = F.broadcast(read_catalog(spark, settings.catalog))
+        catalog = F.broadcast(catalog_side(inputs["catalog"]))
         joined = counts.join(catalog, on="article_id", how="left")
-        return joined.select(
+        views = joined.select(
             F.col("window.start").alias("window_start"),
             F.col("window.end").alias("window_end"),
             "article_id",
@@ -251,27 +218,17 @@ class TrendingPipeline(Pipeline):
             "views",
             F.coalesce(F.col("in_catalog"), F.lit(False)).alias("in_catalog"),
         )
+        return {"views": views, "archive": views}
 
-    def extra_outputs(
-        self, result: DataFrame, records: DataFrame, settings: Settings, spark: SparkSession
-    ) -> list[ExtraOutput]:
-        if settings.archive is None:
-            return []
-        spec = SinkSpec("parquet", str(settings.archive))
-        return [ExtraOutput(ARCHIVE, result, spec, "append", self.key)]
-
-    def results_view(self, settings: Settings) -> dict[str, Any] | None:
+    def results_view(self, sink: Sink, ctx: SinkContext) -> dict[str, Any] | None:
         """The dashboard's table: the top 10 articles of the current window (the window in
         progress that closes first, see slipstream.serving.trending), updating as it counts."""
-        from slipstream.monitor.results import last_commit, sqlite_database
         from slipstream.serving.trending import top_articles
 
-        settings = self.resolve(settings)
-        db = sqlite_database(settings)
-        if db is None:
-            return None
-        table = settings.table or self.output
-        current = top_articles(db, 10, table=table)["current"]
+        db = getattr(sink, "path", None)
+        if sink.spec.kind != "sqlite" or db is None:
+            return super().results_view(sink, ctx)
+        current = top_articles(db, 10, table=ctx.table)["current"]
         title = "Top 10 articles, current window"
         if current:
             start, end = current[0]["window_start"], current[0]["window_end"]
@@ -289,5 +246,5 @@ class TrendingPipeline(Pipeline):
                 ]
                 for r in current
             ],
-            "updated": last_commit(db, table),
+            "updated": last_commit(db, ctx.table),
         }

@@ -1,46 +1,35 @@
 """Word count: the seeds' quick example. A running count per word over lines of text.
 
-Lines are split on runs of whitespace; empty tokens are dropped; case is kept."""
+Lines are split on runs of whitespace; empty tokens are dropped; case is kept. Lines come from a
+socket (`slipstream feed`) or, when `--input DIR` is given, from text files landing there."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.config import Settings
-from slipstream.pipelines.base import Pipeline
-from slipstream.plan import Plan
+from slipstream.pipelines.base import Input, Output, Params, Pipeline
 
 
 class WordCountPipeline(Pipeline):
     name = "wordcount"
     description = "running count per word over lines from a socket or text files"
-    output = "word_counts"
-    key = ("word",)
-    modes = ("complete", "update")
-    sources = ("socket", "files", "table", "kafka")
-    input_format = "text"
+    inputs = (Input("lines", format="text", sources=("socket", "files", "table", "kafka")),)
+    outputs = (
+        Output(
+            "counts",
+            table="word_counts",
+            key=("word",),
+            modes=("complete", "update"),
+            help="one row per word with its running count (unbounded state: one row a word)",
+        ),
+    )
+    results_order = ("count DESC, word", "most frequent first")
 
-    def resolve(self, settings: Settings) -> Settings:
-        # Text files are the replayable way in; the socket is the seeds' quick example.
-        if settings.source is None and settings.input is not None:
-            settings = settings.with_(source="files")
-        return super().resolve(settings)
-
-    def results_view(self, settings: Settings) -> dict[str, Any] | None:
-        return self.sqlite_results(settings, "count DESC, word", "most frequent first")
-
-    def plan(self, settings: Settings) -> Plan:
-        return Plan(
-            steps=(
-                "split each line on runs of whitespace (explode), drop empty tokens",
-                "groupBy(word).count()  -- running count, unbounded state (one row per word)",
-            ),
-            aggregation=True,
-        )
-
-    def transform(self, records: DataFrame, settings: Settings, spark: SparkSession) -> DataFrame:
-        words = records.select(F.explode(F.split(F.col("value"), r"\s+")).alias("word"))
-        return words.filter(F.col("word") != "").groupBy("word").count()
+    def build(
+        self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
+    ) -> dict[str, DataFrame]:
+        words = inputs["lines"].select(F.explode(F.split(F.col("value"), r"\s+")).alias("word"))
+        return {"counts": words.filter(F.col("word") != "").groupBy("word").count()}

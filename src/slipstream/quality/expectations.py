@@ -122,15 +122,15 @@ def _parsed_ok() -> Column:
     return F.col(REASON).isNull()
 
 
-def enforce(records: DataFrame, rules: Sequence[Expectation]) -> DataFrame:
-    """Count violations per rule with `observe("expectations")` and fail on `fail` rules.
-
-    Apply to the branch that feeds the results query (once: observed metrics are per query)."""
+def enforce(records: DataFrame, rules: Sequence[Expectation], suffix: str = "") -> DataFrame:
+    """Count violations per rule with `observe("expectations" + suffix)` and fail on `fail`
+    rules. Apply to the branch the outputs read; a query reading several inputs needs a
+    `suffix` per input (observed metric names are unique within a query)."""
     if not rules:
         return records
     ok = _parsed_ok()
     counted = records.observe(
-        EXPECTATIONS_METRICS,
+        EXPECTATIONS_METRICS + suffix,
         *[F.count(F.when(ok & rule.violated(), 1)).alias(rule.name) for rule in rules],
     )
     fatal = [rule for rule in rules if rule.on_fail == "fail"]
@@ -158,6 +158,18 @@ def route(records: DataFrame, rules: Sequence[Expectation]) -> DataFrame:
     for rule in reversed(dropping):
         reason = F.when(rule.violated(), F.lit(rule.reason)).otherwise(reason)
     return records.withColumn(REASON, F.when(_parsed_ok(), reason).otherwise(F.col(REASON)))
+
+
+def not_in_future(column: str, hours: int = 24) -> Expectation:
+    """Drop a record whose event time is more than `hours` ahead of the clock. It runs before
+    the watermark, so one far-future timestamp cannot move the watermark and make every later
+    record late (a `ts` of 9999-12-31 would otherwise poison the query for good)."""
+    return Expectation(
+        f"{column}_not_in_future",
+        f"{column} <= current_timestamp() + INTERVAL {hours} HOURS",
+        "drop",
+        f"{column} at most {hours} hours ahead of the clock",
+    )
 
 
 class ExpectationFailed(SlipstreamError):

@@ -22,15 +22,16 @@ import re
 import signal
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import (
+    ArrayType,
     BooleanType,
     DataType,
     DateType,
@@ -38,6 +39,8 @@ from pyspark.sql.types import (
     DoubleType,
     FloatType,
     IntegralType,
+    MapType,
+    StructField,
     StructType,
     TimestampType,
 )
@@ -76,6 +79,12 @@ class Sink(ABC):
     def __init__(self, spec: SinkSpec) -> None:
         self.spec = spec
 
+    @classmethod
+    def from_spec(cls, spec: SinkSpec, default_database: Path) -> Sink:
+        """The sink for `spec`; `default_database` is where a database sink without a target
+        keeps its file (SQLite under the state dir)."""
+        return cls(spec)
+
     @abstractmethod
     def attach(self, writer: DataStreamWriter, ctx: SinkContext) -> DataStreamWriter:
         """Configure the writer; the runner sets mode, trigger, checkpoint and starts it."""
@@ -91,6 +100,15 @@ class Sink(ABC):
         """Delete the outputs (for `slipstream reset --outputs`); return what was removed."""
         return []
 
+    def preview(
+        self, ctx: SinkContext, *, limit: int = 50, order_by: str | None = None
+    ) -> dict[str, Any] | None:
+        """An output's latest rows for the dashboard, asked of the sink without Spark:
+        `{"columns": [...], "rows": [[...], ...], "updated": ISO time or None}`, or None when
+        this sink cannot be read back. `order_by` is SQL a pipeline writes (never user input);
+        sinks that are not SQL keep their own order."""
+        return None
+
 
 def checkpoint_query_id(checkpoint: Path) -> str:
     """Spark's persistent query id, from the checkpoint's `metadata` file (written at start)."""
@@ -105,15 +123,19 @@ def iso_utc(column: str) -> Any:
     return F.when(F.unix_micros(c) % 1_000_000 == 0, whole).otherwise(fraction)
 
 
-def with_iso_timestamps(df: DataFrame) -> DataFrame:
-    return df.select(
-        *[
-            iso_utc(f.name).alias(f.name)
-            if isinstance(f.dataType, TimestampType)
-            else F.col(f.name)
-            for f in df.schema.fields
-        ]
-    )
+def with_iso_timestamps(df: DataFrame, nested_as_json: bool = False) -> DataFrame:
+    """Timestamps as ISO-8601 UTC text; with `nested_as_json`, arrays, maps and structs as
+    their JSON text too (what a database column of type TEXT can hold, e.g. a sorted set of
+    error codes as `["E01","E17"]`)."""
+
+    def column(f: StructField) -> Column:
+        if isinstance(f.dataType, TimestampType):
+            return iso_utc(f.name).alias(f.name)
+        if nested_as_json and isinstance(f.dataType, ArrayType | MapType | StructType):
+            return F.to_json(F.col(f.name)).alias(f.name)
+        return F.col(f.name)
+
+    return df.select(*[column(f) for f in df.schema.fields])
 
 
 def _fault(point: str, batch_id: int) -> None:
@@ -178,7 +200,19 @@ class BatchSink(Sink):
 
 
 class DatabaseSink(BatchSink):
-    """A transactional database: rows + ledger row in one transaction; replays are skipped."""
+    """A transactional database, exactly-once through a ledger `(query id, batch id)` committed
+    in the same transaction as the batch's rows. The protocol is written once, here:
+
+    1. `ensure_schema`: the output table (keyed when rows are upserted) and the ledger;
+    2. in a transaction: a batch already in the ledger is a replay (a restart after the sink
+       committed and before Spark did) and is skipped; otherwise `clear_stage` removes what an
+       earlier attempt left;
+    3. `staged`: whatever must happen outside the transaction, around it (PostgreSQL COPYs a
+       large batch into a staging table from the executors);
+    4. in one transaction: the ledger is checked again (another writer may have won), `merge`
+       puts the rows into the table, the ledger row is recorded, and both commit.
+
+    A database implements the hooks; `errors` turns its driver's exceptions into ours."""
 
     placeholder: ClassVar[str] = "?"
 
@@ -190,8 +224,22 @@ class DatabaseSink(BatchSink):
         """Create the output table (with the key when rows are upserted) and the ledger."""
 
     @abstractmethod
-    def write_rows(self, conn: Any, table: str, batch: DataFrame, info: BatchInfo) -> int:
-        """Insert (append) or upsert (update/complete) the batch's rows; return the count."""
+    def merge(self, conn: Any, info: BatchInfo, staged: Any) -> int:
+        """Inside the batch's transaction: insert (append) or upsert (update/complete) the
+        staged rows into the table; return how many."""
+
+    def clear_stage(self, conn: Any, info: BatchInfo) -> None:
+        """Inside a transaction, before staging: drop leftovers of earlier attempts."""
+
+    @contextmanager
+    def staged(self, batch: DataFrame, info: BatchInfo) -> Iterator[Any]:
+        """Around the merge transaction: stage the batch; yield what `merge` takes. Default:
+        the batch itself, timestamps as ISO-8601 UTC text, read when merged."""
+        yield with_iso_timestamps(batch, nested_as_json=True)
+
+    def errors(self, info: BatchInfo) -> AbstractContextManager[Any]:
+        """Around the whole batch: the database driver's errors as SlipstreamErrors."""
+        return nullcontext()
 
     @contextmanager
     def transaction(self, conn: Any) -> Iterator[Any]:
@@ -220,30 +268,38 @@ class DatabaseSink(BatchSink):
         )
 
     def write_batch(self, batch: DataFrame, info: BatchInfo) -> None:
-        stored = with_iso_timestamps(batch)
-        conn = self.connect()
-        skipped = False
-        try:
-            self.ensure_schema(conn, info.ctx.table, stored.schema, info.ctx)
+        quote_ident(info.ctx.table)
+        with self.errors(info), closing(self.connect()) as conn:
+            # the batch's own types: SQLite stores timestamps as ISO text, PostgreSQL as
+            # timestamptz (both receive ISO-8601 UTC text)
+            self.ensure_schema(conn, info.ctx.table, batch.schema, info.ctx)
             with self.transaction(conn):
-                if self.committed(conn, info):
-                    self.skipped_batches += 1
-                    log.warning(
-                        "%s batch %d was already committed to %s (a replay after a "
-                        "restart); skipped",
-                        info.ctx.query_name,
-                        info.batch_id,
-                        info.ctx.table,
-                    )
-                    skipped = True
-                else:
-                    rows = self.write_rows(conn, info.ctx.table, stored, info)
+                replay = self.committed(conn, info)
+                if not replay:
+                    self.clear_stage(conn, info)
+            if replay:
+                self._skip(info)
+                drain(batch)  # outside the transaction: nothing is written
+                return
+            won = False
+            with self.staged(batch, info) as staged, self.transaction(conn):
+                won = self.committed(conn, info)  # another writer won meanwhile
+                if not won:
+                    rows = self.merge(conn, info, staged)
                     self.record(conn, info, rows)
                     _fault("before-commit", info.batch_id)
-        finally:
-            conn.close()
-        if skipped:
-            drain(batch)  # outside the transaction: nothing is written
+            if won:
+                self._skip(info)
+                drain(batch)
+
+    def _skip(self, info: BatchInfo) -> None:
+        self.skipped_batches += 1
+        log.warning(
+            "%s batch %d was already committed to %s (a replay after a restart); skipped",
+            info.ctx.query_name,
+            info.batch_id,
+            info.ctx.table,
+        )
 
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")

@@ -46,17 +46,16 @@ line is visible to other local users in `ps`; prefer PGPASSWORD or ~/.pgpass.
 
 from __future__ import annotations
 
-import hashlib
-import os
-import re
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
+from pyspark.sql.types import StructType
 
 from slipstream.errors import SlipstreamError, find_error
 from slipstream.sinks.base import (
@@ -64,271 +63,47 @@ from slipstream.sinks.base import (
     BatchInfo,
     DatabaseSink,
     SinkContext,
-    _fault,
-    drain,
     quote_ident,
-    sql_type,
     with_iso_timestamps,
 )
-from slipstream.specs import Secret, SinkSpec
+from slipstream.sinks.postgres_io import (
+    FIX_CONNECT,
+    STAGE_COLUMNS,
+    PgTarget,
+    _cause,
+    _copy_partition,
+    _copy_rows,
+    _reason,
+    connect,
+    pg_type,
+    scrub,
+    stage_partitions,
+    staging_table,
+)
+from slipstream.specs import SinkSpec
+
+__all__ = [  # what tests and callers import from here
+    "PgTarget",
+    "PostgresSink",
+    "_copy_partition",
+    "connect",
+    "read_table",
+    "scrub",
+    "staging_table",
+]
 
 if TYPE_CHECKING:
     import psycopg
 
-PARALLEL_ROWS = 10_000
-STAGE_PREFIX = "_slipstream_stage_"
-STAGE_COLUMNS = ("_query_id", "_batch_id", "_attempt", "_part", "_seq")
-CONNECT_TIMEOUT_S = 10
-FIX_CONNECT = (
-    "check that PostgreSQL runs and accepts TCP connections there (listen_addresses, "
-    "pg_hba.conf); correct --sink postgresql://USER@HOST:PORT/DB or PGHOST, PGPORT, PGDATABASE, "
-    "PGUSER; give the password in PGPASSWORD or ~/.pgpass rather than on the command line"
-)
 
+@dataclass
+class Staged:
+    """A batch on its way in: persisted, with the attempt id of its staging rows and their
+    count once staged (None: not yet, a small batch the merge stages from the driver)."""
 
-# --- where to connect ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PgTarget:
-    """Connection parameters without the password (safe to print), plus the password apart."""
-
-    host: str | None
-    port: int | None
-    user: str | None
-    dbname: str | None
-    params: tuple[tuple[str, str], ...] = ()  # other libpq keywords (sslmode, ...)
-    password: Secret | None = field(default=None, compare=False, repr=False)
-    parallel_rows: int = PARALLEL_ROWS
-
-    @classmethod
-    def from_spec(cls, spec: SinkSpec, environ: Mapping[str, str] | None = None) -> PgTarget:
-        env = os.environ if environ is None else environ
-        env_password = Secret(env["PGPASSWORD"]) if env.get("PGPASSWORD") else None
-        if not spec.target:  # `--sink postgresql`: libpq's environment variables
-            port = env.get("PGPORT")
-            return cls(
-                host=env.get("PGHOST"),
-                port=_port(port) if port else None,
-                user=env.get("PGUSER"),
-                dbname=env.get("PGDATABASE"),
-                password=env_password,
-            )
-        parts = urlsplit(spec.target)
-        params = dict(parse_qsl(parts.query))
-        parallel = params.pop("parallel_rows", None)
-        if any("password" in name.lower() for name in params):  # password, sslpassword
-            raise SlipstreamError(
-                "SINK_BAD_TARGET",
-                "the sink URL carries a password parameter (it would be printed)",
-                "give the password in PGPASSWORD or ~/.pgpass (or as user:password@host)",
-            )
-        return cls(
-            host=parts.hostname,
-            port=parts.port,
-            user=unquote(parts.username) if parts.username else env.get("PGUSER"),
-            dbname=unquote(parts.path.strip("/")) or None,
-            params=tuple(sorted(params.items())),
-            password=spec.password or env_password,
-            parallel_rows=_count(parallel) if parallel is not None else PARALLEL_ROWS,
-        )
-
-    def describe(self) -> str:
-        """postgresql://user@host:port/db: never the password."""
-        user = f"{self.user}@" if self.user else ""
-        port = f":{self.port}" if self.port else ""
-        query = "&".join(f"{k}={v}" for k, v in self.params)
-        return f"postgresql://{user}{self.host or 'localhost'}{port}/{self.dbname or ''}" + (
-            f"?{query}" if query else ""
-        )
-
-    def where(self) -> str:
-        return (
-            f"{self.host or 'localhost'}:{self.port or 5432}, database "
-            f"{self.dbname or self.user or '(default)'}, user {self.user or '(default)'}"
-        )
-
-    def keywords(self) -> dict[str, Any]:
-        """libpq keywords; unset ones fall back to libpq's defaults where the code runs."""
-        kw: dict[str, Any] = {
-            k: v
-            for k, v in (
-                ("host", self.host),
-                ("port", self.port),
-                ("user", self.user),
-                ("dbname", self.dbname),
-            )
-            if v is not None
-        }
-        kw.update(dict(self.params))
-        kw.setdefault("connect_timeout", CONNECT_TIMEOUT_S)
-        kw.setdefault("application_name", "slipstream")
-        return kw
-
-
-def _port(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise SlipstreamError(
-            "SINK_BAD_TARGET", f"PGPORT {text!r} is not a port number", "set PGPORT to e.g. 5432"
-        ) from None
-
-
-def _count(text: str) -> int:
-    if not text.isdigit():
-        raise SlipstreamError(
-            "SINK_BAD_TARGET",
-            f"parallel_rows={text!r} is not a row count",
-            "give parallel_rows a whole number (0: always write from the executors)",
-        )
-    return int(text)
-
-
-def scrub(text: str, password: Secret | None) -> str:
-    """Remove the password (plain or URL-quoted) and anything DSN-shaped that may hold one."""
-    if password is not None and password.reveal():
-        from urllib.parse import quote
-
-        secret = password.reveal()
-        for form in {secret, quote(secret, safe=""), quote(secret)}:
-            text = text.replace(form, "***")
-    text = re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", text, flags=re.I)
-    return re.sub(r"(postgres(?:ql)?://[^:/@\s]+):[^@\s]*@", r"\1:***@", text)
-
-
-def _reason(exc: BaseException, password: Secret | None) -> str:
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    return scrub(" / ".join(lines[:3]) or type(exc).__name__, password)
-
-
-def _cause(text: str, exc: BaseException) -> str:
-    """The innermost `SomeError: message` line of a (Python worker's) traceback."""
-    lines = re.findall(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception): .+)$", text, re.M)
-    if lines:
-        return lines[-1].strip()
-    first = text.strip().splitlines()
-    return first[0] if first else type(exc).__name__
-
-
-def connect(target: PgTarget, *, autocommit: bool = False) -> psycopg.Connection:
-    """Open a connection (driver or executor). Failures name host, port, database and the fix."""
-    import psycopg
-
-    kw = target.keywords()
-    try:
-        if target.password is not None:
-            return psycopg.connect(autocommit=autocommit, password=target.password.reveal(), **kw)
-        return psycopg.connect(autocommit=autocommit, **kw)
-    except psycopg.Error as exc:
-        raise SlipstreamError(
-            "SINK_UNREACHABLE",
-            f"cannot connect to PostgreSQL at {target.where()}: {_reason(exc, target.password)}",
-            FIX_CONNECT,
-        ) from None
-
-
-def pg_type(data_type: Any) -> str:
-    """Column types in PostgreSQL: timestamps as timestamptz (they arrive as ISO-8601 UTC text)."""
-    if isinstance(data_type, TimestampType):
-        return "TIMESTAMPTZ"
-    if isinstance(data_type, TimestampNTZType):
-        return "TIMESTAMP"
-    return sql_type(data_type)
-
-
-def staging_table(table: str) -> str:
-    name = STAGE_PREFIX + table
-    if len(name) > 63:  # PostgreSQL's identifier limit
-        digest = hashlib.sha1(table.encode()).hexdigest()[:8]
-        name = f"{name[: 63 - 9]}_{digest}"
-    return name
-
-
-# --- executor side ---------------------------------------------------------------------------
-
-
-def stage_partitions(
-    target: PgTarget, staging: str, columns: list[str], query_id: str, batch_id: int, attempt: str
-) -> Any:
-    """The function each staging task runs (pickled with its arguments; see the module doc)."""
-
-    def stage(part: int, rows: Iterator[Any]) -> Iterator[int]:
-        first = next(rows, None)
-        if first is None:
-            yield 0
-            return
-        yield _copy_partition(
-            target, staging, columns, query_id, batch_id, attempt, part, _chain(first, rows)
-        )
-
-    return stage
-
-
-def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
-    yield first
-    yield from rest
-
-
-def _copy_partition(
-    target: PgTarget,
-    staging: str,
-    columns: list[str],
-    query_id: str,
-    batch_id: int,
-    attempt: str,
-    part: int,
-    rows: Iterable[Any],
-) -> int:
-    import psycopg
-
-    conn = connect(target)
-    try:
-        with conn.transaction():
-            # One writer per (query, batch, attempt, partition): a retried or speculative copy
-            # of this task waits here, then replaces what the other wrote.
-            conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                (f"{staging}/{query_id}/{batch_id}/{attempt}/{part}",),
-            )
-            conn.execute(
-                f"DELETE FROM {quote_ident(staging)} WHERE _query_id = %s AND _batch_id = %s "
-                "AND _attempt = %s AND _part = %s",
-                (query_id, batch_id, attempt, part),
-            )
-            count = _copy_rows(conn, staging, columns, query_id, batch_id, attempt, part, rows)
-        return count
-    except psycopg.Error as exc:
-        raise SlipstreamError(
-            "SINK_WRITE_FAILED",
-            f"staging partition {part} of batch {batch_id} into {staging} at {target.where()} "
-            f"failed: {_reason(exc, target.password)}",
-            "see the PostgreSQL server log; the batch is retried when the query restarts",
-        ) from None
-    finally:
-        conn.close()
-
-
-def _copy_rows(
-    conn: psycopg.Connection,
-    staging: str,
-    columns: list[str],
-    query_id: str,
-    batch_id: int,
-    attempt: str,
-    part: int,
-    rows: Iterable[Any],
-) -> int:
-    names = ", ".join(quote_ident(c) for c in [*STAGE_COLUMNS, *columns])
-    count = 0
-    with conn.cursor().copy(f"COPY {quote_ident(staging)} ({names}) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row((query_id, batch_id, attempt, part, count, *row))
-            count += 1
-    return count
-
-
-# --- the sink --------------------------------------------------------------------------------
+    frame: DataFrame
+    attempt: str
+    rows: int | None = None
 
 
 class PostgresSink(DatabaseSink):
@@ -401,25 +176,46 @@ class PostgresSink(DatabaseSink):
                     f"CREATE INDEX ON {quote_ident(staging)} (_query_id, _batch_id, _attempt)"
                 )
 
-    def write_rows(
-        self, conn: psycopg.Connection, table: str, batch: DataFrame, info: BatchInfo
-    ) -> int:
-        """Driver path: copy a small batch into staging, then merge (same transaction)."""
-        attempt = uuid.uuid4().hex
-        staging = staging_table(table)
-        staged = _copy_rows(
-            conn,
-            staging,
-            batch.columns,
-            info.query_id,
-            info.batch_id,
-            attempt,
-            0,
-            batch.collect(),  # at most parallel_rows rows (larger batches stage in parallel)
+    def clear_stage(self, conn: psycopg.Connection, info: BatchInfo) -> None:
+        """Leftovers of an earlier attempt of this batch (a crash before its merge), or of any
+        earlier batch of this query."""
+        conn.execute(
+            f"DELETE FROM {quote_ident(staging_table(info.ctx.table))} "
+            "WHERE _query_id = %s AND _batch_id <= %s",
+            (info.query_id, info.batch_id),
         )
-        return self.merge(conn, table, batch.columns, info, attempt, staged)
 
-    def merge(
+    @contextmanager
+    def staged(self, batch: DataFrame, info: BatchInfo) -> Iterator[Staged]:
+        """A batch larger than `parallel_rows` is COPYed into staging from the executors, each
+        partition in its own connection, before the merge transaction; a smaller one is staged
+        from the driver inside it (`merge`)."""
+        stored = with_iso_timestamps(batch, nested_as_json=True).persist()
+        try:
+            staged = Staged(stored, uuid.uuid4().hex)
+            if stored.count() > self.target.parallel_rows:
+                staged.rows = self._stage_on_executors(stored, info, staged.attempt)
+            yield staged
+        finally:
+            stored.unpersist()
+
+    def merge(self, conn: psycopg.Connection, info: BatchInfo, staged: Staged) -> int:
+        if staged.rows is None:  # small: COPY from the driver, in this transaction
+            staged.rows = _copy_rows(
+                conn,
+                staging_table(info.ctx.table),
+                staged.frame.columns,
+                info.query_id,
+                info.batch_id,
+                staged.attempt,
+                0,
+                staged.frame.collect(),  # at most parallel_rows rows
+            )
+        return self.merge_staging(
+            conn, info.ctx.table, staged.frame.columns, info, staged.attempt, staged.rows
+        )
+
+    def merge_staging(
         self,
         conn: psycopg.Connection,
         table: str,
@@ -464,62 +260,22 @@ class PostgresSink(DatabaseSink):
         )
         return merged
 
-    # -- one batch --------------------------------------------------------------------------
-    def write_batch(self, batch: DataFrame, info: BatchInfo) -> None:
+    @contextmanager
+    def errors(self, info: BatchInfo) -> Iterator[None]:
         import psycopg
 
-        table = info.ctx.table
-        quote_ident(table)
         try:
-            self._write_batch(batch, info)
-        except SlipstreamError:
-            raise
+            yield
         except psycopg.Error as exc:
+            unreachable = isinstance(exc, psycopg.OperationalError)
             raise SlipstreamError(
-                "SINK_UNREACHABLE"
-                if isinstance(exc, psycopg.OperationalError)
-                else "SINK_WRITE_FAILED",
+                "SINK_UNREACHABLE" if unreachable else "SINK_WRITE_FAILED",
                 f"PostgreSQL at {self.target.where()} failed while writing batch "
-                f"{info.batch_id} into {table}: {_reason(exc, self.target.password)}",
+                f"{info.batch_id} into {info.ctx.table}: {_reason(exc, self.target.password)}",
                 FIX_CONNECT
-                if isinstance(exc, psycopg.OperationalError)
+                if unreachable
                 else "see the PostgreSQL server log; the batch is retried when the query restarts",
             ) from None
-
-    def _write_batch(self, batch: DataFrame, info: BatchInfo) -> None:
-        table = info.ctx.table
-        staging = staging_table(table)
-        with self.connect() as conn:
-            self.ensure_schema(conn, table, batch.schema, info.ctx)
-            with conn.transaction():
-                replay = self.committed(conn, info)
-                # Leftovers of an earlier attempt of this batch (a crash before its merge), or
-                # of any earlier batch of this query.
-                conn.execute(
-                    f"DELETE FROM {quote_ident(staging)} WHERE _query_id = %s AND _batch_id <= %s",
-                    (info.query_id, info.batch_id),
-                )
-        if replay:
-            self.skipped_batches += 1
-            drain(batch)  # stateful queries must still run it (see base.drain)
-            return
-        stored = with_iso_timestamps(batch).persist()
-        try:
-            large = stored.count() > self.target.parallel_rows
-            attempt = uuid.uuid4().hex
-            staged = self._stage_on_executors(stored, info, attempt) if large else 0
-            with self.connect() as conn, conn.transaction():
-                if self.committed(conn, info):  # another writer won meanwhile: nothing to do
-                    self.skipped_batches += 1
-                    return
-                if large:
-                    rows = self.merge(conn, table, stored.columns, info, attempt, staged)
-                else:
-                    rows = self.write_rows(conn, table, stored, info)
-                self.record(conn, info, rows)
-                _fault("before-commit", info.batch_id)
-        finally:
-            stored.unpersist()
 
     def _stage_on_executors(self, stored: DataFrame, info: BatchInfo, attempt: str) -> int:
         stage = stage_partitions(
@@ -546,6 +302,38 @@ class PostgresSink(DatabaseSink):
         return sum(counts)
 
     # -- reading and resetting ---------------------------------------------------------------
+    def preview(
+        self, ctx: SinkContext, *, limit: int = 50, order_by: str | None = None
+    ) -> dict[str, Any] | None:
+        """The first `limit` rows in `order_by` order (default: physical order, newest pages
+        first), read in a read-only transaction; None when the database cannot be reached."""
+        import psycopg
+
+        view: dict[str, Any] = {"columns": [], "rows": [], "updated": None}
+        try:
+            with connect(self.target) as conn:
+                conn.read_only = True
+                exists = conn.execute("SELECT to_regclass(%s)", (quote_ident(ctx.table),))
+                if not (found := exists.fetchone()) or not found[0]:
+                    return view
+                cursor = conn.execute(
+                    f"SELECT * FROM {quote_ident(ctx.table)} "
+                    f"ORDER BY {order_by or 'ctid DESC'} LIMIT %s",
+                    (limit,),
+                )
+                view["columns"] = [d.name for d in cursor.description or []]
+                view["rows"] = [[_plain(v) for v in row] for row in cursor.fetchall()]
+                ledger = conn.execute("SELECT to_regclass(%s)", (LEDGER_TABLE,)).fetchone()
+                if ledger and ledger[0]:
+                    (updated,) = conn.execute(
+                        f"SELECT max(committed_at) FROM {LEDGER_TABLE} WHERE target_table = %s",
+                        (ctx.table,),
+                    ).fetchone() or (None,)
+                    view["updated"] = _plain(updated)
+        except psycopg.Error:
+            return None  # the dashboard shows no table rather than failing its poll
+        return view
+
     def read(self, spark: SparkSession, ctx: SinkContext) -> DataFrame | None:
         rows = read_table(self.target, ctx.table)
         return spark.createDataFrame(rows) if rows else None
@@ -571,3 +359,13 @@ def read_table(target: PgTarget, table: str, order_by: str | None = None) -> lis
         order = f" ORDER BY {order_by}" if order_by else ""
         with conn.cursor(row_factory=dict_row) as cur:
             return list(cur.execute(f"SELECT * FROM {quote_ident(table)}{order}"))
+
+
+def _plain(value: Any) -> Any:
+    """JSON-friendly: timestamps as ISO-8601 UTC text, decimals as numbers."""
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, Decimal):
+        return float(value)
+    return value

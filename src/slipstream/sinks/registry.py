@@ -1,40 +1,27 @@
-"""SinkSpec -> Sink. The one place that knows which class serves which kind."""
+"""SinkSpec -> Sink: the class registered for the spec's scheme in `specs.SINK_KINDS` (the
+one place that knows which class serves which kind), imported when first used."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 from slipstream.errors import ConfigError
 from slipstream.sinks.base import Sink
-from slipstream.specs import SinkSpec
+from slipstream.specs import SINK_KINDS, SinkSpec
 
 
 def make_sink(spec: SinkSpec, default_database: Path) -> Sink:
-    from slipstream.sinks.spark_sinks import ConsoleSink, FileSink, MemorySink, NoopSink
-    from slipstream.sinks.sqlite import SqliteSink
-
-    if spec.kind == "console":
-        return ConsoleSink(spec)
-    if spec.kind == "memory":
-        return MemorySink(spec)
-    if spec.kind == "noop":
-        return NoopSink(spec)
-    if spec.is_file_sink:
-        return FileSink(spec)
-    if spec.kind == "sqlite":
-        return SqliteSink(spec, default_database)
-    if spec.kind == "postgresql":
-        try:
-            from slipstream.sinks.postgres import PostgresSink  # type: ignore[import-not-found]
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise ConfigError(
-                "SINK_UNKNOWN",
-                f"the PostgreSQL sink is unavailable: {exc}",
-                "pip install 'psycopg[binary]'",
-            ) from None
-        return PostgresSink(spec)
-    if spec.kind == "foreach":
-        from slipstream.sinks.foreach import ForeachSink  # type: ignore[import-not-found]
-
-        return ForeachSink(spec)
-    raise ConfigError("SINK_UNKNOWN", f"no sink of kind {spec.kind!r}", "see --help for --sink")
+    kind = SINK_KINDS.get(spec.kind)
+    if kind is None:
+        raise ConfigError("SINK_UNKNOWN", f"no sink of kind {spec.kind!r}", "see --help for --sink")
+    module, _, attr = kind.sink.partition(":")
+    try:
+        cls: type[Sink] = getattr(importlib.import_module(module), attr)
+    except ImportError as exc:  # pragma: no cover - an optional driver missing from the install
+        raise ConfigError(
+            "SINK_UNKNOWN",
+            f"the {spec.kind} sink is unavailable: {exc}",
+            "install its driver (pip install 'psycopg[binary]' for PostgreSQL)",
+        ) from None
+    return cls.from_spec(spec, default_database)

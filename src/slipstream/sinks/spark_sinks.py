@@ -6,8 +6,12 @@ append mode only (validated before start)."""
 
 from __future__ import annotations
 
+import json
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
@@ -68,8 +72,81 @@ class FileSink(Sink):
             reader = reader.option("header", "true").option("inferSchema", "true")
         return reader.load(str(self.directory))
 
+    def preview(
+        self, ctx: SinkContext, *, limit: int = 50, order_by: str | None = None
+    ) -> dict[str, Any] | None:
+        """The rows of the newest committed files (newest first), read with pyarrow: only the
+        files Spark's `_spark_metadata` log lists, never a half-written one. `order_by` (SQL)
+        does not apply to files."""
+        files = committed_files(self.directory)
+        view: dict[str, Any] = {"columns": [], "rows": [], "updated": None}
+        rows: list[list[Any]] = []
+        for path in reversed(files):
+            if len(rows) >= limit:
+                break
+            if not path.exists():  # compacted away or reset meanwhile
+                continue
+            table = _read_arrow(self.spec.kind, path)
+            view["columns"] = view["columns"] or table.column_names
+            rows += [list(r.values()) for r in reversed(table.to_pylist())]
+            if view["updated"] is None:
+                view["updated"] = _iso_mtime(path)
+        view["rows"] = [[_plain(v) for v in row] for row in rows[:limit]]
+        return view
+
     def reset(self, ctx: SinkContext) -> list[str]:
         if self.directory.exists():
             shutil.rmtree(self.directory)
             return [str(self.directory)]
         return []
+
+
+def committed_files(directory: Path) -> list[Path]:
+    """The data files Spark's file sink committed to `directory`, oldest batch first, from its
+    `_spark_metadata` log (`N` and `N.compact` files: a `v1` line, then one JSON entry a file)."""
+    log = directory / "_spark_metadata"
+    if not log.is_dir():
+        return []
+    batches = sorted(
+        (int(p.name.split(".")[0]), p)
+        for p in log.iterdir()
+        if p.name.split(".")[0].isdigit() and not p.name.startswith(".")
+    )
+    start = max((i for i, (_, p) in enumerate(batches) if p.name.endswith(".compact")), default=0)
+    files: dict[str, Path] = {}
+    for _, entry_file in batches[start:]:
+        for line in entry_file.read_text().splitlines()[1:]:
+            entry = json.loads(line)
+            path = Path(urlparse(entry["path"]).path)
+            if entry.get("action", "add") == "delete":
+                files.pop(str(path), None)
+            else:
+                files[str(path)] = path
+    return list(files.values())
+
+
+def _read_arrow(kind: str, path: Path) -> Any:
+    if kind == "parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path)
+    if kind == "json":
+        import pyarrow.json as pj
+
+        return pj.read_json(path)
+    import pyarrow.csv as pc
+
+    return pc.read_csv(path)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-friendly: timestamps as ISO-8601 UTC text."""
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return value
+
+
+def _iso_mtime(path: Path) -> str:
+    moment = datetime.fromtimestamp(path.stat().st_mtime, UTC).replace(microsecond=0)
+    return moment.isoformat().replace("+00:00", "Z")

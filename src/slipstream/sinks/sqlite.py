@@ -40,9 +40,18 @@ class SqliteSink(DatabaseSink):
         super().__init__(spec)
         self.path = Path(spec.target) if spec.target else default_path
 
+    @classmethod
+    def from_spec(cls, spec: SinkSpec, default_database: Path) -> SqliteSink:
+        return cls(spec, default_database)
+
     def describe(self, ctx: SinkContext | None = None) -> str:
         table = f" table {ctx.table}" if ctx else ""
         return f"sqlite {self.path}{table} (exactly-once: batch ledger)"
+
+    def preview(
+        self, ctx: SinkContext, *, limit: int = 50, order_by: str | None = None
+    ) -> dict[str, Any] | None:
+        return table_view(self.path, ctx.table, order_by=order_by or "rowid DESC", limit=limit)
 
     def connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,13 +75,12 @@ class SqliteSink(DatabaseSink):
         )
         conn.commit()
 
-    def write_rows(
-        self, conn: sqlite3.Connection, table: str, batch: DataFrame, info: BatchInfo
-    ) -> int:
-        names = batch.columns
+    def merge(self, conn: sqlite3.Connection, info: BatchInfo, staged: DataFrame) -> int:
+        """The batch's rows, read partition by partition on the driver, inserted or upserted."""
+        names = staged.columns
         cols = ", ".join(quote_ident(n) for n in names)
         marks = ", ".join("?" for _ in names)
-        sql = f"INSERT INTO {quote_ident(table)} ({cols}) VALUES ({marks})"
+        sql = f"INSERT INTO {quote_ident(info.ctx.table)} ({cols}) VALUES ({marks})"
         if info.ctx.mode != "append" and info.ctx.key:
             keys = ", ".join(quote_ident(k) for k in info.ctx.key)
             updates = ", ".join(
@@ -85,7 +93,7 @@ class SqliteSink(DatabaseSink):
             )
         count = 0
         chunk: list[tuple[Any, ...]] = []
-        for row in local_rows(batch):
+        for row in local_rows(staged):
             chunk.append(tuple(row))
             if len(chunk) >= CHUNK:
                 conn.executemany(sql, chunk)
@@ -143,3 +151,37 @@ def read_table(path: Path, table: str, order_by: str | None = None) -> list[dict
             return []
         order = f" ORDER BY {order_by}" if order_by else ""
         return [dict(r) for r in conn.execute(f"SELECT * FROM {quote_ident(table)}{order}")]
+
+
+def table_view(db: Path, table: str, *, order_by: str, limit: int = 50) -> dict[str, Any]:
+    """The first `limit` rows of `table` in `order_by` order (SQL a pipeline writes, never user
+    input), as `{"columns", "rows", "updated"}`; no rows while it does not exist. `updated` is
+    when the sink last committed a batch to it (its ledger), ISO-8601 UTC."""
+    view: dict[str, Any] = {"columns": [], "rows": [], "updated": None}
+    with read_only(db) as conn:
+        if conn is None or not has_table(conn, table):
+            return view
+        cursor = conn.execute(
+            f"SELECT * FROM {quote_ident(table)} ORDER BY {order_by} LIMIT ?", (limit,)
+        )
+        view["columns"] = [d[0] for d in cursor.description]
+        view["rows"] = [list(row) for row in cursor.fetchall()]
+        view["updated"] = _last_commit(conn, table)
+    return view
+
+
+def last_commit(db: Path, table: str) -> str | None:
+    """When the sink last committed a batch to `table` (ISO-8601 UTC), from its ledger."""
+    with read_only(db) as conn:
+        return None if conn is None else _last_commit(conn, table)
+
+
+def _last_commit(conn: sqlite3.Connection, table: str) -> str | None:
+    if not has_table(conn, LEDGER_TABLE):
+        return None
+    (updated,) = conn.execute(
+        f"SELECT max(committed_at) FROM {LEDGER_TABLE} WHERE target_table = ?", (table,)
+    ).fetchone()
+    if not isinstance(updated, str) or not updated:
+        return None  # SQLite's CURRENT_TIMESTAMP ('2026-01-15 09:30:00') is UTC
+    return updated.replace(" ", "T") + ("" if updated.endswith("Z") else "Z")

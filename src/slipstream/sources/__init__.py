@@ -1,5 +1,5 @@
 """Sources: one module per kind, registered by name in `slipstream.sources.base.SOURCES`."""
 
-from slipstream.sources.base import SOURCES, RawInput, Source, open_source
+from slipstream.sources.base import SOURCES, Binding, RawInput, Source
 
-__all__ = ["SOURCES", "RawInput", "Source", "open_source"]
+__all__ = ["SOURCES", "Binding", "RawInput", "Source"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
@@ -21,6 +22,18 @@ from slipstream.errors import ConfigError
 
 if TYPE_CHECKING:
     from slipstream.config import Settings
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One stream input of a run: its name, where it is (files), its format and how the user
+    names it on the command line (`--input` or `--input NAME=`), for messages."""
+
+    name: str
+    path: Path | None
+    format: str
+    flag: str = "--input"
+    schema: StructType | None = None  # the input's declared schema (None: text lines)
 
 
 @dataclass(frozen=True)
@@ -37,14 +50,12 @@ class Source(ABC):
     describe_fmt: ClassVar[str] = "{kind}"
 
     @abstractmethod
-    def read(
-        self, spark: SparkSession, settings: Settings, fmt: str, schema: StructType | None
-    ) -> RawInput: ...
+    def read(self, spark: SparkSession, settings: Settings, binding: Binding) -> RawInput: ...
 
-    def validate(self, settings: Settings) -> None:
+    def validate(self, settings: Settings, binding: Binding) -> None:
         """Raise ConfigError for settings this source cannot work with (before Spark starts)."""
 
-    def describe(self, settings: Settings) -> str:
+    def describe(self, settings: Settings, binding: Binding) -> str:
         return self.kind
 
 
@@ -67,10 +78,3 @@ def get_source(kind: str) -> Source:
             f"use one of {', '.join(sorted(SOURCES))}",
         )
     return SOURCES[kind]()
-
-
-def open_source(
-    spark: SparkSession, settings: Settings, fmt: str, schema: StructType | None
-) -> RawInput:
-    assert settings.source is not None
-    return get_source(settings.source).read(spark, settings, fmt, schema)

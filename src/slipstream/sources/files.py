@@ -10,11 +10,10 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from slipstream.errors import ConfigError
 from slipstream.quality.parse import SOURCE
-from slipstream.sources.base import RawInput, Source, register
+from slipstream.sources.base import Binding, RawInput, Source, register
 
 if TYPE_CHECKING:
     from slipstream.config import Settings
@@ -24,38 +23,39 @@ if TYPE_CHECKING:
 class FilesSource(Source):
     kind = "files"
 
-    def validate(self, settings: Settings) -> None:
-        if settings.input is None:
+    def validate(self, settings: Settings, binding: Binding) -> None:
+        flag = binding.flag
+        sep = "" if flag.endswith("=") else " "
+        if binding.path is None:
             raise ConfigError(
                 "CONFIG_MISSING",
-                "the files source needs an input directory",
-                "pass --input DIR (the folder new files land in)",
+                f"input {binding.name} needs a directory for the files source",
+                f"pass {flag}{sep}DIR (the folder new files land in)",
             )
-        if not settings.input.is_dir():
+        if not binding.path.is_dir():
             raise ConfigError(
                 "CONFIG_BAD_VALUE",
-                f"--input {settings.input} is not a directory",
-                "create the landing directory first, or fix the path given to --input",
+                f"{flag}{sep}{binding.path} is not a directory",
+                f"create the landing directory first, or fix the path given to {flag}",
             )
 
-    def describe(self, settings: Settings) -> str:
+    def describe(self, settings: Settings, binding: Binding) -> str:
         extra = []
         if settings.max_files_per_trigger:
             extra.append(f"max {settings.max_files_per_trigger} files per batch")
         if settings.latest_first:
             extra.append("latest first")
         more = f" ({', '.join(extra)})" if extra else ""
-        return f"files {settings.input} as {settings.format}{more}"
+        return f"files {binding.path} as {binding.format}{more}"
 
-    def read(
-        self, spark: SparkSession, settings: Settings, fmt: str, schema: StructType | None
-    ) -> RawInput:
+    def read(self, spark: SparkSession, settings: Settings, binding: Binding) -> RawInput:
+        fmt, schema = binding.format, binding.schema
         reader = spark.readStream
         if settings.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", settings.max_files_per_trigger)
         if settings.latest_first:
             reader = reader.option("latestFirst", "true")
-        path = str(settings.input)
+        path = str(binding.path)
         frame: DataFrame
         if fmt == "parquet":
             if schema is None:

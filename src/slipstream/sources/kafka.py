@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from slipstream.errors import ConfigError
 from slipstream.quality.parse import SOURCE
-from slipstream.sources.base import RawInput, Source, register
+from slipstream.sources.base import Binding, RawInput, Source, register
 
 if TYPE_CHECKING:
     from slipstream.config import Settings
@@ -34,7 +33,7 @@ def connector_jars(settings: Settings) -> list[str]:
 class KafkaSource(Source):
     kind = "kafka"
 
-    def validate(self, settings: Settings) -> None:
+    def validate(self, settings: Settings, binding: Binding) -> None:
         if not connector_jars(settings):
             raise ConfigError(
                 "SOURCE_NOT_AVAILABLE",
@@ -49,12 +48,11 @@ class KafkaSource(Source):
                 "pass --kafka-bootstrap HOST:PORT and --kafka-topic TOPIC",
             )
 
-    def describe(self, settings: Settings) -> str:
+    def describe(self, settings: Settings, binding: Binding) -> str:
         return f"kafka {settings.kafka_topic} at {settings.kafka_bootstrap}"
 
-    def read(
-        self, spark: SparkSession, settings: Settings, fmt: str, schema: StructType | None
-    ) -> RawInput:
+    def read(self, spark: SparkSession, settings: Settings, binding: Binding) -> RawInput:
+        fmt = binding.format
         frame = (
             spark.readStream.format("kafka")
             .option("kafka.bootstrap.servers", str(settings.kafka_bootstrap))

@@ -6,10 +6,9 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from slipstream.quality.parse import SOURCE
-from slipstream.sources.base import RawInput, Source, register
+from slipstream.sources.base import Binding, RawInput, Source, register
 
 if TYPE_CHECKING:
     from slipstream.config import Settings
@@ -19,12 +18,10 @@ if TYPE_CHECKING:
 class RateSource(Source):
     kind = "rate"
 
-    def describe(self, settings: Settings) -> str:
+    def describe(self, settings: Settings, binding: Binding) -> str:
         return f"rate {settings.rows_per_second} rows/s"
 
-    def read(
-        self, spark: SparkSession, settings: Settings, fmt: str, schema: StructType | None
-    ) -> RawInput:
+    def read(self, spark: SparkSession, settings: Settings, binding: Binding) -> RawInput:
         frame = (
             spark.readStream.format("rate")
             .option("rowsPerSecond", settings.rows_per_second)

@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from slipstream.quality.parse import SOURCE
-from slipstream.sources.base import RawInput, Source, register
+from slipstream.sources.base import Binding, RawInput, Source, register
 
 if TYPE_CHECKING:
     from slipstream.config import Settings
@@ -23,12 +22,11 @@ class SocketSource(Source):
     kind = "socket"
     replayable = False
 
-    def describe(self, settings: Settings) -> str:
+    def describe(self, settings: Settings, binding: Binding) -> str:
         return f"socket {settings.host}:{settings.port} (not replayable: at-most-once on restart)"
 
-    def read(
-        self, spark: SparkSession, settings: Settings, fmt: str, schema: StructType | None
-    ) -> RawInput:
+    def read(self, spark: SparkSession, settings: Settings, binding: Binding) -> RawInput:
+        fmt = binding.format
         frame = (
             spark.readStream.format("socket")
             .option("host", settings.host)

@@ -6,11 +6,10 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from slipstream.errors import ConfigError
 from slipstream.quality.parse import SOURCE
-from slipstream.sources.base import RawInput, Source, register
+from slipstream.sources.base import Binding, RawInput, Source, register
 
 if TYPE_CHECKING:
     from slipstream.config import Settings
@@ -20,18 +19,17 @@ if TYPE_CHECKING:
 class TableSource(Source):
     kind = "table"
 
-    def validate(self, settings: Settings) -> None:
+    def validate(self, settings: Settings, binding: Binding) -> None:
         if not settings.source_table:
             raise ConfigError(
                 "CONFIG_MISSING", "the table source needs a table name", "pass --source-table NAME"
             )
 
-    def describe(self, settings: Settings) -> str:
+    def describe(self, settings: Settings, binding: Binding) -> str:
         return f"table {settings.source_table}"
 
-    def read(
-        self, spark: SparkSession, settings: Settings, fmt: str, schema: StructType | None
-    ) -> RawInput:
+    def read(self, spark: SparkSession, settings: Settings, binding: Binding) -> RawInput:
+        fmt = binding.format
         frame = spark.readStream.table(str(settings.source_table))
         frame = frame.withColumn(SOURCE, F.lit(f"table:{settings.source_table}"))
         if "value" in frame.columns and fmt in ("json", "csv", "text"):

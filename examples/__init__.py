@@ -1,0 +1,1 @@
+"""Example pipelines: each one module, run with `slipstream run examples.MODULE:CLASS`."""

@@ -1,0 +1,80 @@
+"""How query statuses are shown: `slipstream status` (a table, or JSON) and its reasons."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+
+from rich.table import Table
+
+from slipstream.console import render, table
+from slipstream.monitor.events import format_ts
+from slipstream.monitor.status import Health, QueryStatus, human_duration
+
+
+def to_json(statuses: Sequence[QueryStatus], now: datetime) -> str:
+    """The ``--json`` form: ``{"generated": ts, "queries": [status, ...]}``."""
+    payload = {"generated": format_ts(now), "queries": [s.to_dict() for s in statuses]}
+    return json.dumps(payload, indent=2)
+
+
+_HEALTH_LABEL: dict[Health, str] = {
+    "healthy": "healthy",
+    "falling_behind": "FALLING BEHIND",
+    "stalled": "STALLED",
+    "failed": "FAILED",
+    "stopped": "stopped",
+}
+
+
+STATUS_COLUMNS = (
+    "PIPELINE",
+    "QUERY",
+    "HEALTH",
+    "BATCH",
+    "LAST BATCH",
+    "IN ROWS/S",
+    "OUT ROWS/S",
+    "WM LAG",
+    "STATE ROWS",
+    "ROWS",
+    "QUARANTINED",
+    "LATE",
+)
+
+
+def status_table(statuses: Sequence[QueryStatus], now: datetime) -> Table:
+    """One row per query (rich); numbers align right."""
+    rows = []
+    for s in statuses:
+        ago = "-" if s.last_batch_at is None else human_duration(now - s.last_batch_at) + " ago"
+        rows.append(
+            (
+                s.pipeline,
+                s.query,
+                _HEALTH_LABEL[s.health],
+                "-" if s.last_batch_id is None else str(s.last_batch_id),
+                ago,
+                _rate(s.input_rps),
+                _rate(s.processed_rps),
+                "-" if s.watermark_lag is None else human_duration(s.watermark_lag),
+                f"{s.state_rows:,}",
+                f"{s.total_input_rows:,}",
+                f"{s.total_quarantined:,}",
+                f"{s.total_dropped_by_watermark:,}",
+            )
+        )
+    return table(STATUS_COLUMNS, rows, numeric=(3, 5, 6, 7, 8, 9, 10, 11))
+
+
+def format_status_table(statuses: Sequence[QueryStatus], now: datetime) -> str:
+    """The table as plain text, then one reason line per query."""
+    if not statuses:
+        return "no pipelines have an event log yet"
+    reasons = [f"{s.pipeline}/{s.query}: {s.reason}" for s in statuses]
+    return "\n".join([render(status_table(statuses, now)), "", *reasons])
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"

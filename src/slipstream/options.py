@@ -1,0 +1,235 @@
+"""Every run setting, declared once: its parser, default, help and flag (see config.py).
+
+The CLI builds its flags from OPTIONS; TOML keys and environment variables use the same
+declarations. A pipeline's own parameters are not here: the pipeline declares them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slipstream import values
+from slipstream.specs import (
+    DURATION_HELP,
+    OUTPUT_MODES,
+    SINK_HELP,
+    TRIGGER_HELP,
+    SinkSpec,
+    TriggerSpec,
+    parse_duration,
+)
+
+DEFAULT_DASHBOARD_PORT = 8321  # `--dashboard` without a port (a free one if it is taken)
+
+SOURCE_KINDS = ("files", "socket", "rate", "table", "kafka")
+FILE_FORMATS = ("json", "csv", "parquet", "text")
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    parse: Callable[[Any], Any]
+    help: str
+    allowed: str
+    default: Any = None
+    flag: str | None = None  # CLI flag; None => --name-with-dashes
+    kind: str = "value"  # value | bool | multi
+    metavar: str | None = None
+    env: str | None = None
+    const: Any = None  # value of the bare flag (`--dashboard` alone); None: the flag needs one
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "source",
+        values.choice(*SOURCE_KINDS),
+        "where stream input comes from (default: the pipeline's)",
+        "one of " + ", ".join(SOURCE_KINDS),
+        metavar="KIND",
+    ),
+    Option(
+        "input",
+        values.named(values.path),
+        "where an input is: PATH for a one-input pipeline, NAME=PATH for a named one "
+        "(repeatable; a directory for a stream, a file for a table)",
+        "PATH or NAME=PATH",
+        default={},
+        kind="multi",
+        metavar="[NAME=]PATH",
+    ),
+    Option(
+        "format",
+        values.choice(*FILE_FORMATS),
+        "file format of the stream inputs (default: the pipeline's)",
+        "one of " + ", ".join(FILE_FORMATS),
+    ),
+    Option("host", values.text, "host of the socket source", "a host name", default="localhost"),
+    Option("port", values.port, "port of the socket source", "a TCP port 0-65535", default=9999),
+    Option(
+        "rows_per_second",
+        values.positive_int,
+        "rows per second of the rate source",
+        "a positive integer",
+        default=1000,
+        metavar="N",
+    ),
+    Option(
+        "max_files_per_trigger",
+        values.positive_int,
+        "cap on new files per micro-batch (files source)",
+        "a positive integer",
+        metavar="N",
+    ),
+    Option(
+        "latest_first",
+        values.boolean,
+        "process the newest files first (files source)",
+        "true or false",
+        default=False,
+        kind="bool",
+    ),
+    Option(
+        "source_table",
+        values.text,
+        "table to read with the table source",
+        "a table name",
+        metavar="NAME",
+    ),
+    Option(
+        "kafka_bootstrap",
+        values.text,
+        "Kafka bootstrap servers (kafka source)",
+        "host:port[,...]",
+        metavar="SERVERS",
+        env="SLIPSTREAM_KAFKA_BOOTSTRAP",
+    ),
+    Option(
+        "kafka_topic",
+        values.text,
+        "Kafka topic to subscribe to (kafka source)",
+        "a topic name",
+        metavar="TOPIC",
+    ),
+    Option(
+        "sink",
+        values.named(SinkSpec.parse),
+        "where results go: SPEC for every output, OUTPUT=SPEC for one (repeatable; default: "
+        "each output's own, sqlite under the state dir)",
+        SINK_HELP,
+        default={},
+        kind="multi",
+        metavar="[OUTPUT=]SINK",
+        env="SLIPSTREAM_SINK",
+    ),
+    Option(
+        "table",
+        values.named(values.text),
+        "table name in a database sink: NAME for the first output, OUTPUT=NAME for one "
+        "(default: the output's)",
+        "a table name",
+        default={},
+        kind="multi",
+        metavar="[OUTPUT=]NAME",
+    ),
+    Option(
+        "mode",
+        values.named(values.choice(*OUTPUT_MODES)),
+        "output mode: MODE for the first output, OUTPUT=MODE for one (default: the output's)",
+        "one of " + ", ".join(OUTPUT_MODES),
+        default={},
+        kind="multi",
+        metavar="[OUTPUT=]MODE",
+    ),
+    Option(
+        "trigger",
+        TriggerSpec.parse,
+        "when micro-batches run",
+        TRIGGER_HELP,
+        default=TriggerSpec(),
+    ),
+    Option(
+        "checkpoint",
+        values.path,
+        "checkpoint directory (default: STATE_DIR/checkpoints/PIPELINE; one folder per output)",
+        "a directory",
+        metavar="DIR",
+    ),
+    Option(
+        "state_dir",
+        values.path,
+        "where checkpoints, the default database, quarantine and event logs live",
+        "a directory",
+        default=Path("state"),
+        metavar="DIR",
+        env="SLIPSTREAM_STATE_DIR",
+    ),
+    Option(
+        "quarantine",
+        values.path,
+        "where rejected records go (default: STATE_DIR/quarantine/PIPELINE; one folder per input)",
+        "a directory",
+        metavar="DIR",
+    ),
+    Option(
+        "duration",
+        parse_duration,
+        "stop the run after this long",
+        DURATION_HELP,
+        metavar="DURATION",
+    ),
+    Option(
+        "master",
+        values.text,
+        "Spark master URL",
+        "a Spark master URL such as local[*] or spark://host:7077",
+        default="local[*]",
+        metavar="URL",
+        env="SLIPSTREAM_MASTER",
+    ),
+    Option(
+        "conf",
+        values.conf,
+        "Spark configuration pass-through (repeatable)",
+        "key=value",
+        default={},
+        kind="multi",
+        metavar="KEY=VALUE",
+    ),
+    Option(
+        "metrics_port",
+        values.port,
+        "serve Prometheus metrics on this port (127.0.0.1)",
+        "a TCP port 0-65535",
+        metavar="PORT",
+    ),
+    Option(
+        "dashboard",
+        values.port,
+        f"serve the live dashboard on this port (alone: {DEFAULT_DASHBOARD_PORT}; 0: any free)",
+        "a TCP port 0-65535",
+        metavar="PORT",
+        const=DEFAULT_DASHBOARD_PORT,
+    ),
+    Option("bind", values.text, "address servers bind to", "an IP address", default="127.0.0.1"),
+    Option(
+        "quiet",
+        values.boolean,
+        "print only errors and the summary",
+        "true or false",
+        default=False,
+        kind="bool",
+    ),
+    Option(
+        "verbose",
+        values.boolean,
+        "also print Spark's warnings and full progress",
+        "true or false",
+        default=False,
+        kind="bool",
+    ),
+)
+OPTION_BY_NAME = {o.name: o for o in OPTIONS}
+#: settings given as NAME=VALUE pairs, merged name by name (flags over TOML over environment)
+NAMED = ("input", "sink", "table", "mode", "conf")
