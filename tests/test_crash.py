@@ -251,7 +251,94 @@ def _iso(column: pd.Series) -> pd.Series:
     return pd.to_datetime(column, utc=True).dt.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# iot_steps: files from its own generator (out-of-order records at most 5 minutes back, never
+# late for the 10-minute watermark however they are batched; malformed lines; no duplicates,
+# which the seed's query would count twice); expected sums from tests/stream_reference.py.
+IOT_WINDOW, IOT_WATERMARK = timedelta(minutes=5), timedelta(minutes=10)
+
+
+@cache
+def iot_pool() -> list[Path]:
+    import atexit
+    import shutil
+    import tempfile
+
+    from slipstream.generators import iot
+    from slipstream.generators.streams import StreamSpec, generate
+
+    root = Path(tempfile.mkdtemp(prefix="slipstream-crash-iot-"))
+    atexit.register(shutil.rmtree, root, True)
+    spec = StreamSpec(
+        duration=timedelta(minutes=120), seed=SEED, file_every=timedelta(minutes=3),
+        out_of_order=0.1, late=0.0, duplicates=0.0, malformed=0.03,
+    )  # fmt: skip
+    generate(spec, iot.Devices(rate=0.5), root)
+    return sorted(root.glob("device-*.jsonl"))
+
+
+def iot_file(rng: random.Random, index: int) -> list[str]:
+    files = iot_pool()
+    assert index < len(files), f"the iot pool holds {len(files)} files; make more"
+    return files[index].read_text().splitlines()
+
+
+def iot_records(files: list[Path]) -> list[dict]:
+    from tests.stream_reference import iot_record
+
+    now = datetime.now(UTC)
+    lines = [line for path in files for line in path.read_text().splitlines()]
+    return [r for r in map(lambda line: iot_record(line, now), lines) if r is not None]
+
+
+def iot_expected(files: list[Path], final_only: bool = False) -> pd.DataFrame:
+    from tests.stream_reference import step_sums
+
+    records = iot_records(files)
+    sums = step_sums(records, IOT_WINDOW)
+    frame = pd.DataFrame({"window_start": list(sums), "num_steps": list(sums.values())})
+    frame["window_end"] = pd.to_datetime(frame["window_start"], utc=True) + IOT_WINDOW
+    if final_only:
+        watermark = max(r["timestamp"] for r in records) - IOT_WATERMARK
+        frame = frame[frame["window_end"] <= watermark]
+    return normalise_iot(frame)
+
+
+def iot_malformed(lines: list[str]) -> int:
+    from tests.stream_reference import iot_record
+
+    now = datetime.now(UTC)
+    return sum(iot_record(line, now) is None for line in lines)
+
+
+def normalise_iot(frame: pd.DataFrame) -> pd.DataFrame:
+    out = pd.DataFrame(
+        {
+            "window_start": _iso(frame["window_start"]),
+            "window_end": _iso(frame["window_end"]),
+            "num_steps": frame["num_steps"].astype("int64"),
+        }
+    )
+    return out.sort_values(["window_start"]).reset_index(drop=True)
+
+
 CASES = {
+    "iot_steps": CrashCase(
+        pipeline="iot_steps",
+        key=("window_start",),
+        measure="num_steps",
+        make_file=iot_file,
+        malformed=iot_malformed,
+        expected_table=iot_expected,
+        expected_final=lambda files: iot_expected(files, final_only=True),
+        normalise=normalise_iot,
+        plans={
+            "sqlite": ("after-write", "random"),
+            "postgresql": ("random", "before-commit"),
+            "parquet": ("random",),
+        },
+        min_kills=4,
+        files_per_cycle=(3, 5),
+    ),
     "mobile": CrashCase(
         pipeline="mobile",
         key=("window_start", "action"),

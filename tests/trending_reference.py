@@ -20,6 +20,8 @@ from typing import Any
 
 import pandas as pd
 
+from tests.stream_reference import counted
+
 ARTICLE = re.compile(r"^a[0-9]+$")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -52,29 +54,10 @@ def counted_events(
     batches: Sequence[Sequence[str]], watermark: timedelta, now: datetime
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """The events that count, and how many lines were invalid, late and duplicates."""
-    maxima: list[datetime | None] = []
-    seen: set[str] = set()
-    kept: list[dict[str, Any]] = []
-    stats = {"invalid": 0, "late": 0, "duplicates": 0}
-    for k, lines in enumerate(batches):
-        earlier = [m for m in maxima[: max(k - 1, 0)] if m is not None]
-        late_at = max(earlier) - watermark if earlier else None
-        batch_max: datetime | None = None
-        for line in lines:
-            record = parse_line(line, now)
-            if record is None:
-                stats["invalid"] += 1
-                continue
-            batch_max = record["ts"] if batch_max is None else max(batch_max, record["ts"])
-            if late_at is not None and record["ts"] <= late_at:
-                stats["late"] += 1
-            elif record["event_id"] in seen:
-                stats["duplicates"] += 1
-            else:
-                seen.add(record["event_id"])
-                kept.append(record)
-        maxima.append(batch_max)
-    return kept, stats
+    kept, stats = counted(
+        batches, lambda line: parse_line(line, now), "ts", lambda r: r["event_id"], watermark
+    )
+    return kept, {k: stats[k] for k in ("invalid", "late", "duplicates")}
 
 
 def iso(moment: datetime) -> str:

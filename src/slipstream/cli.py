@@ -93,7 +93,7 @@ def pipeline_of(argv: Sequence[str]) -> Pipeline | None:
         return None
     from slipstream.pipelines import get_pipeline
 
-    pipeline = get_pipeline(name)
+    pipeline = generator_pipeline(name) if argv[0] == "generate" else get_pipeline(name)
     if argv[0] == "generate" and pipeline.generator is None:
         _refuse_missing(pipeline.name, "generator")
     return pipeline
@@ -136,7 +136,12 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
     p.add_argument("workload", metavar="PIPELINE", help="a pipeline with samples (mobile)")
     p.add_argument("--out", type=Path, required=True, help="landing folder to copy into")
     p = sub.add_parser("generate", help="write a generated event stream into a landing dir")
-    p.add_argument("workload", metavar="PIPELINE", help="a pipeline with a generator (trending)")
+    p.add_argument(
+        "workload",
+        metavar="NAME",
+        help="a pipeline with a generator, or the generator's name: trending, sensors, iot, "
+        "temperature_load",
+    )
     if pipeline is not None and pipeline.generator is not None:
         importlib.import_module(pipeline.generator).add_arguments(p)
     p = sub.add_parser("demo", help="the quick-start demo (default: live trending articles)")
@@ -232,15 +237,30 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
             print(path, file=out)
         return 0
     if args.command == "generate":
-        from slipstream.pipelines import get_pipeline
-
-        pipeline = get_pipeline(args.workload)
+        pipeline = generator_pipeline(args.workload)
         if pipeline.generator is None:
             _refuse_missing(pipeline.name, "generator")
         return int(importlib.import_module(pipeline.generator).run(args, out))
     if args.command == "demo":
         return _demo(args.demo_pipeline or args.pipeline, args, out)
     raise AssertionError(args.command)
+
+
+def generator_pipeline(name: str) -> Pipeline:
+    """The pipeline whose generator `generate NAME` runs: NAME is the pipeline's name, or its
+    generator's own (the module's name: `generate iot` writes iot_steps' input)."""
+    from slipstream.errors import ConfigError
+    from slipstream.pipelines import get_pipeline, pipelines
+
+    try:
+        return get_pipeline(name)
+    except ConfigError as exc:
+        if exc.code != "UNKNOWN_PIPELINE":
+            raise
+        for pipeline in pipelines().values():
+            if pipeline.generator and pipeline.generator.rsplit(".", 1)[-1] == name:
+                return pipeline
+        raise
 
 
 def _refuse_missing(name: str, what: str) -> NoReturn:

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
 
+from slipstream.plan_joins import join_buffers
+
 WindowKind = Literal["none", "tumbling", "sliding", "session"]
 StreamOp = Literal["limit", "distinct", "sort"]
 
@@ -42,13 +44,18 @@ class Plan:
     # event-time columns of both sides under watermarks, which bounds its state
     stream_join_kind: str | None = None
     stream_join_bounded: bool = False
+    # how long each side of a stream-stream join holds a row (left side first): its event-time
+    # column, the offset past it the watermark must pass, and so how far behind the newest
+    # input a row is held (None, None: no time bound, held for ever)
+    join_buffers: tuple[tuple[str, timedelta | None, timedelta | None], ...] = ()
 
     @property
     def stateful(self) -> bool:
         return self.aggregation or self.dedup or self.stream_stream_join or self.arbitrary_state
 
-    def describe(self) -> list[str]:
-        """What `check` prints of this shape, one fact a line."""
+    def describe(self, mode: str | None = None) -> list[str]:
+        """What `check` prints of this shape, one fact a line; with the output `mode`, what
+        it means for when rows are written and how long state is kept."""
         from slipstream.specs import format_duration
 
         def dur(value: timedelta | None) -> str:
@@ -69,8 +76,52 @@ class Plan:
             joins.append(f"stream-stream {self.stream_join_kind} ({bound})")
         if joins:
             lines.append("join        " + ", ".join(joins))
+        for side, (column, offset, held) in zip(("left", "right"), self.join_buffers, strict=False):
+            if held is None or offset is None:
+                lines.append(f"buffer      {side} ({column}): held for ever, no time bound")
+                continue
+            past = f" {'+' if offset >= timedelta(0) else '-'} {dur(abs(offset))}" if offset else ""
+            lines.append(
+                f"buffer      {side} ({column}): a row is held until the watermark passes "
+                f"{column}{past}: about {dur(held)} of event time behind the newest input"
+            )
         lines.append(f"stateful    {'yes' if self.stateful else 'no'}")
-        return lines
+        return lines + self.consequences(mode)
+
+    def consequences(self, mode: str | None) -> list[str]:
+        """When a windowed aggregation's rows are written under `mode`, and what complete mode
+        costs: what seed 000 and 004 teach about output modes, for this query."""
+        from slipstream.specs import format_duration
+
+        if not self.aggregation or mode is None:
+            return []
+        windowed = self.window != "none" and self.watermark_delay is not None
+        if mode == "complete":
+            what = "window" if self.window != "none" else "group"
+            return [
+                f"warning     complete mode rewrites every {what} each batch and keeps all of "
+                "them in state, watermark or not: state grows with every new "
+                f"{what} (use update, or append for final rows only)"
+            ]
+        if not windowed:
+            return []
+        delay = format_duration(self.watermark_delay)  # type: ignore[arg-type]
+        behind = ""
+        if self.window_length is not None:
+            behind = (
+                f"; the newest written window ends about "
+                f"{format_duration(self.window_length + self.watermark_delay)} of event time "  # type: ignore[operator]
+                "behind the newest input"
+            )
+        if mode == "append":
+            return [
+                f"final       a window is written once, when final: when the newest "
+                f"{self.window_column} seen passes its end + {delay}{behind}"
+            ]
+        return [
+            f"state       a window is updated while open and dropped from state once the "
+            f"newest {self.window_column} seen passes its end + {delay}"
+        ]
 
     @property
     def map_like(self) -> bool:
@@ -206,6 +257,7 @@ def read_plan(text: str) -> Plan:
     bounded = bool(stream_joins) and all(
         len(set(_WATERMARKED.findall(j.text))) >= 2 for j in stream_joins
     )
+    buffers = _join_buffers(nodes, stream_joins[0]) if stream_joins else ()
     ops: list[StreamOp] = []
     if any(n.name in ("GlobalLimit", "LocalLimit", "Limit") for n in streaming):
         ops.append("limit")
@@ -235,6 +287,7 @@ def read_plan(text: str) -> Plan:
         arbitrary_state=any(n.name in _STATE_OPS for n in streaming),
         stream_join_kind=join_kind,
         stream_join_bounded=bounded,
+        join_buffers=buffers,
     )
 
 
@@ -265,17 +318,35 @@ def _watermark(node: PlanNode) -> tuple[str, timedelta | None]:
     return parts[1].split("#", 1)[0].strip(), _duration_or_none(parts[-1])
 
 
-def _both_sides_stream(nodes: list[PlanNode], join: PlanNode) -> bool:
-    """Whether both children of a join are streaming: its direct children are the next nodes
-    one level deeper, before the tree returns to the join's depth."""
+def _children(nodes: list[PlanNode], join: PlanNode) -> list[list[PlanNode]]:
+    """The subtrees under a node: each direct child (the next nodes one level deeper, before
+    the tree returns to the node's depth) with its descendants."""
     index = nodes.index(join)
-    children = []
+    subtrees: list[list[PlanNode]] = []
     for node in nodes[index + 1 :]:
         if node.depth <= join.depth:
             break
-        if not children or node.depth == children[0].depth:
-            children.append(node)
-    return len(children) >= 2 and all(c.streaming for c in children[:2])
+        if not subtrees or node.depth == subtrees[0][0].depth:
+            subtrees.append([node])
+        else:
+            subtrees[-1].append(node)
+    return subtrees
+
+
+def _both_sides_stream(nodes: list[PlanNode], join: PlanNode) -> bool:
+    """Whether both children of a join are streaming."""
+    children = _children(nodes, join)
+    return len(children) >= 2 and all(c[0].streaming for c in children[:2])
+
+
+def _join_buffers(
+    nodes: list[PlanNode], join: PlanNode
+) -> tuple[tuple[str, timedelta | None, timedelta | None], ...]:
+    children = _children(nodes, join)
+    if len(children) < 2:
+        return ()
+    left = {_watermark(n)[0] for n in children[0] if n.name == "EventTimeWatermark"}
+    return join_buffers(join.text, left)
 
 
 def _duration_or_none(text: str) -> timedelta | None:

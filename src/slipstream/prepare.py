@@ -22,7 +22,7 @@ from slipstream.plan import Plan
 from slipstream.quality.expectations import Expectation, check_expectations
 from slipstream.sinks import Sink, SinkContext, make_sink
 from slipstream.sources.base import Binding, Source, get_source
-from slipstream.specs import SinkSpec, format_duration
+from slipstream.specs import SINK_KINDS, SinkSpec, format_duration
 from slipstream.validate import settings_violations
 
 QUARANTINE = "quarantine"
@@ -106,7 +106,7 @@ class Prepared:
             )
             plan = self.plans.get(out.name)
             if plan is not None:
-                lines += [f"  {line}" for line in plan.describe()]
+                lines += [f"  {line}" for line in plan.describe(out.ctx.mode)]
         lines.append(f"trigger     {s.trigger.describe()}")
         return "\n".join(lines)
 
@@ -298,7 +298,7 @@ def _bind_output(pipeline: Pipeline, output: Output, settings: Settings) -> Boun
     named = settings.sink.get(output.name)
     spec = named
     if spec is None and output.sink is not None:
-        spec = settings.sink.get("") or SinkSpec.parse(output.sink)
+        spec = settings.sink.get("") or _default_sink(output.sink, settings, pipeline, output)
         enabled = [o for o in pipeline.outputs if o.sink is not None or o.name in settings.sink]
         if spec.is_file_sink and len(enabled) > 1:  # one folder per output under the given one
             spec = SinkSpec(spec.kind, str(spec.path() / output.name))
@@ -309,6 +309,15 @@ def _bind_output(pipeline: Pipeline, output: Output, settings: Settings) -> Boun
     mode = mode or pipeline.default_mode(output, spec)
     ctx = _ctx(pipeline, settings, output.name, table or output.table_name, output.key, mode)
     return BoundOutput(output, make_sink(spec, settings.default_database), ctx)
+
+
+def _default_sink(text: str, settings: Settings, pipeline: Pipeline, output: Output) -> SinkSpec:
+    """An output's declared sink; a file kind without a folder (`parquet`) writes under
+    `STATE_DIR/outputs/PIPELINE/OUTPUT`."""
+    kind = SINK_KINDS.get(text)
+    if kind is not None and kind.target == "required":
+        return SinkSpec(text, str(settings.state_dir / "outputs" / pipeline.name / output.name))
+    return SinkSpec.parse(text)
 
 
 def _ctx(

@@ -1,0 +1,451 @@
+"""The engine the record generators share (`generate sensors`, `iot`, `temperature_load`):
+event time, transit delay, dirt, files and pacing. A workload module says only what its records
+look like (`Workload`); this module decides when each one arrives and what goes wrong with it.
+
+Arrival model. Records are made in event-time order. Each is given a transit delay and lands in
+the file whose arrival span holds `event time + delay`; file `k` holds arrivals in
+`[start + k*file_every, start + (k+1)*file_every)`, one file per stream and span
+(`PREFIX-00000000.jsonl`, lexical order is arrival order). Lines inside a file are in arrival
+order. Each record becomes exactly one of:
+
+* **valid, on time**: delay 0.
+* **out of order**: delay uniform in (0, watermark/2]; it lands after newer records, and a
+  query with that watermark still keeps it (Spark drops a row only when its event time is at or
+  below the watermark of the previous micro-batch, which is at most `arrival - watermark`).
+* **late**: delay `watermark + window + 3*file_every` plus up to one more watermark. With each
+  file its own micro-batch (`maxFilesPerTrigger=1`) and on-time records in every file, the
+  watermark two batches back has already passed its window's end, so Spark drops it, always.
+  A record is only made late if it would still land before the run's last file (after that the
+  watermark stops moving and nothing would be late for certain).
+* **duplicate**: an extra exact copy of an earlier valid, not late, line, landing up to one
+  file later (so within the watermark of its original).
+* **malformed**: one of `not_json` (a cut line), `missing_FIELD` (a required field left out),
+  `bad_ts` (an event time no parser reads), `wrong_type` (a number sent as a string).
+
+The same spec, knobs and seed give byte-identical files; nothing depends on the wall clock.
+Counts are exact: `lines = valid_unique + duplicates + malformed`, and `late` and
+`out_of_order` are subsets of `valid_unique`."""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import random
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol, TextIO
+
+from slipstream.errors import ConfigError
+from slipstream.generators.files import write_atomically
+from slipstream.generators.trending import Clock, SystemClock, _stop_on_sigint
+from slipstream.progressbar import ProgressBar
+from slipstream.specs import DURATION_HELP, parse_duration
+
+REPORT_NAME = "_generation-report.json"
+DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
+DIRT = ("out_of_order", "late", "duplicates", "malformed")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def iso_ms(ms: int) -> str:
+    """`2026-01-01T00:00:05.123Z`: ISO-8601, milliseconds, UTC."""
+    moment = _EPOCH + timedelta(milliseconds=ms)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def to_ms(moment: datetime) -> int:
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One stream of a workload: its folder (under OUT when the workload has several), file
+    prefix, event-time field and its text form, the fields a record must have, and the
+    numeric fields (sent as a string to make `wrong_type`)."""
+
+    name: str
+    time_field: str
+    required: tuple[str, ...]
+    numeric: tuple[str, ...]
+    time_text: Callable[[int], str] = iso_ms
+
+
+class Record(NamedTuple):
+    stream: str
+    event_ms: int
+    fields: dict[str, Any]
+
+
+class Workload(Protocol):
+    name: str
+    shapes: tuple[Shape, ...]
+
+    def records(self, rng: random.Random, start_ms: int, end_ms: int) -> Iterable[Record]:
+        """The records with event time in `[start_ms, end_ms)`, in event-time order; called
+        for consecutive spans. The engine writes the time field from `event_ms` (where the
+        record has that key, in its place; else last)."""
+        ...
+
+    def info(self) -> dict[str, Any]:
+        """What the report adds about this workload (for example the misbehaving sensors)."""
+        ...
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    duration: timedelta = timedelta(hours=1)
+    seed: int = 1
+    start: datetime = DEFAULT_START
+    file_every: timedelta = timedelta(seconds=30)
+    watermark: timedelta = timedelta(minutes=10)
+    window: timedelta = timedelta(minutes=5)
+    out_of_order: float = 0.05
+    late: float = 0.01
+    duplicates: float = 0.01
+    malformed: float = 0.01
+
+    def __post_init__(self) -> None:
+        for name in ("duration", "file_every", "watermark", "window"):
+            if getattr(self, name) <= timedelta(0):
+                raise _bad(name, getattr(self, name), "a positive duration")
+        total = 0.0
+        for name in DIRT:
+            share = getattr(self, name)
+            if not 0 <= share <= 1:
+                raise _bad(name, share, "a share between 0 and 1")
+            total += share
+        if total > 0.9:
+            raise _bad("malformed", total, "shares adding up to at most 0.9")
+        if self.start.tzinfo is None:
+            raise _bad("start", self.start, "a time with a zone")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in self.__dict__.items():
+            if isinstance(value, timedelta):
+                out[key] = value.total_seconds()
+            elif isinstance(value, datetime):
+                out[key] = iso_ms(to_ms(value))
+            else:
+                out[key] = value
+        return out
+
+
+@dataclass
+class StreamCounts:
+    lines: int = 0
+    valid_unique: int = 0
+    duplicates: int = 0
+    malformed: int = 0
+    late: int = 0
+    out_of_order: int = 0
+    files: int = 0
+    malformed_kinds: dict[str, int] = field(default_factory=dict)
+    first_event_ms: int | None = None
+    last_event_ms: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dict(self.__dict__)
+        for key in ("first_event_ms", "last_event_ms"):
+            value = out.pop(key)
+            out[key.replace("_ms", "_time")] = None if value is None else iso_ms(value)
+        return out
+
+
+@dataclass(frozen=True)
+class Report:
+    workload: str
+    spec: StreamSpec
+    streams: dict[str, StreamCounts]
+    info: dict[str, Any]
+    interrupted: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "streams": {name: counts.to_dict() for name, counts in self.streams.items()},
+            "info": self.info,
+            "interrupted": self.interrupted,
+            "spec": self.spec.to_dict(),
+        }
+
+    @property
+    def total_lines(self) -> int:
+        return sum(c.lines for c in self.streams.values())
+
+
+def _bad(name: str, value: object, allowed: str) -> ConfigError:
+    flag = "--" + name.replace("_", "-")
+    return ConfigError(
+        "CONFIG_BAD_VALUE", f"{flag} must be {allowed}; got {value!r}", f"give {flag} {allowed}"
+    )
+
+
+class _Engine:
+    def __init__(self, spec: StreamSpec, workload: Workload) -> None:
+        self.spec = spec
+        self.workload = workload
+        self.shapes = {s.name: s for s in workload.shapes}
+        self.rng = random.Random(f"slipstream.{workload.name}:{spec.seed}")
+        self.dirt = random.Random(f"slipstream.{workload.name}.dirt:{spec.seed}")
+        self.start = to_ms(spec.start)
+        self.end = self.start + spec.duration // timedelta(milliseconds=1)
+        self.every = spec.file_every // timedelta(milliseconds=1)
+        self.watermark = spec.watermark // timedelta(milliseconds=1)
+        self.late_base = self.watermark + spec.window // timedelta(milliseconds=1) + 3 * self.every
+        self.pending: list[tuple[int, int, str, str]] = []  # (arrival, seq, stream, line)
+        self.seq = 0
+        self.counts = {s.name: StreamCounts() for s in workload.shapes}
+
+    def _push(self, arrival: int, stream: str, line: str) -> None:
+        heapq.heappush(self.pending, (arrival, self.seq, stream, line))
+        self.seq += 1
+        self.counts[stream].lines += 1
+
+    def _line(self, record: Record) -> str:
+        shape = self.shapes[record.stream]
+        fields = dict(record.fields)
+        fields[shape.time_field] = shape.time_text(record.event_ms)
+        return json.dumps(fields, separators=(",", ":"))
+
+    def _malformed(self, record: Record) -> tuple[str, str]:
+        shape = self.shapes[record.stream]
+        kinds = ["not_json", "bad_ts", *(f"missing_{f}" for f in shape.required)]
+        if shape.numeric:
+            kinds.append("wrong_type")
+        kind = kinds[self.dirt.randrange(len(kinds))]
+        fields = dict(record.fields)
+        fields[shape.time_field] = shape.time_text(record.event_ms)
+        if kind == "not_json":
+            text = json.dumps(fields, separators=(",", ":"))
+            return kind, text[: max(1, len(text) // 2)]
+        if kind == "bad_ts":
+            fields[shape.time_field] = "soon"
+        elif kind == "wrong_type":
+            name = shape.numeric[self.dirt.randrange(len(shape.numeric))]
+            fields[name] = str(fields.get(name))
+        else:
+            fields.pop(kind.removeprefix("missing_"), None)
+        return kind, json.dumps(fields, separators=(",", ":"))
+
+    def _place(self, record: Record) -> None:
+        counts = self.counts[record.stream]
+        spec, u = self.spec, self.dirt.random()
+        if u < spec.malformed:
+            kind, line = self._malformed(record)
+            counts.malformed += 1
+            counts.malformed_kinds[kind] = counts.malformed_kinds.get(kind, 0) + 1
+            self._push(record.event_ms, record.stream, line)
+            return
+        u -= spec.malformed
+        arrival = record.event_ms
+        if u < spec.late:
+            delay = self.late_base + self.dirt.randrange(self.watermark + 1)
+            if record.event_ms + delay < self.end - self.every:
+                arrival += delay
+                counts.late += 1
+        elif u - spec.late < spec.out_of_order:
+            arrival += 1 + self.dirt.randrange(max(1, self.watermark // 2))
+            counts.out_of_order += 1
+        line = self._line(record)
+        counts.valid_unique += 1
+        if counts.first_event_ms is None or record.event_ms < counts.first_event_ms:
+            counts.first_event_ms = record.event_ms
+        if counts.last_event_ms is None or record.event_ms > counts.last_event_ms:
+            counts.last_event_ms = record.event_ms
+        self._push(arrival, record.stream, line)
+        not_late = arrival - record.event_ms <= self.watermark // 2
+        if not_late and self.dirt.random() < spec.duplicates:
+            counts.duplicates += 1
+            self._push(arrival + self.dirt.randrange(self.every), record.stream, line)
+
+    def files(self) -> Iterator[tuple[int, dict[str, list[str]]]]:
+        """(file index, lines by stream) for each arrival span, until nothing is pending."""
+        index, lo = 0, self.start
+        while lo < self.end or self.pending:
+            hi = lo + self.every
+            if lo < self.end:
+                for record in self.workload.records(self.rng, lo, min(hi, self.end)):
+                    self._place(record)
+            out: dict[str, list[str]] = {name: [] for name in self.shapes}
+            while self.pending and self.pending[0][0] < hi:
+                _, _, stream, line = heapq.heappop(self.pending)
+                out[stream].append(line)
+            yield index, out
+            index, lo = index + 1, hi
+
+
+def folder(out_dir: Path, workload: Workload, stream: str) -> Path:
+    """Where a stream's files go: OUT itself for a one-stream workload, else OUT/STREAM."""
+    return out_dir if len(workload.shapes) == 1 else out_dir / stream
+
+
+def generate(
+    spec: StreamSpec,
+    workload: Workload,
+    out_dir: Path,
+    *,
+    clock: Clock | None = None,
+    progress: bool = False,
+) -> Report:
+    """Write the workload's files into `out_dir` (as fast as possible, or with a clock at the
+    live rate: file `k` once `clock` reaches its span's end). Ctrl-C stops after the current
+    file. Refuses a folder that already holds this workload's files."""
+    out_dir = Path(out_dir)
+    for shape in workload.shapes:
+        target = folder(out_dir, workload, shape.name)
+        target.mkdir(parents=True, exist_ok=True)
+        existing = sorted(target.glob(f"{shape.name}-*.jsonl"))
+        if existing:
+            raise ConfigError(
+                "CONFIG_BAD_VALUE",
+                f"{target} already holds {len(existing)} {shape.name} files "
+                f"(e.g. {existing[0].name})",
+                "generate into a new --out directory (Spark never re-reads a file name it has "
+                "seen)",
+            )
+    engine = _Engine(spec, workload)
+    started = clock.now() if clock is not None else 0.0
+    every_s = spec.file_every.total_seconds()
+    with (
+        _stop_on_sigint() as stop,
+        ProgressBar(None, workload.name, enabled=None if progress else False) as bar,
+    ):
+        for index, lines in engine.files():
+            if stop.is_set():
+                break
+            if clock is not None:
+                try:
+                    clock.sleep_until(started + (index + 1) * every_s)
+                except KeyboardInterrupt:
+                    stop.set()
+            for stream, stream_lines in lines.items():
+                if stream_lines:
+                    target = folder(out_dir, workload, stream)
+                    write_atomically(target, f"{stream}-{index:08d}.jsonl", stream_lines)
+                    engine.counts[stream].files += 1
+                    bar.update(len(stream_lines))
+    return Report(workload.name, spec, engine.counts, workload.info(), stop.is_set())
+
+
+# -- the command line, shared by the workload modules ---------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser, defaults: StreamSpec) -> None:
+    """The flags every record generator has; a workload adds its own after these."""
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="landing dir")
+    parser.add_argument(
+        "--duration",
+        metavar="DURATION",
+        help=f"event time to cover (default {defaults.duration}): {DURATION_HELP}",
+    )
+    parser.add_argument("--seed", metavar="S", help=f"random seed (default {defaults.seed})")
+    parser.add_argument(
+        "--start", metavar="now|ISO", help="first event time (default: fixed; `now` when live)"
+    )
+    parser.add_argument(
+        "--file-every", metavar="DURATION", help=f"arrival time per file ({defaults.file_every})"
+    )
+    parser.add_argument(
+        "--watermark",
+        metavar="DURATION",
+        help=f"the pipeline's watermark, which shapes out-of-order and late records "
+        f"({defaults.watermark})",
+    )
+    parser.add_argument(
+        "--window", metavar="DURATION", help=f"the pipeline's window ({defaults.window})"
+    )
+    for name in DIRT:
+        parser.add_argument(
+            "--" + name.replace("_", "-"),
+            metavar="F",
+            help=f"share of {name.replace('_', ' ')} records (default {getattr(defaults, name):g})",
+        )
+    parser.add_argument(
+        "--pace",
+        choices=("live", "fast"),
+        help="live: a file per --file-every of wall time; fast: as fast as possible (default)",
+    )
+    parser.add_argument(
+        "--report", type=Path, metavar="FILE", help=f"report JSON (default: OUT/{REPORT_NAME})"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar, no report print")
+
+
+def number(name: str, text: str | None, kind: type, default: Any) -> Any:
+    """A flag's number, or its default; a bad value fails naming the flag."""
+    if text is None:
+        return default
+    try:
+        return kind(text)
+    except ValueError:
+        noun = "an integer" if kind is int else "a number"
+        flag = "--" + name.replace("_", "-")
+        raise ConfigError(
+            "CONFIG_BAD_VALUE", f"{flag} has value {text!r}", f"give {flag} {noun}"
+        ) from None
+
+
+def spec_from_args(args: argparse.Namespace, defaults: StreamSpec) -> StreamSpec:
+    values: dict[str, Any] = {"seed": number("seed", args.seed, int, defaults.seed)}
+    for name in DIRT:
+        values[name] = number(name, getattr(args, name), float, getattr(defaults, name))
+    for name in ("duration", "file_every", "watermark", "window"):
+        text = getattr(args, name)
+        if text is None:
+            continue
+        try:
+            values[name] = parse_duration(text)
+        except ValueError as exc:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(
+                "CONFIG_BAD_VALUE",
+                f"{flag} has value {text!r}; allowed: {exc}",
+                f"give {flag} {DURATION_HELP}",
+            ) from None
+    if args.start is not None:
+        values["start"] = _moment(args.start)
+    elif args.pace == "live":
+        values["start"] = _moment("now")
+    return StreamSpec(**{**defaults.__dict__, **values})
+
+
+def _moment(text: str) -> datetime:
+    if text.strip().lower() == "now":
+        now = datetime.now(UTC)
+        return now.replace(microsecond=now.microsecond // 1000 * 1000)
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"--start has value {text!r}",
+            "give --start now or an ISO-8601 time such as 2026-01-01T00:00:00Z",
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def run(args: argparse.Namespace, out: TextIO, workload: Workload, spec: StreamSpec) -> Report:
+    """Generate, save the report beside the files and print it (what `generate` does)."""
+    live = args.pace == "live"
+    report = generate(
+        spec, workload, args.out, clock=SystemClock() if live else None, progress=not args.quiet
+    )
+    report_path = args.report or Path(args.out) / REPORT_NAME
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(report.to_dict(), indent=2, sort_keys=True)
+    write_atomically(report_path.parent, report_path.name, text.splitlines())
+    if not args.quiet:
+        print(text, file=out)
+    folders: Sequence[str] = [
+        str(folder(Path(args.out), workload, s.name)) for s in workload.shapes
+    ]
+    print(
+        f"wrote {report.total_lines:,} lines to {', '.join(folders)}; report {report_path}",
+        file=out,
+        flush=True,
+    )
+    return report

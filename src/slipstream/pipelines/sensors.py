@@ -1,0 +1,175 @@
+"""Sensor readings (seed 000's running example): window metrics, over-reporting alerts and
+running baselines, three outputs of one run over one input.
+
+Input `readings`: JSON lines {"sensor_id", "event_time", "value", "error_code"}; `error_code`
+may be null (see generators/sensors.py). Every output reads the same valid readings:
+
+    readings.withWatermark(event_time, W)                  W = --watermark (10m)
+            .dropDuplicatesWithinWatermark(sensor_id, event_time)   a re-sent reading once
+
+sensor_stats     groupBy(window(event_time, L[, S]), sensor_id)     L = --window (5m), S =
+                 .agg(count, avg, min, max, stddev, sorted          --slide (unset: tumbling)
+                      collect_set(error_code))                      all computed together
+                 update (default): a row each time a window changes; state dropped once the
+                 watermark passes the window's end. complete: every window, every batch; state
+                 is never dropped (check warns). append: each window once, when final.
+sensor_alerts    the same windows, kept where readings > --max-per-minute x minutes of
+                 window: a sensor reporting more often than it should. Append only: emitted
+                 once per finalised window, so files and databases take them.
+sensor_baseline  groupBy(sensor_id).agg(count, avg(value), sorted collect_set(error_code)):
+                 the seed's "aggregations not based on time", running since the start; update
+                 or complete (no event time in the key, so its state is one row per sensor).
+
+The watermark filters late rows at the deduplication, where they are counted (the same late
+rule as trending); `event_time` more than a day ahead is dropped to the quarantine first, so it
+cannot move the watermark."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
+
+from slipstream import values
+from slipstream.pipelines.base import (
+    Input,
+    Output,
+    Param,
+    Params,
+    Pipeline,
+    check_windows,
+    duration_param,
+)
+from slipstream.quality.expectations import Expectation, not_in_future
+from slipstream.specs import spark_interval
+
+SCHEMA = StructType(
+    [
+        StructField("sensor_id", StringType()),
+        StructField("event_time", TimestampType()),
+        StructField("value", DoubleType()),
+        StructField("error_code", StringType()),
+    ]
+)
+WINDOW_KEY = ("window_start", "sensor_id")
+
+
+def error_codes() -> Column:
+    """The sorted set of error codes seen (NULL codes are not codes)."""
+    return F.array_sort(F.collect_set("error_code")).alias("error_codes")
+
+
+class SensorsPipeline(Pipeline):
+    name = "sensors"
+    description = (
+        "sensor readings: per-window statistics, over-reporting alerts and running baselines"
+    )
+    inputs = (
+        Input(
+            "readings",
+            SCHEMA,
+            required=("sensor_id", "event_time", "value"),
+            event_time="event_time",
+            sources=("files", "table", "kafka"),
+            help="JSON lines {sensor_id, event_time, value, error_code}",
+        ),
+    )
+    params = (
+        duration_param("window", timedelta(minutes=5), "length of the event-time window"),
+        duration_param("slide", None, "how often a window starts (unset: tumbling windows)"),
+        duration_param("watermark", timedelta(minutes=10), "how late a reading may arrive"),
+        Param(
+            "max_per_minute",
+            values.positive_number,
+            1.0,
+            "readings a sensor may send per minute before it is alerted on",
+            "a positive number",
+            "N",
+        ),
+    )
+    outputs = (
+        Output(
+            "sensor_stats",
+            key=WINDOW_KEY,
+            modes=("update", "complete", "append"),
+            help="count, mean, min, max, stddev and error codes per sensor and window",
+        ),
+        Output(
+            "sensor_alerts",
+            key=WINDOW_KEY,
+            modes=("append",),
+            help="sensors reporting more than --max-per-minute, once per finalised window",
+        ),
+        Output(
+            "sensor_baseline",
+            key=("sensor_id",),
+            modes=("update", "complete"),
+            help="running count, mean value and error codes per sensor since the start",
+        ),
+    )
+    results_order = ("window_start DESC, sensor_id", "latest windows first")
+    generator = "slipstream.generators.sensors"
+
+    def expectations(self, input_name: str, params: Params) -> Sequence[Expectation]:
+        return (not_in_future("event_time"),)
+
+    def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
+        check_windows(params.window, params.slide)
+
+    def build(
+        self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
+    ) -> dict[str, DataFrame]:
+        readings = (
+            inputs["readings"]
+            .withWatermark("event_time", spark_interval(params.watermark))
+            .dropDuplicatesWithinWatermark(["sensor_id", "event_time"])
+        )
+        slide = params.slide or params.window
+        window = F.window("event_time", spark_interval(params.window), spark_interval(slide)).alias(
+            "window"
+        )
+        stats = (
+            readings.groupBy(window, "sensor_id")
+            .agg(
+                F.count(F.lit(1)).alias("readings"),
+                F.avg("value").alias("mean_value"),
+                F.min("value").alias("min_value"),
+                F.max("value").alias("max_value"),
+                F.stddev_samp("value").alias("stddev_value"),
+                error_codes(),
+            )
+            .select(
+                F.col("window.start").alias("window_start"),
+                F.col("window.end").alias("window_end"),
+                "sensor_id",
+                "readings",
+                "mean_value",
+                "min_value",
+                "max_value",
+                "stddev_value",
+                "error_codes",
+            )
+        )
+        expected = params.max_per_minute * params.window.total_seconds() / 60
+        alerts = (
+            readings.groupBy(window, "sensor_id")
+            .agg(F.count(F.lit(1)).alias("readings"))
+            .where(F.col("readings") > F.lit(expected))
+            .select(
+                F.col("window.start").alias("window_start"),
+                F.col("window.end").alias("window_end"),
+                "sensor_id",
+                "readings",
+                F.lit(expected).alias("expected"),
+            )
+        )
+        baseline = readings.groupBy("sensor_id").agg(
+            F.count(F.lit(1)).alias("readings"),
+            F.avg("value").alias("baseline_value"),
+            error_codes(),
+        )
+        return {"sensor_stats": stats, "sensor_alerts": alerts, "sensor_baseline": baseline}

@@ -1,0 +1,131 @@
+"""Temperature with load, by location (seed 003's stream-stream join).
+
+Inputs `temperature` ({"location_id", "temp", "temp_taken_time"}) and `load`
+({"location_id", "load", "load_taken_time"}), two streams (see generators/temperature_load.py).
+
+    temperature.withWatermark(temp_taken_time, 1 hour)       --temp-watermark
+    load.withWatermark(load_taken_time, 2 hours)             --load-watermark
+    JOIN ON temp_location_id = load_location_id
+        AND load_taken_time BETWEEN temp_taken_time AND temp_taken_time + 1 hour   --within
+
+Inner by default; `--join left_outer` keeps every temperature, with NULL load when none came
+within the hour, written once the watermark proves none can still come. Output
+`temperature_load(location_id, temp, temp_taken_time, load, load_taken_time)`, appended.
+
+How long each side is held: the join keeps a reading until the watermark (the slower of the
+two inputs: `min(max temp time - 1h, max load time - 2h)`) proves no reading of the other side
+can still match it. `check temperature_load` prints both bounds, worked out from the
+watermarks and the time condition it reads from the plan."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
+
+from slipstream import values
+from slipstream.pipelines.base import Input, Output, Param, Params, Pipeline, duration_param
+from slipstream.quality.expectations import Expectation, not_in_future
+from slipstream.specs import spark_interval
+
+
+def _schema(value: str, time: str) -> StructType:
+    return StructType(
+        [
+            StructField("location_id", StringType()),
+            StructField(value, DoubleType()),
+            StructField(time, TimestampType()),
+        ]
+    )
+
+
+class TemperatureLoadPipeline(Pipeline):
+    name = "temperature_load"
+    description = "temperature readings joined to the load readings of the hour after them"
+    inputs = (
+        Input(
+            "temperature",
+            _schema("temp", "temp_taken_time"),
+            required=("location_id", "temp", "temp_taken_time"),
+            event_time="temp_taken_time",
+            sources=("files", "table", "kafka"),
+            help="JSON lines {location_id, temp, temp_taken_time}",
+        ),
+        Input(
+            "load",
+            _schema("load", "load_taken_time"),
+            required=("location_id", "load", "load_taken_time"),
+            event_time="load_taken_time",
+            sources=("files", "table", "kafka"),
+            help="JSON lines {location_id, load, load_taken_time}",
+        ),
+    )
+    params = (
+        duration_param("temp_watermark", timedelta(hours=1), "how late a temperature may come"),
+        duration_param("load_watermark", timedelta(hours=2), "how late a load may come"),
+        duration_param("within", timedelta(hours=1), "how long after a temperature a load joins"),
+        Param(
+            "join",
+            values.choice("inner", "left_outer"),
+            "inner",
+            "inner: matched pairs only; left_outer: every temperature, load NULL if none came",
+            "inner or left_outer",
+            "KIND",
+        ),
+    )
+    outputs = (
+        Output(
+            "temperature_load",
+            key=("location_id", "temp_taken_time", "load_taken_time"),
+            modes=("append",),
+            help="each temperature with each load of its location in the hour after it",
+        ),
+    )
+    results_order = ("temp_taken_time DESC, location_id", "latest temperatures first")
+    generator = "slipstream.generators.temperature_load"
+
+    def expectations(self, input_name: str, params: Params) -> Sequence[Expectation]:
+        return (not_in_future(f"{'temp' if input_name == 'temperature' else 'load'}_taken_time"),)
+
+    def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
+        from slipstream.errors import ConfigError
+
+        if params.within <= timedelta(0):
+            raise ConfigError(
+                "CONFIG_BAD_VALUE",
+                f"--within must be positive; got {params.within}",
+                "give --within a duration such as 1h",
+            )
+
+    def build(
+        self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
+    ) -> dict[str, DataFrame]:
+        temps = (
+            inputs["temperature"]
+            .withColumnRenamed("location_id", "temp_location_id")
+            .withWatermark("temp_taken_time", spark_interval(params.temp_watermark))
+        )
+        loads = (
+            inputs["load"]
+            .withColumnRenamed("location_id", "load_location_id")
+            .withWatermark("load_taken_time", spark_interval(params.load_watermark))
+        )
+        condition = F.expr(
+            "temp_location_id = load_location_id AND "
+            "load_taken_time >= temp_taken_time AND "
+            f"load_taken_time <= temp_taken_time + INTERVAL {spark_interval(params.within)}"
+        )
+        joined = temps.join(loads, condition, params.join)
+        return {
+            "temperature_load": joined.select(
+                F.col("temp_location_id").alias("location_id"),
+                "temp",
+                "temp_taken_time",
+                "load",
+                "load_taken_time",
+            )
+        }

@@ -1,0 +1,179 @@
+"""Independent models of the sensors, iot_steps and temperature_load pipelines, for the tests:
+plain Python and pandas, no slipstream code.
+
+Lines are parsed with `json` and `datetime` under the pipelines' documented rules (required
+fields, strict JSON types, event time at most a day ahead). Spark's micro-batch semantics are
+modelled as documented in pipelines/trending.py: with one file per batch, in batch k a row is
+late when its event time is at or before (max valid event time of batches <= k-2) - watermark;
+late rows are dropped before deduplication; windows are aligned to the epoch."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pandas as pd
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def parse_time(text: Any) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def sensor_reading(line: str, now: datetime) -> dict[str, Any] | None:
+    """The valid reading of a line, or None (malformed, or dropped as too far ahead)."""
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    fields = ("sensor_id", "event_time", "value", "error_code")
+    sensor, ts, value, code = (doc.get(k) for k in fields)
+    moment = parse_time(ts)
+    if not isinstance(sensor, str) or moment is None or not _number(value):
+        return None
+    if code is not None and not isinstance(code, str):
+        return None
+    if moment > now + timedelta(days=1):
+        return None
+    return {"sensor_id": sensor, "event_time": moment, "value": float(value), "error_code": code}
+
+
+def iot_record(line: str, now: datetime) -> dict[str, Any] | None:
+    """The valid device record of a line (seed 004's schema, strict types), or None."""
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    moment = parse_time(doc.get("timestamp"))
+    if moment is None or not _number(doc.get("id")) or not _number(doc.get("num_steps")):
+        return None
+    numbers = ("user_id", "device_id", "miles_walked", "calories_burnt")
+    if any(doc.get(k) is not None and not _number(doc[k]) for k in numbers):
+        return None
+    if doc.get("value") is not None and not isinstance(doc["value"], str):
+        return None
+    if moment > now + timedelta(days=1):
+        return None
+    return {"timestamp": moment, "num_steps": doc["num_steps"], "id": doc["id"]}
+
+
+def counted(
+    batches: Sequence[Sequence[str]],
+    parse: Callable[[str], dict[str, Any] | None],
+    time: str,
+    key: Callable[[dict[str, Any]], Any] | None,
+    watermark: timedelta,
+    window: timedelta | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The records that count, and what happened to the others: invalid, late, duplicates,
+    and the final watermark (max valid event time - watermark). With a `key`, a deduplication
+    drops late rows (by their own time); without one, an aggregation over tumbling `window`s
+    does (by their window's end, which is exclusive)."""
+    maxima: list[datetime | None] = []
+    seen: set[Any] = set()
+    kept: list[dict[str, Any]] = []
+    stats: dict[str, Any] = {"invalid": 0, "late": 0, "duplicates": 0}
+    for k, lines in enumerate(batches):
+        earlier = [m for m in maxima[: max(k - 1, 0)] if m is not None]
+        late_at = max(earlier) - watermark if earlier else None
+        batch_max = None
+        for line in lines:
+            record = parse(line)
+            if record is None:
+                stats["invalid"] += 1
+                continue
+            moment = record[time]
+            batch_max = moment if batch_max is None else max(batch_max, moment)
+            if key is None and window is not None:
+                moment = window_start(moment, window) + window
+            if late_at is not None and moment <= late_at:
+                stats["late"] += 1
+                continue
+            if key is not None:
+                if key(record) in seen:
+                    stats["duplicates"] += 1
+                    continue
+                seen.add(key(record))
+            kept.append(record)
+        maxima.append(batch_max)
+    valid = [m for m in maxima if m is not None]
+    stats["watermark"] = max(valid) - watermark if valid else None
+    return kept, stats
+
+
+def window_start(moment: datetime, length: timedelta) -> datetime:
+    return EPOCH + ((moment - EPOCH) // length) * length
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def iso_exact(moment: datetime) -> str:
+    """As the sinks write timestamps: whole seconds, or with microseconds when present."""
+    text = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")
+    return (text[:-7] if text.endswith(".000000") else text) + "Z"
+
+
+def sensor_stats(readings: list[dict[str, Any]], length: timedelta) -> dict[tuple[str, str], dict]:
+    """(window_start, sensor_id) -> readings, mean, min, max, stddev (sample; None for one
+    reading) and the sorted error codes; tumbling windows of `length`."""
+    frame = pd.DataFrame(readings)
+    frame["window_start"] = [iso(window_start(t, length)) for t in frame["event_time"]]
+    out = {}
+    for (start, sensor), group in frame.groupby(["window_start", "sensor_id"]):
+        std = group["value"].std(ddof=1)
+        out[(start, sensor)] = {
+            "readings": len(group),
+            "mean_value": group["value"].mean(),
+            "min_value": group["value"].min(),
+            "max_value": group["value"].max(),
+            "stddev_value": None if math.isnan(std) else std,
+            "error_codes": sorted(set(group["error_code"].dropna())),
+        }
+    return out
+
+
+def step_sums(records: list[dict[str, Any]], length: timedelta) -> dict[str, int]:
+    """window_start -> sum of num_steps (tumbling windows of `length`)."""
+    out: dict[str, int] = {}
+    for record in records:
+        start = iso(window_start(record["timestamp"], length))
+        out[start] = out.get(start, 0) + record["num_steps"]
+    return out
+
+
+def sensor_baseline(readings: list[dict[str, Any]]) -> dict[str, dict]:
+    frame = pd.DataFrame(readings)
+    return {
+        sensor: {
+            "readings": len(group),
+            "baseline_value": group["value"].mean(),
+            "error_codes": sorted(set(group["error_code"].dropna())),
+        }
+        for sensor, group in frame.groupby("sensor_id")
+    }
+
+
+def close(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)

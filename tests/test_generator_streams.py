@@ -1,0 +1,105 @@
+"""The record generators that share generators/streams.py (sensors, iot, temperature_load):
+same seed same bytes, exact counts, the arrival model, and the `generate` command. No Spark."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from slipstream.cli import main
+from slipstream.errors import ConfigError
+from slipstream.generators import iot, sensors, temperature_load
+from slipstream.generators.streams import StreamSpec, generate
+
+DIRTY = StreamSpec(
+    duration=timedelta(minutes=30), seed=4, out_of_order=0.1, late=0.05, duplicates=0.05,
+    malformed=0.05,
+)  # fmt: skip
+
+
+def _lines(folder: Path) -> list[str]:
+    return [line for p in sorted(folder.glob("*.jsonl")) for line in p.read_text().splitlines()]
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: sensors.Sensors(), lambda: iot.Devices(rate=2.0)], ids=["sensors", "iot"]
+)
+def test_same_seed_same_bytes_and_the_counts_are_exact(make, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    a = generate(DIRTY, make(), tmp_path / "a")
+    b = generate(DIRTY, make(), tmp_path / "b")
+    assert _lines(tmp_path / "a") == _lines(tmp_path / "b")
+    (counts,) = a.streams.values()
+    lines = _lines(tmp_path / "a")
+    assert len(lines) == counts.lines == counts.valid_unique + counts.duplicates + counts.malformed
+    assert min(counts.late, counts.out_of_order, counts.duplicates, counts.malformed) > 0
+    assert sum(counts.malformed_kinds.values()) == counts.malformed
+    parsed = []
+    for line in lines:
+        try:
+            parsed.append(json.loads(line))
+        except ValueError:
+            continue
+    assert len(lines) - len(parsed) == counts.malformed_kinds.get("not_json", 0)
+    assert b.to_dict() == a.to_dict()
+
+
+def test_lines_arrive_in_order_except_the_out_of_order_and_late_ones(tmp_path: Path) -> None:
+    spec = StreamSpec(duration=timedelta(minutes=30), seed=2, out_of_order=0.1, late=0.05,
+                      duplicates=0.0, malformed=0.0)  # fmt: skip
+    report = generate(spec, sensors.Sensors(), tmp_path)
+    times = [datetime.fromisoformat(json.loads(x)["event_time"][:-1]) for x in _lines(tmp_path)]
+    newest, behind, late = times[0], 0, 0
+    for moment in times:
+        if moment < newest:
+            behind += 1
+            late += newest - moment > spec.watermark  # more than a watermark behind: late
+        newest = max(newest, moment)
+    counts = report.streams["readings"]
+    assert late == counts.late > 0
+    assert behind <= counts.out_of_order + counts.late
+
+
+def test_a_file_per_stream_and_span_in_two_folders(tmp_path: Path) -> None:
+    report = generate(temperature_load.DEFAULTS, temperature_load.Locations(3), tmp_path)
+    for stream, time in (("temperature", "temp_taken_time"), ("load", "load_taken_time")):
+        lines = _lines(tmp_path / stream)
+        assert len(lines) == report.streams[stream].lines > 0
+        first = json.loads(next(x for x in lines if x.startswith("{") and x.endswith("}")))
+        assert time in first and first["location_id"].startswith("loc")
+
+
+def test_iot_records_have_the_seed_fields_in_order_and_its_timestamp_form(
+    tmp_path: Path,
+) -> None:
+    generate(StreamSpec(duration=timedelta(minutes=1), malformed=0.0), iot.Devices(), tmp_path)
+    record = json.loads(_lines(tmp_path)[0])
+    assert list(record) == ["id", "user_id", "device_id", "num_steps", "miles_walked",
+                            "calories_burnt", "timestamp", "value"]  # fmt: skip
+    assert record["timestamp"].endswith("+0000") and len(record["timestamp"]) == 28
+    assert json.loads(record["value"])["num_steps"] == record["num_steps"]
+    assert record["miles_walked"] == round(record["num_steps"] / 2000, 4)
+
+
+def test_generate_commands_write_report_and_refuse_bad_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["generate", "sensors", "--out", str(tmp_path / "s"), "--duration", "5m",
+                 "--noisy", "1", "--quiet"]) == 0  # fmt: skip
+    report = json.loads((tmp_path / "s" / "_generation-report.json").read_text())
+    assert len(report["info"]["noisy"]) == 1 and report["workload"] == "sensors"
+    assert main(["generate", "iot", "--out", str(tmp_path / "i"), "--duration", "2m",
+                 "--quiet"]) == 0  # fmt: skip
+    assert list((tmp_path / "i").glob("device-*.jsonl"))
+    assert main(["generate", "temperature_load", "--out", str(tmp_path / "t"), "--duration",
+                 "1h", "--quiet"]) == 0  # fmt: skip
+    assert list((tmp_path / "t" / "load").glob("load-*.jsonl"))
+    capsys.readouterr()
+    assert main(["generate", "sensors", "--out", str(tmp_path / "x"), "--late", "2"]) == 2
+    assert "--late must be a share between 0 and 1" in capsys.readouterr().err
+    assert main(["generate", "sensors", "--out", str(tmp_path / "s"), "--quiet"]) == 2
+    assert "already holds" in capsys.readouterr().err  # Spark never re-reads a file name
+    with pytest.raises(ConfigError, match="--noisy"):
+        sensors.Sensors(3, 2, 2, 0)

@@ -1,0 +1,157 @@
+"""iot_steps, seed 004's exercise: the sum of num_steps per 5-minute window under a 10-minute
+watermark, appended when final. Proven against an independent computation over a dirty stream,
+batch by batch (a window is written once, in the first batch whose watermark reaches its end),
+and on the seed's own rows, read with its schema (gzipped, as the seed's files are). The
+restart and SIGKILL cases are in the crash suite (tests/test_crash.py)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    FloatType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from slipstream.generators import iot
+from slipstream.generators.streams import StreamSpec, generate
+from slipstream.pipelines import get_pipeline
+from slipstream.testing import PipelineHarness
+from tests import stream_reference as ref
+
+pytestmark = pytest.mark.spark
+
+WINDOW, WATERMARK = timedelta(minutes=5), timedelta(minutes=10)
+
+
+def test_each_window_is_written_once_in_the_first_batch_whose_watermark_reaches_its_end(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    spec = StreamSpec(
+        duration=timedelta(minutes=50), seed=9, file_every=timedelta(minutes=1),
+        out_of_order=0.1, late=0.05, duplicates=0.0, malformed=0.03,
+    )  # fmt: skip
+    report = generate(spec, iot.Devices(rate=1.0), tmp_path / "landing")
+    files = sorted((tmp_path / "landing").glob("device-*.jsonl"))
+    batches = [p.read_text().splitlines() for p in files]
+    with PipelineHarness(spark, "iot_steps", tmp_path, max_files_per_trigger=1) as h:
+        for lines in batches:
+            h.feed(lines)
+        h.process()
+        assert h.run is not None and h.collector is not None
+        progress = h.run.queries["steps"].recentProgress
+        emitted = h.collector.batches
+        totals = h.totals["iot_steps.steps"]
+    records, stats = ref.counted(
+        batches, lambda line: ref.iot_record(line, datetime.now(UTC)), "timestamp", None,
+        WATERMARK, WINDOW,
+    )  # fmt: skip
+    counts = report.streams["device"]
+    assert stats["late"] == counts.late > 0 and stats["invalid"] == counts.malformed > 0
+    assert totals["quarantined"] == counts.malformed
+    # Spark counts late rows where the state is, after the partial aggregation: a batch's late
+    # records of one window arrive there as one row. The sums below prove which were dropped.
+    assert 0 < totals["late"] <= counts.late
+
+    sums = ref.step_sums(records, WINDOW)
+    final = {s: n for s, n in sums.items() if _end(s) <= stats["watermark"]}
+    written = [(batch, row) for batch, rows in sorted(emitted.items()) for row in rows]
+    assert sorted(row["window_start"] for _, row in written) == sorted(final)  # once each
+    assert {row["window_start"]: row["num_steps"] for _, row in written} == final
+    watermark = {p["batchId"]: _moment(p["eventTime"].get("watermark")) for p in progress}
+    assert len(watermark) == max(watermark) + 1, "a batch's progress is missing"
+    for batch, row in written:
+        end = _end(row["window_start"])
+        assert row["window_end"] == ref.iso(end)
+        assert watermark[batch] >= end, "written before it was final"
+        assert batch == 0 or watermark[batch - 1] < end, "final a batch earlier, written late"
+
+
+def _end(start: str) -> datetime:
+    return datetime.fromisoformat(start.replace("Z", "+00:00")) + WINDOW
+
+
+def _moment(text: str | None) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else ref.EPOCH
+
+
+# seed 004's rows, as its notebook shows them (timestamp as printed: ms and a +0000 offset)
+SEED_ROWS = """\
+950000,24,5,5014,2.507,250.7,2018-07-22T06:44:25.732+0000
+950001,24,13,2536,1.268,126.8,2018-07-21T01:18:10.732+0000
+950002,4,5,7314,3.657,365.7,2018-07-24T12:42:53.732+0000
+950003,22,10,9796,4.898,489.8,2018-07-23T22:56:23.732+0000
+950004,34,13,5603,2.8015,280.15,2018-07-21T13:50:39.732+0000
+950005,21,1,11832,5.916,591.6,2018-07-23T11:05:48.732+0000
+950006,7,12,10962,5.481,548.1,2018-07-23T02:10:39.732+0000
+950007,33,4,5448,2.724,272.4,2018-07-22T17:42:18.732+0000
+950008,16,5,7637,3.8185,381.85,2018-07-21T12:21:21.732+0000
+950009,27,8,11709,5.8545,585.44995,2018-07-22T12:40:55.732+0000"""
+
+SEED_SCHEMA = StructType(
+    [
+        StructField("id", LongType(), False),
+        StructField("user_id", LongType(), True),
+        StructField("device_id", LongType(), True),
+        StructField("num_steps", LongType(), True),
+        StructField("miles_walked", FloatType(), True),
+        StructField("calories_burnt", FloatType(), True),
+        StructField("timestamp", TimestampType(), True),
+        StructField("value", StringType(), True),
+    ]
+)
+
+
+def test_the_seed_rows_are_read_with_the_seed_schema_from_gzipped_json(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    assert get_pipeline("iot_steps").inputs[0].schema == SEED_SCHEMA
+    lines = []
+    for row in SEED_ROWS.splitlines():
+        i, user, device, steps, miles, calories, ts = row.split(",")
+        inner = {"user_id": int(user), "num_steps": int(steps), "device_id": int(device)}
+        lines.append(json.dumps({
+            "id": int(i), "user_id": int(user), "device_id": int(device),
+            "num_steps": int(steps), "miles_walked": float(miles),
+            "calories_burnt": float(calories), "timestamp": ts, "value": json.dumps(inner),
+        }))  # fmt: skip
+    landing = tmp_path / "input"
+    landing.mkdir()
+    with gzip.open(landing / "part-00000.json.gz", "wt") as handle:
+        handle.write("\n".join(lines) + "\n")
+    out = tmp_path / "steps"
+    with PipelineHarness(
+        spark, "iot_steps", tmp_path, sink=f"parquet:{out}", trigger="available-now"
+    ) as h:
+        h.process()
+        totals = h.totals["iot_steps.steps"]
+    assert (totals["rows"], totals["quarantined"]) == (10, 0)
+    # the seed's own query, as a batch job over the same file
+    seed = (
+        spark.read.schema(SEED_SCHEMA)
+        .json(str(landing))
+        .groupBy(F.window("timestamp", "5 minutes"))
+        .agg({"num_steps": "sum"})
+    )
+    newest = max(datetime.fromisoformat(r.split(",")[-1]) for r in SEED_ROWS.splitlines())
+    watermark = newest - WATERMARK
+    expected = {
+        r["window"]["start"].replace(tzinfo=UTC): r["sum(num_steps)"]
+        for r in seed.collect()
+        if r["window"]["end"].replace(tzinfo=UTC) <= watermark
+    }
+    got = {
+        r["window_start"].replace(tzinfo=UTC): r["num_steps"]
+        for r in spark.read.parquet(str(out)).collect()
+    }
+    assert len(expected) == 9 and got == expected  # all but the newest window are final
