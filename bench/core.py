@@ -210,6 +210,23 @@ def alternate(
     return out
 
 
+def add_medians(
+    result: Result,
+    runs: list[dict[str, Any]],
+    variants: Sequence[str],
+    metrics: dict[str, str | None],
+    **fixed: Any,
+) -> None:
+    """One table row per variant: the `fixed` columns, the variant, the median over its runs
+    of each metric (`column: key of a run`, None for a column left blank) and the run count."""
+    for variant in variants:
+        mine = [r for r in runs if r["variant"] == variant]
+        row: dict[str, Any] = {**fixed, "variant": variant}
+        for column, key in metrics.items():
+            row[column] = None if key is None else median([r[key] for r in mine])
+        result.add(**row, runs=len(mine))
+
+
 def _brief(measured: dict[str, Any]) -> str:
     parts = []
     for key, value in measured.items():

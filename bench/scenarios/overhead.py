@@ -28,8 +28,8 @@ from bench.core import (
     Context,
     Result,
     Stopwatch,
+    add_medians,
     alternate,
-    median,
     ratio_headlines,
 )
 from bench.workloads import write_mobile_files
@@ -191,17 +191,11 @@ def run(ctx: Context) -> Result:
         warmup=True,
         log=ctx.log,
     )
-    for v in variants:
-        mine = [r for r in runs if r["variant"] == v]
-        result.add(
-            workload="rate -> window count",
-            variant=v,
-            input=f"{rate:,} rows/s",
-            rows_per_s=median([r["rows_per_s"] for r in mine]),
-            ms_per_batch=median([r["ms_per_batch"] for r in mine]),
-            seconds=None,
-            runs=len(mine),
-        )
+    rate_metrics = {"rows_per_s": "rows_per_s", "ms_per_batch": "ms_per_batch", "seconds": None}
+    add_medians(
+        result, runs, variants, rate_metrics, workload="rate -> window count",
+        input=f"{rate:,} rows/s",
+    )  # fmt: skip
     pairs = [("slipstream", "plain")]
     ratio_headlines(result, runs, "rows_per_s", pairs, "processed rows/s", prefix="rate: ")
 
@@ -216,17 +210,11 @@ def run(ctx: Context) -> Result:
         warmup=True,
         log=ctx.log,
     )
-    for v in variants:
-        mine = [r for r in runs if r["variant"] == v]
-        result.add(
-            workload="mobile JSON files, available-now",
-            variant=v,
-            input=f"{lines:,} lines",
-            rows_per_s=median([r["lines_per_s"] for r in mine]),
-            ms_per_batch=None,
-            seconds=median([r["seconds"] for r in mine]),
-            runs=len(mine),
-        )
+    file_metrics = {"rows_per_s": "lines_per_s", "ms_per_batch": None, "seconds": "seconds"}
+    add_medians(
+        result, runs, variants, file_metrics, workload="mobile JSON files, available-now",
+        input=f"{lines:,} lines",
+    )  # fmt: skip
     pairs = [
         ("slipstream", "plain"),
         ("plain+variant-parse", "plain"),

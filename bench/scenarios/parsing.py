@@ -36,8 +36,8 @@ from bench.core import (
     Context,
     Result,
     Stopwatch,
+    add_medians,
     alternate,
-    median,
     ratio_headlines,
 )
 from bench.workloads import write_mobile_files
@@ -134,15 +134,8 @@ def run(ctx: Context) -> Result:
         return measure(variant, input_dir, lines, baseline)
 
     runs = alternate(variants, one, reps, warmup=True, log=ctx.log)
-    for v in variants:
-        mine = [r for r in runs if r["variant"] == v]
-        result.add(
-            variant=v,
-            lines=lines,
-            seconds=median([r["seconds"] for r in mine]),
-            lines_per_s=median([r["lines_per_s"] for r in mine]),
-            runs=len(mine),
-        )
+    metrics = {"seconds": "seconds", "lines_per_s": "lines_per_s"}
+    add_medians(result, runs, variants, metrics, lines=lines)
     pairs = [("slipstream strict", "spark reader"), ("from_json", "spark reader")]
     if baseline is not None:
         pairs.append(("slipstream strict", old))
