@@ -101,7 +101,7 @@ class Results:
         self._lock = threading.Lock()
         self.set(rows)
 
-    def set(self, rows: list[list[Any]]) -> None:
+    def set(self, rows: list[list[Any]], more: list[dict[str, Any]] | None = None) -> None:
         with self._lock:
             self._payload = {
                 "title": "Top 10 articles, current window",
@@ -109,6 +109,8 @@ class Results:
                 "rows": rows,
                 "updated": format_ts(NOW),
             }
+            if more:
+                self._payload["more"] = more
 
     def __call__(self) -> dict[str, Any]:
         with self._lock:
@@ -282,6 +284,16 @@ def test_dashboard_in_headless_chromium(state_dir: Path) -> None:
             "#results tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
         )
         assert cells == [["1", "article-99", "1204"], ["2", "article-17", "955"]]
+
+        # a pipeline's other outputs: one table each under the first
+        alerts = {"title": "sensor_alerts: sensor_alerts, newest rows", "updated": None,
+                  "columns": ["sensor_id", "readings"], "rows": [["s0008", 30]]}  # fmt: skip
+        results.set([[1, "article-99", 1204]], more=[alerts])
+        page.wait_for_function("() => document.querySelectorAll('.output-panel').length === 1")
+        assert page.inner_text(".output-panel h2") == alerts["title"]
+        assert page.eval_on_selector_all(
+            ".output-panel tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
+        ) == [["s0008", "30"]]
 
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)

@@ -86,8 +86,19 @@ class Prepared:
         return any(i.parses for i in self.inputs.values())
 
     def results_view(self) -> dict[str, Any] | None:
-        """The dashboard's results table: the pipeline's view of its first output."""
-        return self.pipeline.results_view(self.sink, self.ctx)
+        """The dashboard's results: the pipeline's view of its first output, and under `more`
+        the latest rows of each other output its sink can read back."""
+        view = self.pipeline.results_view(self.sink, self.ctx)
+        more = []
+        for out in list(self.outputs.values())[1:]:
+            if out.spec is None:  # a quarantine
+                continue
+            rows = out.sink.preview(out.ctx, limit=20)
+            if rows is not None:
+                more.append({"title": f"{out.name}: {out.ctx.table}, newest rows", **rows})
+        if view is not None and more:
+            view = {**view, "more": more}
+        return view
 
     def explain(self) -> str:
         s = self.settings

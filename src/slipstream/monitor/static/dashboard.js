@@ -267,9 +267,44 @@
 
     const table = document.getElementById("results");
     document.getElementById("results-title").textContent = results.title || "Results";
-    document.getElementById("results-updated").textContent = results.updated
-      ? "updated " + new Date(results.updated).toLocaleTimeString([], { hour12: false })
+    document.getElementById("results-updated").textContent = updatedText(results);
+    fillTable(table, results);
+    table.dataset.version = String(app.resultsVersion);
+
+    // the pipeline's other outputs, one small table each
+    const more = document.getElementById("more-results");
+    more.replaceChildren(
+      ...(results.more || []).map((view) => {
+        const section = document.createElement("section");
+        section.className = "panel output-panel";
+        const head = document.createElement("div");
+        head.className = "panel-head";
+        const h2 = document.createElement("h2");
+        h2.textContent = view.title || "";
+        const updated = document.createElement("span");
+        updated.className = "muted";
+        updated.textContent = updatedText(view);
+        head.append(h2, updated);
+        const wrap = document.createElement("div");
+        wrap.className = "table-wrap";
+        const t = document.createElement("table");
+        t.createTHead();
+        t.createTBody();
+        fillTable(t, view);
+        wrap.appendChild(t);
+        section.append(head, wrap);
+        return section;
+      })
+    );
+  }
+
+  function updatedText(view) {
+    return view.updated
+      ? "updated " + new Date(view.updated).toLocaleTimeString([], { hour12: false })
       : "";
+  }
+
+  function fillTable(table, results) {
     const columns = results.columns || [];
     const rows = results.rows || [];
     const numeric = columns.map((_, c) => rows.length > 0 && rows.every((r) => typeof r[c] === "number"));
@@ -302,7 +337,6 @@
       body.push(tr);
     }
     table.tBodies[0].replaceChildren(...body);
-    table.dataset.version = String(app.resultsVersion);
   }
 
   // ------------------------------------------------------------------ polling
