@@ -196,3 +196,23 @@ def test_password_never_shows() -> None:
     with pytest.raises(ConfigError) as err:
         load_settings("mobile", {"sink": "postgresql://app:s3cret@/"}, environ={})
     assert "s3cret" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://app:Zx9/Kq+v@db/x",  # urllib would quote 'Zx9' as a bad port
+        "postgresql://app:1234/abc@db/x",  # would parse as host app, port 1234
+        "postgresql://app:Qz7?xK9@db/x",
+        "postgresql://app:Wv3#Lm8@db/x",
+    ],
+)
+def test_a_password_with_url_characters_is_refused_without_a_fragment_of_it(url: str) -> None:
+    password = url.split("://app:")[1].rsplit("@", 1)[0]
+    with pytest.raises(ConfigError) as err:
+        load_settings("mobile", {"sink": url}, environ={})
+    text = str(err.value) + err.value.fix
+    assert "percent-encoded" in text
+    for fragment in {password, *password.replace("?", "/").replace("#", "/").split("/")}:
+        assert fragment not in text.replace("postgresql://user[:password]@host[:port]/db", "")
+    assert SinkSpec.parse("postgresql://app:Zx9%2FKq+v@db/x").password.reveal() == "Zx9/Kq+v"

@@ -173,15 +173,27 @@ class SinkSpec:
             return text
         raw = str(text).strip()
         if raw.startswith(("postgresql://", "postgres://")):
-            parts = urlsplit(raw)
-            if not parts.hostname or not parts.path.strip("/"):
-                raise ValueError("postgresql://user[:password]@host[:port]/db")
+            usage = "postgresql://user[:password]@host[:port]/db"
+            rest = raw.split("://", 1)[1]
+            authority_end = min((rest.find(c) for c in "/?#" if c in rest), default=len(rest))
+            if "@" in rest[authority_end:]:  # a '/', '?' or '#' inside user:password
+                raise ValueError(
+                    f"{usage}, with '/', '?', '#' and '@' in the password percent-encoded "
+                    "(%2F, %3F, %23, %40)"
+                )
+            try:
+                parts = urlsplit(raw)
+                hostname, port = parts.hostname, parts.port
+            except ValueError:  # urllib's message can quote part of the password
+                raise ValueError(usage + " (the port must be a number)") from None
+            if not hostname or not parts.path.strip("/"):
+                raise ValueError(usage)
             password = Secret(unquote(parts.password)) if parts.password else None
-            netloc = parts.hostname
+            netloc = hostname
             if parts.username:
                 netloc = f"{unquote(parts.username)}@{netloc}"
-            if parts.port:
-                netloc += f":{parts.port}"
+            if port:
+                netloc += f":{port}"
             target = f"postgresql://{netloc}{parts.path}"
             if parts.query:
                 target += f"?{parts.query}"
