@@ -30,17 +30,23 @@ def parse_time(text: Any) -> datetime | None:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
+def json_object(line: str) -> dict[str, Any] | None:
+    """A line's JSON object, or None (not JSON, or JSON but not an object)."""
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def sensor_reading(line: str, now: datetime) -> dict[str, Any] | None:
     """The valid reading of a line, or None (malformed, or dropped as too far ahead)."""
-    try:
-        doc = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(doc, dict):
+    doc = json_object(line)
+    if doc is None:
         return None
     fields = ("sensor_id", "event_time", "value", "error_code")
     sensor, ts, value, code = (doc.get(k) for k in fields)
@@ -56,11 +62,8 @@ def sensor_reading(line: str, now: datetime) -> dict[str, Any] | None:
 
 def iot_record(line: str, now: datetime) -> dict[str, Any] | None:
     """The valid device record of a line (seed 004's schema, strict types), or None."""
-    try:
-        doc = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(doc, dict):
+    doc = json_object(line)
+    if doc is None:
         return None
     moment = parse_time(doc.get("timestamp"))
     if moment is None or not _number(doc.get("id")) or not _number(doc.get("num_steps")):

@@ -14,14 +14,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    FloatType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.types import StructType
 
 from slipstream.generators import iot
 from slipstream.generators.streams import StreamSpec, generate
@@ -98,24 +91,18 @@ SEED_ROWS = """\
 950008,16,5,7637,3.8185,381.85,2018-07-21T12:21:21.732+0000
 950009,27,8,11709,5.8545,585.44995,2018-07-22T12:40:55.732+0000"""
 
-SEED_SCHEMA = StructType(
-    [
-        StructField("id", LongType(), False),
-        StructField("user_id", LongType(), True),
-        StructField("device_id", LongType(), True),
-        StructField("num_steps", LongType(), True),
-        StructField("miles_walked", FloatType(), True),
-        StructField("calories_burnt", FloatType(), True),
-        StructField("timestamp", TimestampType(), True),
-        StructField("value", StringType(), True),
-    ]
+# seed 004's device_schema, as DDL (parsed by Spark, inside the test)
+SEED_DDL = (
+    "id BIGINT NOT NULL, user_id BIGINT, device_id BIGINT, num_steps BIGINT, "
+    "miles_walked FLOAT, calories_burnt FLOAT, timestamp TIMESTAMP, value STRING"
 )
 
 
 def test_the_seed_rows_are_read_with_the_seed_schema_from_gzipped_json(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    assert get_pipeline("iot_steps").inputs[0].schema == SEED_SCHEMA
+    seed_schema = StructType.fromDDL(SEED_DDL)
+    assert get_pipeline("iot_steps").inputs[0].schema == seed_schema
     lines = []
     for row in SEED_ROWS.splitlines():
         i, user, device, steps, miles, calories, ts = row.split(",")
@@ -138,7 +125,7 @@ def test_the_seed_rows_are_read_with_the_seed_schema_from_gzipped_json(
     assert (totals["rows"], totals["quarantined"]) == (10, 0)
     # the seed's own query, as a batch job over the same file
     seed = (
-        spark.read.schema(SEED_SCHEMA)
+        spark.read.schema(seed_schema)
         .json(str(landing))
         .groupBy(F.window("timestamp", "5 minutes"))
         .agg({"num_steps": "sum"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import sqlite3
@@ -61,3 +62,19 @@ def test_cli_tour(tmp_path: Path) -> None:
 def test_python_example(spark: SparkSession, tmp_path: Path) -> None:
     code = block_after("## Testing your own pipelines", "python")
     exec(compile(code, "README.md", "exec"), {"tmp_path": tmp_path})  # noqa: S102
+
+
+@pytest.mark.slow
+def test_the_workload_commands_run(tmp_path: Path) -> None:
+    block = block_after("## Sensors, IoT steps and temperature/load", "text")
+    for line in block.replace("\\\n", " ").strip().splitlines():
+        args = shlex.split(line.partition("#")[0])
+        done = slipstream(*args[1:], cwd=tmp_path)
+        assert done.returncode == 0, (line, done.stdout[-3000:], done.stderr[-3000:])
+    with sqlite3.connect(tmp_path / "state" / "slipstream.db") as conn:
+        alerted = {r[0] for r in conn.execute("SELECT sensor_id FROM sensor_alerts")}
+        joined = conn.execute("SELECT count(*) FROM temperature_load").fetchone()[0]
+    report = json.loads((tmp_path / "sensors-in" / "_generation-report.json").read_text())
+    assert alerted == set(report["info"]["noisy"])
+    assert joined > 0
+    assert list((tmp_path / "state" / "outputs" / "iot_steps" / "steps").glob("*.parquet"))

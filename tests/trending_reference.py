@@ -11,7 +11,6 @@ read with `csv`."""
 from __future__ import annotations
 
 import csv
-import json
 import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -20,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from tests.stream_reference import counted
+from tests.stream_reference import counted, json_object
 
 ARTICLE = re.compile(r"^a[0-9]+$")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -28,11 +27,8 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 def parse_line(line: str, now: datetime) -> dict[str, Any] | None:
     """The valid record of a line, or None (malformed or dropped by an expectation)."""
-    try:
-        doc = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(doc, dict):
+    doc = json_object(line)
+    if doc is None:
         return None
     event_id, article_id, ts_text = doc.get("event_id"), doc.get("article_id"), doc.get("ts")
     user_id = doc.get("user_id")

@@ -49,7 +49,8 @@ def table(
     title: str | None = None,
     framed: bool = False,
 ) -> Table:
-    """Columns and rows as a rich Table; `numeric` columns align right."""
+    """Columns and rows as a rich Table; `numeric` columns align right. Every column but the
+    last keeps its full width; the last one wraps when the line is too long."""
     grid = Table(
         title=title,
         title_justify="left",
@@ -58,10 +59,19 @@ def table(
         pad_edge=framed,
         header_style="bold",
     )
+    cells = [["" if v is None else str(v) for v in row] for row in rows]
+    last = len(columns) - 1
     for i, name in enumerate(columns):
-        grid.add_column(name, justify="right" if i in numeric else "left", no_wrap=True)
-    for row in rows:
-        grid.add_row(*("" if v is None else str(v) for v in row))
+        widest = max([len(name), *(len(r[i]) for r in cells if i < len(r))])
+        grid.add_column(
+            name,
+            justify="right" if i in numeric else "left",
+            no_wrap=i < last,
+            min_width=widest if i < last else None,
+            overflow="fold",
+        )
+    for row in cells:
+        grid.add_row(*row)
     return grid
 
 

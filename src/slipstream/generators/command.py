@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from slipstream.errors import ConfigError
+from slipstream.generators.streams import moment
 from slipstream.generators.trending import (
     SpecError,
     SystemClock,
@@ -114,21 +114,6 @@ def _number(name: str, text: str, kind: type) -> Any:
         ) from None
 
 
-def _moment(text: str) -> datetime:
-    if text.strip().lower() == "now":
-        now = datetime.now(UTC)
-        return now.replace(microsecond=now.microsecond // 1000 * 1000)
-    try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise ConfigError(
-            "CONFIG_BAD_VALUE",
-            f"--start has value {text!r}",
-            "give --start now or an ISO-8601 time such as 2026-01-01T00:00:00Z",
-        ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
 def spec_from_args(args: argparse.Namespace) -> tuple[TrendingSpec, bool]:
     """The spec and whether to pace it live. Bad values raise ConfigError naming the flag."""
     values: dict[str, Any] = {}
@@ -155,9 +140,9 @@ def spec_from_args(args: argparse.Namespace) -> tuple[TrendingSpec, bool]:
     bounded = "events" in values or "duration" in values
     live = args.pace == "live" or (args.pace is None and not bounded)
     if args.start is not None:
-        values["start"] = _moment(args.start)
+        values["start"] = moment(args.start)
     elif live:
-        values["start"] = _moment("now")
+        values["start"] = moment("now")
     try:
         return TrendingSpec(**values), live
     except SpecError as exc:

@@ -407,13 +407,14 @@ def spec_from_args(args: argparse.Namespace, defaults: StreamSpec) -> StreamSpec
                 f"give {flag} {DURATION_HELP}",
             ) from None
     if args.start is not None:
-        values["start"] = _moment(args.start)
+        values["start"] = moment(args.start)
     elif args.pace == "live":
-        values["start"] = _moment("now")
+        values["start"] = moment("now")
     return StreamSpec(**{**defaults.__dict__, **values})
 
 
-def _moment(text: str) -> datetime:
+def moment(text: str) -> datetime:
+    """`--start`: `now` or an ISO-8601 time (no zone: UTC)."""
     if text.strip().lower() == "now":
         now = datetime.now(UTC)
         return now.replace(microsecond=now.microsecond // 1000 * 1000)

@@ -33,37 +33,25 @@ from slipstream.quality.expectations import Expectation, not_in_future
 from slipstream.specs import spark_interval
 
 
-def _schema(value: str, time: str) -> StructType:
-    return StructType(
-        [
-            StructField("location_id", StringType()),
-            StructField(value, DoubleType()),
-            StructField(time, TimestampType()),
-        ]
+def _reading(name: str, value: str, time: str) -> Input:
+    """One of the two streams: `{location_id, VALUE, TIME}`, all required."""
+    fields = [StructField("location_id", StringType()), StructField(value, DoubleType()),
+              StructField(time, TimestampType())]  # fmt: skip
+    return Input(
+        name,
+        StructType(fields),
+        required=("location_id", value, time),
+        event_time=time,
+        sources=("files", "table", "kafka"),
+        help=f"JSON lines {{location_id, {value}, {time}}}",
     )
 
 
 class TemperatureLoadPipeline(Pipeline):
     name = "temperature_load"
     description = "temperature readings joined to the load readings of the hour after them"
-    inputs = (
-        Input(
-            "temperature",
-            _schema("temp", "temp_taken_time"),
-            required=("location_id", "temp", "temp_taken_time"),
-            event_time="temp_taken_time",
-            sources=("files", "table", "kafka"),
-            help="JSON lines {location_id, temp, temp_taken_time}",
-        ),
-        Input(
-            "load",
-            _schema("load", "load_taken_time"),
-            required=("location_id", "load", "load_taken_time"),
-            event_time="load_taken_time",
-            sources=("files", "table", "kafka"),
-            help="JSON lines {location_id, load, load_taken_time}",
-        ),
-    )
+    inputs = (_reading("temperature", "temp", "temp_taken_time"),
+              _reading("load", "load", "load_taken_time"))  # fmt: skip
     params = (
         duration_param("temp_watermark", timedelta(hours=1), "how late a temperature may come"),
         duration_param("load_watermark", timedelta(hours=2), "how late a load may come"),
