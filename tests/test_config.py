@@ -38,6 +38,33 @@ def test_bad_durations(text: str) -> None:
         parse_duration(text)
 
 
+@pytest.mark.parametrize(
+    ("text", "bound"),
+    [
+        ("99999999999d", "at most 3650 days"),  # was an OverflowError traceback
+        ("3651d", "at most 3650 days"),
+        (1e300, "at most 3650 days"),
+        ("0.4ms", "whole number of milliseconds"),  # was silently "0 seconds"
+        ("1.5ms", "whole number of milliseconds"),
+    ],
+)
+def test_durations_are_bounded_and_whole_milliseconds(text: str | float, bound: str) -> None:
+    with pytest.raises(ValueError, match=bound):
+        parse_duration(text)
+    assert parse_duration("3650d") == timedelta(days=3650)
+
+
+def test_an_out_of_bound_duration_flag_is_refused_naming_the_bound() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings("mobile", {"duration": "99999999999d"}, environ={})
+    assert err.value.code == "CONFIG_BAD_VALUE" and "at most 3650 days" in str(err.value)
+    from slipstream.pipelines import get_pipeline
+
+    with pytest.raises(ConfigError, match="whole number of milliseconds") as err:
+        get_pipeline("mobile").parse_params({"window": "0.4ms"})
+    assert "--window" in str(err.value)
+
+
 def test_spark_interval_is_the_edge() -> None:
     assert spark_interval(timedelta(minutes=10)) == "600 seconds"
     assert spark_interval(timedelta(milliseconds=1500)) == "1500 milliseconds"

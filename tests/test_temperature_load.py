@@ -97,11 +97,14 @@ def test_a_temperature_without_load_is_written_once_when_the_watermark_passes_it
         unmatched = [r for r in rows if r["load_taken_time"] is None]
         assert [(r["location_id"], r["temp_taken_time"]) for r in unmatched] == [("a", ref.iso(T0))]
         assert unmatched[0]["load"] is None and unmatched[0]["temp"] == 20.0
-        # later batches never write it again, and b (matched) never gets a NULL row
-        h.feed([temp("z", 400)], input="temperature")
-        h.feed([load("z", 460)], input="load")
+        # later batches never write it again, and b (matched) never gets a NULL row; rows
+        # that come too late for the join are dropped and counted: a temperature at or before
+        # the previous watermark - 1h (00:30), a load at or before it (01:30)
+        h.feed([temp("z", 400), temp("late", 10)], input="temperature")
+        h.feed([load("z", 460), load("late", 60)], input="load")
         later = h.process()
         assert all(r["location_id"] == "z" for r in later)
+        assert h.totals["temperature_load.temperature_load"]["late"] == 2
 
 
 def test_the_generated_stream_joins_as_pandas_does_and_the_buffers_stop_growing(

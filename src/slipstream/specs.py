@@ -24,23 +24,37 @@ _UNITS = {
 }  # fmt: skip
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*$")
 DURATION_HELP = "a duration such as 90s, 10m, 1h, 500ms or '10 minutes'"
+#: the longest duration any setting or parameter takes: longer ones are a typo, and Python's
+#: timedelta overflows (a traceback) at about 2.7 million years
+MAX_DURATION = timedelta(days=3650)
 
 
 def parse_duration(text: str | int | float | timedelta) -> timedelta:
-    """Parse `10m`, `90s`, `1h`, `500ms`, `10 minutes` into a timedelta (positive)."""
+    """Parse `10m`, `90s`, `1h`, `500ms`, `10 minutes` into a timedelta: positive, a whole
+    number of milliseconds (Spark's intervals are in ms; 0.4ms would silently become 0) and at
+    most ten years."""
     if isinstance(text, timedelta):
         value = text
     elif isinstance(text, bool):
         raise ValueError(DURATION_HELP)
     elif isinstance(text, int | float):
+        if not abs(text) <= MAX_DURATION.total_seconds():  # also NaN
+            raise ValueError(f"a duration of at most {MAX_DURATION.days} days")
         value = timedelta(seconds=text)
     else:
         match = _DURATION.match(str(text))
         if not match or match.group(2).lower() not in _UNITS:
             raise ValueError(DURATION_HELP)
-        value = timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2).lower()])
+        seconds = float(match.group(1)) * _UNITS[match.group(2).lower()]
+        if seconds > MAX_DURATION.total_seconds():
+            raise ValueError(f"a duration of at most {MAX_DURATION.days} days")
+        value = timedelta(seconds=seconds)
+    if value > MAX_DURATION:
+        raise ValueError(f"a duration of at most {MAX_DURATION.days} days")
     if value <= timedelta(0):
         raise ValueError("a positive duration")
+    if value % timedelta(milliseconds=1):
+        raise ValueError("a whole number of milliseconds (Spark's intervals are in ms)")
     return value
 
 

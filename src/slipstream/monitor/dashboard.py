@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from slipstream.closing import Closing
 from slipstream.monitor.eventlog import EventLogFollower, event_log_path, json_safe, pipelines_in
 from slipstream.monitor.events import Clock, format_ts, utc_now
+from slipstream.monitor.hosts import REFUSAL, host_allowed
 from slipstream.monitor.status import (
     DEFAULT_STALL_AFTER,
     PidCheck,
@@ -48,6 +49,7 @@ STATIC_FILES: dict[str, str] = {
     "dashboard.css": "text/css; charset=utf-8",
 }
 EMPTY_RESULTS: dict[str, Any] = {"title": None, "columns": [], "rows": [], "updated": None}
+INTERNAL_ERROR = "internal error; the run's log has the details"
 
 
 def series_of(points: Sequence[ProgressPoint]) -> dict[str, list[Any]]:
@@ -123,6 +125,9 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "slipstream-dashboard"
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        if not host_allowed(self.headers.get("Host"), self.server.host, self.server.port):
+            self._send(HTTPStatus.MISDIRECTED_REQUEST, "application/json", REFUSAL)
+            return
         path = urlsplit(self.path).path
         if path in ("/", "/index.html"):
             self._file("index.html")
@@ -143,9 +148,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _api(self, provider: Callable[[], Mapping[str, Any] | None]) -> None:
         try:
             payload = provider()
-        except Exception as exc:  # a broken provider must not take the page down
+        except Exception:  # a broken provider must not take the page down
+            # the exception's text stays in the log: it can name paths, tables or hosts
             logger.exception("dashboard provider failed")
-            self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(exc).__name__}: {exc}"})
+            self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": INTERNAL_ERROR})
             return
         self._json(HTTPStatus.OK, payload or {})
 

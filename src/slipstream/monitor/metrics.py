@@ -18,10 +18,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from wsgiref.simple_server import WSGIServer
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
 from slipstream.closing import Closing
@@ -33,6 +34,7 @@ from slipstream.monitor.events import (
     parse_event,
     utc_now,
 )
+from slipstream.monitor.hosts import guarded
 
 LABELS = ("pipeline", "query")
 
@@ -191,6 +193,15 @@ def serve_metrics(registry: CollectorRegistry, port: int, host: str = "127.0.0.1
     ``port=0`` picks a free port; the bound one is ``server.port``. The default host keeps
     the endpoint local; pass ``0.0.0.0`` deliberately to let a remote Prometheus scrape it.
     """
-    httpd, thread = start_http_server(port, addr=host, registry=registry)
-    bound = int(httpd.server_address[1])
+    box: dict[str, int] = {}
+    app = guarded(make_wsgi_app(registry), host, lambda: box["port"])
+    httpd = make_server(host, port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
+    box["port"] = bound = int(httpd.server_address[1])
+    thread = threading.Thread(target=httpd.serve_forever, name="slipstream-metrics", daemon=True)
+    thread.start()
     return MetricsServer(host=host, port=bound, _httpd=httpd, _thread=thread)
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (base signature)
+        """Requests are not logged (Prometheus scrapes every few seconds)."""
