@@ -70,6 +70,42 @@ def test_reset_not_confirmed_deletes_nothing(tmp_path: Path) -> None:
     assert settings.checkpoint_root.is_dir()
 
 
+def test_reset_of_folders_and_tables_slipstream_did_not_make_is_refused(tmp_path: Path) -> None:
+    """`--checkpoint .` or a parquet sink pointed at a folder of one's own files, or a table
+    that slipstream never wrote: refused with RESET_NOT_OURS, and nothing is touched."""
+    import sqlite3
+
+    own = tmp_path / "my-work"
+    own.mkdir()
+    (own / "notes.txt").write_text("keep me")
+    for flags, outputs in (
+        ({"checkpoint": own}, False),  # the checkpoint flag pointed at a folder of one's own
+        ({"sink": f"parquet:{own}", "mode": "append"}, True),
+    ):
+        settings = load_settings("mobile", {"state_dir": tmp_path / "st", **flags}, environ={})
+        with pytest.raises(SlipstreamError) as raised:
+            commands.reset(settings, outputs=outputs, yes=True, out=io.StringIO())
+        assert raised.value.code == "RESET_NOT_OURS" and str(own) in raised.value.message
+        assert (own / "notes.txt").read_text() == "keep me"
+    db = tmp_path / "app.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE mobile_action_counts (x INTEGER)")
+        conn.execute("INSERT INTO mobile_action_counts VALUES (1)")
+    settings = load_settings("mobile", {"state_dir": tmp_path / "st", "sink": f"sqlite:{db}"},
+                             environ={})  # fmt: skip
+    checkpoint = settings.checkpoint_root
+    checkpoint.mkdir(parents=True)
+    (checkpoint / ".slipstream.lock").write_text("")  # a checkpoint slipstream made
+    reset = lambda: commands.reset(settings, outputs=True, yes=True, out=io.StringIO())  # noqa: E731
+    assert code_of(reset) == "RESET_NOT_OURS"  # the table is in no ledger
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT x FROM mobile_action_counts").fetchall() == [(1,)]
+    assert checkpoint.is_dir()  # checked before anything was deleted
+    # without --outputs, the checkpoint (marked) goes, and only it
+    assert commands.reset(settings, outputs=False, yes=True, out=io.StringIO()) == 0
+    assert not checkpoint.exists() and own.is_dir()
+
+
 def test_stop_of_a_run_that_does_not_stop(tmp_path: Path) -> None:
     settings = load_settings("mobile", {"state_dir": tmp_path}, environ={})
     with CheckpointLock(settings.checkpoint_root):  # a "run" that holds it and never stops

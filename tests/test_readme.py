@@ -78,3 +78,10 @@ def test_the_workload_commands_run(tmp_path: Path) -> None:
     assert alerted == set(report["info"]["noisy"])
     assert joined > 0
     assert list((tmp_path / "state" / "outputs" / "iot_steps" / "steps").glob("*.parquet"))
+    # what the runs made is private to the user: 0700 folders, 0600 files (raw rejected
+    # records included); the generated landing files stay readable (0644)
+    state = [tmp_path / "state", *(tmp_path / "state").rglob("*")]
+    assert {p.stat().st_mode & 0o777 for p in state if p.is_dir()} == {0o700}
+    assert {p.stat().st_mode & 0o777 for p in state if p.is_file()} == {0o600}
+    assert list((tmp_path / "state" / "quarantine").rglob("part-*"))
+    assert {p.stat().st_mode & 0o777 for p in (tmp_path / "iot-in").glob("*.jsonl")} == {0o644}

@@ -1,3 +1,3 @@
-from slipstream.cli import main
+from slipstream.cli import entry
 
-raise SystemExit(main())
+raise SystemExit(entry())

@@ -10,6 +10,7 @@ when the process dies, even by SIGKILL, so a crash never leaves a stale lock beh
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -72,11 +73,19 @@ class CheckpointLock:
 
 
 def is_locked(root: Path) -> bool:
+    """Whether a run holds the checkpoint at `root`. Looking neither creates the lock file nor
+    writes to it (a probe must not leave slipstream's mark in a folder it only looked at)."""
     try:
-        with CheckpointLock(root):
-            return False
-    except CheckpointError:
-        return True
+        handle = open(Path(root) / LOCK_FILE)  # noqa: SIM115 - read-only, never creates
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return False
 
 
 def query_checkpoint(root: Path, query: str) -> Path:
@@ -101,18 +110,45 @@ def last_planned_batch(checkpoint: Path) -> int | None:
     return max(ids) if ids else None
 
 
+def not_ours(path: Path | str, what: str) -> CheckpointError:
+    return CheckpointError(
+        "RESET_NOT_OURS",
+        f"{what} {path} was not made by slipstream (it has no slipstream mark); nothing deleted",
+        "check the path: reset deletes only what slipstream made. Delete it yourself if you "
+        "mean to",
+    )
+
+
+def checkpoint_is_ours(root: Path) -> bool:
+    """Absent, empty, or holding slipstream's lock file (taken by every run before any query
+    writes into the root)."""
+    root = Path(root)
+    if not root.exists():
+        return True
+    return root.is_dir() and (not any(root.iterdir()) or (root / LOCK_FILE).is_file())
+
+
 def delete_checkpoint(root: Path) -> bool:
-    """Delete a run's checkpoint root; refuses while a run holds it."""
+    """Delete a run's checkpoint root, holding its lock the whole time; refuses while a run
+    holds it, and refuses a folder slipstream did not make (every run takes the lock file in
+    the root before any query writes there: the lock file is the mark)."""
     root = Path(root)
     if not root.exists():
         return False
-    with CheckpointLock(root):
+    if not checkpoint_is_ours(root):
+        raise not_ours(root, "checkpoint")
+    lock = CheckpointLock(root).acquire()
+    try:
         for child in root.iterdir():
             if child.name == LOCK_FILE:
                 continue
-            if child.is_dir():
+            if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child)
             else:
                 child.unlink()
-    shutil.rmtree(root, ignore_errors=True)
+        (root / LOCK_FILE).unlink()  # still held: a run starting now locks a new file
+    finally:
+        lock.release()
+    with contextlib.suppress(OSError):  # not empty: a run started meanwhile; it keeps its root
+        root.rmdir()
     return True

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -195,6 +196,17 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         if key.startswith(PARAM_DEST) and value is not None
     }
     return load_settings(args.pipeline, flags, args.config, params=params)
+
+
+#: what the command line creates is private to its user: checkpoints, quarantined raw records,
+#: results and event logs are 0600 files in 0700 folders (generated landing files stay 0644)
+PRIVATE_UMASK = 0o077
+
+
+def entry() -> int:
+    """The `slipstream` command (and `python -m slipstream`)."""
+    os.umask(PRIVATE_UMASK)
+    return main()
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:

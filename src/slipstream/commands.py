@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from slipstream import runner
-from slipstream.checkpoints import CheckpointLock, delete_checkpoint, is_locked
+from slipstream.checkpoints import (
+    CheckpointLock,
+    checkpoint_is_ours,
+    delete_checkpoint,
+    is_locked,
+    not_ours,
+)
 from slipstream.config import Settings
 from slipstream.control import StopControl
 from slipstream.errors import CheckpointError, find_error, out_of_memory
@@ -201,6 +207,13 @@ def reset(
                 "reset not confirmed; nothing was deleted",
                 f"type {s.pipeline!r} at the prompt, or pass --yes",
             )
+    # nothing is deleted unless everything to delete carries slipstream's mark
+    if not checkpoint_is_ours(root):
+        raise not_ours(root, "checkpoint")
+    if outputs:
+        for out_ in prepared.outputs.values():
+            if not out_.sink.owns(out_.ctx):
+                raise not_ours(out_.sink.describe(out_.ctx), f"output {out_.name}")
     removed = []
     if delete_checkpoint(root):
         removed.append(str(root))

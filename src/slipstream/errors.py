@@ -46,6 +46,7 @@ CODES: dict[str, str] = {
     # checkpoints and runs
     "CHECKPOINT_IN_USE": "another run holds this checkpoint",
     "RESET_REFUSED": "reset was not confirmed",
+    "RESET_NOT_OURS": "reset deletes only what slipstream made; this path or table has no mark",
     "STOP_TIMEOUT": "a run asked to stop did not stop in time",
     "OUT_OF_MEMORY": "a query ran out of memory (the driver's, or an executor's on a cluster)",
     "PORT_IN_USE": "a server port (--metrics-port, --dashboard) is taken",

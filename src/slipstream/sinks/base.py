@@ -97,8 +97,14 @@ class Sink(ABC):
         return None
 
     def reset(self, ctx: SinkContext) -> list[str]:
-        """Delete the outputs (for `slipstream reset --outputs`); return what was removed."""
+        """Delete the outputs (for `slipstream reset --outputs`); return what was removed.
+        Sinks that keep data refuse (RESET_NOT_OURS) what `owns` does not claim."""
         return []
+
+    def owns(self, ctx: SinkContext) -> bool:
+        """Whether this output's data, if any, carries slipstream's mark (checked for every
+        output before `reset` deletes anything)."""
+        return True
 
     def preview(
         self, ctx: SinkContext, *, limit: int = 50, order_by: str | None = None

@@ -338,7 +338,27 @@ class PostgresSink(DatabaseSink):
         rows = read_table(self.target, ctx.table)
         return spark.createDataFrame(rows) if rows else None
 
+    def owns(self, ctx: SinkContext) -> bool:
+        """No such table, or the ledger lists batches slipstream wrote to it."""
+        with self.connect() as conn:
+            table = conn.execute("SELECT to_regclass(%s)", (quote_ident(ctx.table),)).fetchone()
+            if not table or not table[0]:
+                return True
+            ledger = conn.execute("SELECT to_regclass(%s)", (LEDGER_TABLE,)).fetchone()
+            return (
+                bool(ledger and ledger[0])
+                and conn.execute(
+                    f"SELECT 1 FROM {LEDGER_TABLE} WHERE target_table = %s LIMIT 1", (ctx.table,)
+                ).fetchone()
+                is not None
+            )
+
     def reset(self, ctx: SinkContext) -> list[str]:
+        """Drop the output's table, only if the ledger shows slipstream wrote it."""
+        from slipstream.checkpoints import not_ours
+
+        if not self.owns(ctx):
+            raise not_ours(f"{self.target.describe()} table {ctx.table}", "database output")
         with self.connect() as conn, conn.transaction():
             conn.execute(f"DROP TABLE IF EXISTS {quote_ident(ctx.table)}")
             conn.execute(f"DROP TABLE IF EXISTS {quote_ident(staging_table(ctx.table))}")

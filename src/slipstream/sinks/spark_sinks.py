@@ -50,8 +50,16 @@ class MemorySink(Sink):
         return spark.table(ctx.table)
 
 
+#: the mark slipstream leaves in a file sink's folder (hidden: Spark's readers skip it), so
+#: that `reset --outputs` deletes only folders slipstream wrote
+OUTPUT_MARK = ".slipstream-output"
+
+
 class FileSink(Sink):
     def attach(self, writer: DataStreamWriter, ctx: SinkContext) -> DataStreamWriter:
+        if "://" not in str(self.spec.target):  # a local folder: mark it before Spark writes
+            self.directory.mkdir(parents=True, exist_ok=True)
+            (self.directory / OUTPUT_MARK).touch()
         writer = writer.format(self.spec.kind).option("path", str(self.directory))
         if self.spec.kind == "csv":
             writer = writer.option("header", "true")
@@ -95,10 +103,22 @@ class FileSink(Sink):
         return view
 
     def reset(self, ctx: SinkContext) -> list[str]:
-        if self.directory.exists():
-            shutil.rmtree(self.directory)
-            return [str(self.directory)]
-        return []
+        """Delete the folder, if slipstream's mark is in it (an empty folder goes too)."""
+        from slipstream.checkpoints import not_ours
+
+        folder = self.directory
+        if not folder.exists():
+            return []
+        if not self.owns(ctx):
+            raise not_ours(folder, f"output folder of {ctx.query_name}")
+        shutil.rmtree(folder)
+        return [str(folder)]
+
+    def owns(self, ctx: SinkContext) -> bool:
+        folder = self.directory
+        if not folder.exists():
+            return True
+        return folder.is_dir() and (not any(folder.iterdir()) or (folder / OUTPUT_MARK).is_file())
 
 
 def committed_files(directory: Path) -> list[Path]:

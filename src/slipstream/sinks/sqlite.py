@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -110,9 +110,36 @@ class SqliteSink(DatabaseSink):
             return None
         return spark.createDataFrame(rows)
 
+    def owns(self, ctx: SinkContext) -> bool:
+        """No such table, or the ledger lists batches slipstream wrote to it."""
+        if not self.path.exists():
+            return True
+        with closing(sqlite3.connect(self.path)) as conn:
+
+            def exists(name: str) -> bool:
+                found = conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+                ).fetchone()
+                return found is not None
+
+            if not exists(ctx.table):
+                return True
+            return (
+                exists(LEDGER_TABLE)
+                and conn.execute(
+                    f"SELECT 1 FROM {LEDGER_TABLE} WHERE target_table = ? LIMIT 1", (ctx.table,)
+                ).fetchone()
+                is not None
+            )
+
     def reset(self, ctx: SinkContext) -> list[str]:
+        """Drop the output's table, only if the ledger shows slipstream wrote it."""
+        from slipstream.checkpoints import not_ours
+
         if not self.path.exists():
             return []
+        if not self.owns(ctx):
+            raise not_ours(f"{self.path} table {ctx.table}", "database output")
         with sqlite3.connect(self.path) as conn:
             conn.execute(f"DROP TABLE IF EXISTS {quote_ident(ctx.table)}")
             conn.execute(
