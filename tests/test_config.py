@@ -243,3 +243,12 @@ def test_a_password_with_url_characters_is_refused_without_a_fragment_of_it(url:
     for fragment in {password, *password.replace("?", "/").replace("#", "/").split("/")}:
         assert fragment not in text.replace("postgresql://user[:password]@host[:port]/db", "")
     assert SinkSpec.parse("postgresql://app:Zx9%2FKq+v@db/x").password.reveal() == "Zx9/Kq+v"
+
+
+def test_a_session_time_zone_other_than_utc_is_refused() -> None:
+    """Stored timestamps end in Z: another session zone would shift them silently."""
+    with pytest.raises(ConfigError) as err:
+        load_settings("mobile", {"conf": ["spark.sql.session.timeZone=Europe/Paris"]}, environ={})
+    assert err.value.code == "CONFIG_BAD_VALUE" and "Europe/Paris" in str(err.value)
+    ok = load_settings("mobile", {"conf": ["spark.sql.session.timeZone=UTC"]}, environ={})
+    assert ok.conf["spark.sql.session.timeZone"] == "UTC"

@@ -205,6 +205,10 @@ def _parse_setting(name: str, value: Any, origin: str) -> Any:
     return _parse_one(name, value, origin)
 
 
+#: session time zones that are UTC (the only one slipstream runs with)
+UTC_NAMES = frozenset({"UTC", "ETC/UTC", "GMT", "Z", "+00:00", "UTC+0", "GMT+0"})
+
+
 def load_settings(
     pipeline: str,
     flags: Mapping[str, Any] | None = None,
@@ -242,6 +246,15 @@ def load_settings(
         put(name, _parse_one(name, value, "flag"))
     raw_params.update({k: v for k, v in (params or {}).items() if v is not None})
     settings = Settings(pipeline=pipeline, params=raw_params, **merged)
+    zone = settings.conf.get("spark.sql.session.timeZone")
+    if zone is not None and zone.strip().upper() not in UTC_NAMES:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"--conf spark.sql.session.timeZone={zone}: slipstream reads zone-less times as UTC "
+            "and stores every timestamp as UTC text ending in Z; another session zone would "
+            "shift them",
+            "drop that --conf (results are UTC; convert to local time where you read them)",
+        )
     if settings.quiet and settings.verbose:
         raise ConfigError(
             "CONFIG_BAD_VALUE",
