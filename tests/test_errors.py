@@ -106,6 +106,15 @@ def test_reset_of_folders_and_tables_slipstream_did_not_make_is_refused(tmp_path
     assert not checkpoint.exists() and own.is_dir()
 
 
+def test_a_bad_table_name_is_refused_before_spark_starts(tmp_path: Path) -> None:
+    from slipstream import runner
+
+    settings = load_settings(
+        "mobile", {"state_dir": tmp_path, "table": 'counts"; DROP TABLE x; --'}, environ={}
+    )
+    assert code_of(lambda: runner.prepare(settings, check_source=False)) == "SINK_BAD_TARGET"
+
+
 def test_stop_of_a_run_that_does_not_stop(tmp_path: Path) -> None:
     settings = load_settings("mobile", {"state_dir": tmp_path}, environ={})
     with CheckpointLock(settings.checkpoint_root):  # a "run" that holds it and never stops

@@ -21,6 +21,7 @@ from slipstream.pipelines.base import Input, Output, Params
 from slipstream.plan import Plan
 from slipstream.quality.expectations import Expectation, check_expectations
 from slipstream.sinks import Sink, SinkContext, make_sink
+from slipstream.sinks.base import quote_ident
 from slipstream.sources.base import Binding, Source, get_source
 from slipstream.specs import SINK_KINDS, SinkSpec, format_duration
 from slipstream.validate import settings_violations
@@ -319,6 +320,8 @@ def _bind_output(pipeline: Pipeline, output: Output, settings: Settings) -> Boun
     mode = settings.mode.get(output.name) or (settings.mode.get("") if first else None)
     mode = mode or pipeline.default_mode(output, spec)
     ctx = _ctx(pipeline, settings, output.name, table or output.table_name, output.key, mode)
+    if spec.kind in ("sqlite", "postgresql"):
+        quote_ident(ctx.table)  # a bad table name fails here, not in the first batch
     return BoundOutput(output, make_sink(spec, settings.default_database), ctx)
 
 
