@@ -4,6 +4,7 @@ same seed same bytes, exact counts, the arrival model, and the `generate` comman
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from slipstream.cli import main
 from slipstream.errors import ConfigError
-from slipstream.generators import iot, sensors, temperature_load
+from slipstream.generators import activity, ads, iot, sensors, temperature_load
 from slipstream.generators.streams import StreamSpec, generate
 
 DIRTY = StreamSpec(
@@ -103,3 +104,84 @@ def test_generate_commands_write_report_and_refuse_bad_flags(
     assert "already holds" in capsys.readouterr().err  # Spark never re-reads a file name
     with pytest.raises(ConfigError, match="--noisy"):
         sensors.Sensors(3, 2, 2, 0)
+
+
+def _records(folder: Path) -> list[dict]:
+    out = []
+    for line in _lines(folder):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        out.append(record)
+    return out
+
+
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_ads_clicks_follow_their_impressions_and_arrive_within_the_seeds_delays(
+    tmp_path: Path,
+) -> None:
+    spec = replace(ads.DEFAULTS, duration=timedelta(hours=5), malformed=0.0, duplicates=0.0)
+    workload = ads.Ads(rate=1.0, seed=3)
+    report = generate(spec, workload, tmp_path)
+    catalog = workload.write_catalog(tmp_path / "catalog.csv")
+    known_ads = {row["ad_id"] for row in ads.read_catalog(catalog)}
+    impressions = {r["impression_id"]: r for r in _records(tmp_path / "impressions")}
+    clicks = _records(tmp_path / "clicks")
+    assert len(clicks) == report.info["clicks_within_hour"] + report.info["clicks_after_hour"]
+    delays = []
+    for click in clicks:
+        shown = impressions[click["impression_id"]]
+        assert (click["ad_id"], click["user_id"]) == (shown["ad_id"], shown["user_id"])
+        assert click["ad_id"] in known_ads
+        delays.append(_at(click["click_time"]) - _at(shown["impression_time"]))
+    hour = timedelta(hours=1)
+    assert sum(d <= hour for d in delays) == report.info["clicks_within_hour"] > 0
+    assert sum(d > hour for d in delays) == report.info["clicks_after_hour"] > 0
+    assert all(timedelta(0) <= d < 2 * hour for d in delays)
+    # transit: a record lands in the file of its arrival, at most 2h (impressions) or 3h
+    # (clicks) after its event time
+    start = spec.start
+    for stream, time, most in (("impressions", "impression_time", 2), ("clicks", "click_time", 3)):
+        for path in sorted((tmp_path / stream).glob("*.jsonl")):
+            index = int(path.stem.rsplit("-", 1)[1])
+            arrived_by = start + (index + 1) * spec.file_every
+            for record in map(json.loads, path.read_text().splitlines()):
+                assert arrived_by - _at(record[time]) <= timedelta(hours=most) + spec.file_every
+
+
+def test_activity_sessions_open_and_close_and_the_bursty_users_burst(tmp_path: Path) -> None:
+    spec = replace(activity.DEFAULTS, duration=timedelta(hours=2), out_of_order=0.0, late=0.0,
+                   duplicates=0.0, malformed=0.0)  # fmt: skip
+    report = generate(spec, activity.Users(50, 2, seed=5), tmp_path)
+    by_user: dict[str, list[tuple[datetime, str]]] = {}
+    for record in _records(tmp_path):
+        by_user.setdefault(record["user_id"], []).append((_at(record["ts"]), record["action"]))
+    per_minute: dict[str, int] = {}
+    for user, actions in by_user.items():
+        actions.sort()
+        open_session = False
+        for _, action in actions:
+            assert (action == "open") != open_session, (user, action)  # open only when closed
+            open_session = action not in ("close", "crash")
+        minutes: dict[datetime, int] = {}
+        for moment, _ in actions:
+            key = moment.replace(second=0, microsecond=0)
+            minutes[key] = minutes.get(key, 0) + 1
+        per_minute[user] = max(minutes.values())
+    bursty = set(report.info["bursty"])
+    assert {u for u, n in per_minute.items() if n > 30} == bursty
+    assert report.info["crashes"] == sum(a == "crash" for x in by_user.values() for _, a in x)
+
+
+def test_generate_ads_and_activity_before_their_pipelines_exist(tmp_path: Path) -> None:
+    assert main(["generate", "ads", "--out", str(tmp_path / "a" / "in"), "--duration", "30m",
+                 "--quiet"]) == 0  # fmt: skip
+    assert (tmp_path / "a" / "catalog.csv").read_text().startswith("ad_id,campaign,cost_per_click")
+    assert list((tmp_path / "a" / "in" / "clicks").glob("clicks-*.jsonl"))
+    assert main(["generate", "activity", "--out", str(tmp_path / "u"), "--duration", "10m",
+                 "--quiet"]) == 0  # fmt: skip
+    assert list((tmp_path / "u").glob("actions-*.jsonl"))

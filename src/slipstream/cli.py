@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import logging
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
+from slipstream import values
 from slipstream.config import DEFAULT_DASHBOARD_PORT, OPTIONS, Settings, load_settings
 from slipstream.errors import SlipstreamError
 
@@ -272,7 +275,22 @@ def generator_pipeline(name: str) -> Pipeline:
         for pipeline in pipelines().values():
             if pipeline.generator and pipeline.generator.rsplit(".", 1)[-1] == name:
                 return pipeline
+        module = f"slipstream.generators.{name}"
+        if values.NAME.match(name) and importlib.util.find_spec(module) is not None:
+            loaded = importlib.import_module(module)
+            if hasattr(loaded, "add_arguments") and hasattr(loaded, "run"):
+                return GeneratorOnly(name, module)  # type: ignore[return-value]
         raise
+
+
+@dataclass(frozen=True)
+class GeneratorOnly:
+    """A generator whose pipeline has not landed yet (`generate ads`): what `generate` needs
+    of a pipeline, its name and its generator module."""
+
+    name: str
+    generator: str
+    params: tuple[Any, ...] = ()
 
 
 def _refuse_missing(name: str, what: str) -> NoReturn:

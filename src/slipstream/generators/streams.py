@@ -9,7 +9,8 @@ the file whose arrival span holds `event time + delay`; file `k` holds arrivals 
 order. Each record becomes exactly one of:
 
 * **valid, on time**: delay 0.
-* **out of order**: delay uniform in (0, watermark/2]; it lands after newer records, and a
+* **out of order**: delay uniform in (0, watermark/2] (or up to the stream's own `max_delay`,
+  as the seed's ad impressions, up to 2 hours in transit); it lands after newer records, and a
   query with that watermark still keeps it (Spark drops a row only when its event time is at or
   below the watermark of the previous micro-batch, which is at most `arrival - watermark`).
 * **late**: delay `watermark + window + 3*file_every` plus up to one more watermark. With each
@@ -71,6 +72,8 @@ class Shape:
     required: tuple[str, ...]
     numeric: tuple[str, ...]
     time_text: Callable[[int], str] = iso_ms
+    #: the longest transit delay of an out-of-order record (None: half the watermark)
+    max_delay: timedelta | None = None
 
 
 class Record(NamedTuple):
@@ -200,6 +203,10 @@ class _Engine:
         self.seq = 0
         self.counts = {s.name: StreamCounts() for s in workload.shapes}
 
+    def _max_delay(self, stream: str) -> int:
+        delay = self.shapes[stream].max_delay
+        return self.watermark // 2 if delay is None else delay // timedelta(milliseconds=1)
+
     def _push(self, arrival: int, stream: str, line: str) -> None:
         heapq.heappush(self.pending, (arrival, self.seq, stream, line))
         self.seq += 1
@@ -248,7 +255,7 @@ class _Engine:
                 arrival += delay
                 counts.late += 1
         elif u - spec.late < spec.out_of_order:
-            arrival += 1 + self.dirt.randrange(max(1, self.watermark // 2))
+            arrival += 1 + self.dirt.randrange(max(1, self._max_delay(record.stream)))
             counts.out_of_order += 1
         line = self._line(record)
         counts.valid_unique += 1
@@ -257,7 +264,7 @@ class _Engine:
         if counts.last_event_ms is None or record.event_ms > counts.last_event_ms:
             counts.last_event_ms = record.event_ms
         self._push(arrival, record.stream, line)
-        not_late = arrival - record.event_ms <= self.watermark // 2
+        not_late = arrival - record.event_ms <= self._max_delay(record.stream)
         if not_late and self.dirt.random() < spec.duplicates:
             counts.duplicates += 1
             self._push(arrival + self.dirt.randrange(self.every), record.stream, line)
