@@ -111,11 +111,6 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         idle = parse_duration(args.idle) if args.idle else timedelta(minutes=45)
     except ValueError as exc:
         raise streams._bad("idle", args.idle, str(exc)) from None
-    workload = Users(
-        streams.number("users", args.users, int, 200),
-        streams.number("bursty", args.bursty, int, 3),
-        idle,
-        seed=spec.seed,
-    )
+    workload = Users(**streams.numbers(args, users=200, bursty=3), idle=idle, seed=spec.seed)
     streams.run(args, out, workload, spec)
     return 0

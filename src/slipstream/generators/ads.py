@@ -170,14 +170,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     spec = streams.spec_from_args(args, DEFAULTS)
-    workload = Ads(
-        streams.number("rate", args.rate, float, 2.0),
-        streams.number("ads", args.ads, int, 40),
-        streams.number("users", args.users, int, 5_000),
-        streams.number("ctr", args.ctr, float, 0.1),
-        streams.number("late_clicks", args.late_clicks, float, 0.05),
-        seed=spec.seed,
-    )
+    flags = streams.numbers(args, rate=2.0, ads=40, users=5_000, ctr=0.1, late_clicks=0.05)
+    workload = Ads(**flags, seed=spec.seed)
     catalog = args.catalog or Path(args.out).resolve().parent / CATALOG_NAME
     workload.write_catalog(catalog)
     streams.run(args, out, workload, spec)

@@ -103,10 +103,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     spec = streams.spec_from_args(args, DEFAULTS)
-    workload = Devices(
-        streams.number("rate", args.rate, float, 5.0),
-        streams.number("users", args.users, int, 40),
-        streams.number("devices", args.devices, int, 20),
-    )
+    workload = Devices(**streams.numbers(args, rate=5.0, users=40, devices=20))
     streams.run(args, out, workload, spec)
     return 0

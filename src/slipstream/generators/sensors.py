@@ -123,11 +123,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def fleet_from_args(args: argparse.Namespace, spec: StreamSpec) -> Sensors:
-    defaults = {"sensors": 20, "noisy": 2, "drifting": 2, "erroring": 2}
-    values = {
-        name: streams.number(name, getattr(args, name), int, default)
-        for name, default in defaults.items()
-    }
+    values = streams.numbers(args, sensors=20, noisy=2, drifting=2, erroring=2)
     every = streams.number("noisy_every", args.noisy_every, float, 10.0)
     return Sensors(
         **values,

@@ -396,6 +396,14 @@ def number(name: str, text: str | None, kind: type, default: Any) -> Any:
         ) from None
 
 
+def numbers(args: argparse.Namespace, **defaults: float) -> dict[str, Any]:
+    """The workload's own number flags, by name, each parsed as its default's type."""
+    return {
+        name: number(name, getattr(args, name), type(default), default)
+        for name, default in defaults.items()
+    }
+
+
 def spec_from_args(args: argparse.Namespace, defaults: StreamSpec) -> StreamSpec:
     values: dict[str, Any] = {"seed": number("seed", args.seed, int, defaults.seed)}
     for name in DIRT:
