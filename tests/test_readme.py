@@ -66,7 +66,7 @@ def test_python_example(spark: SparkSession, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_the_workload_commands_run(tmp_path: Path) -> None:
-    block = block_after("## Sensors, IoT steps and temperature/load", "text")
+    block = block_after("## Sensors, IoT steps, temperature/load and ads", "text")
     for line in block.replace("\\\n", " ").strip().splitlines():
         args = shlex.split(line.partition("#")[0])
         done = slipstream(*args[1:], cwd=tmp_path)
@@ -74,9 +74,10 @@ def test_the_workload_commands_run(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "state" / "slipstream.db") as conn:
         alerted = {r[0] for r in conn.execute("SELECT sensor_id FROM sensor_alerts")}
         joined = conn.execute("SELECT count(*) FROM temperature_load").fetchone()[0]
+        attributed = conn.execute("SELECT count(*) FROM ad_clicks_attributed").fetchone()[0]
     report = json.loads((tmp_path / "sensors-in" / "_generation-report.json").read_text())
     assert alerted == set(report["info"]["noisy"])
-    assert joined > 0
+    assert joined > 0 and attributed > 0
     assert list((tmp_path / "state" / "outputs" / "iot_steps" / "steps").glob("*.parquet"))
     # what the runs made is private to the user: 0700 folders, 0600 files (raw rejected
     # records included); the generated landing files stay readable (0644)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from slipstream import runner
+from slipstream.checkpoints import delete_checkpoint
 from slipstream.config import DEFAULT_DASHBOARD_PORT, load_settings
 from slipstream.console import render, table
 from slipstream.errors import ConfigError
@@ -64,12 +65,10 @@ def demo(
 
     state_dir = Path(state_dir).resolve()
     landing = state_dir / "landing" / "mobile"
-    # A fresh start for this pipeline only: other demos share the state dir and database.
-    for stale in (
-        landing,
-        state_dir / "checkpoints" / "mobile",
-        state_dir / "quarantine" / "mobile",
-    ):
+    # A fresh start for this pipeline only: other demos share the state dir and database. The
+    # checkpoint goes under its lock (refused while a mobile run holds it).
+    delete_checkpoint(state_dir / "checkpoints" / "mobile")
+    for stale in (landing, state_dir / "quarantine" / "mobile"):
         shutil.rmtree(stale, ignore_errors=True)
     landing.mkdir(parents=True)
     settings = load_settings(

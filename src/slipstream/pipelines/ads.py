@@ -1,0 +1,245 @@
+"""Ad impressions and clicks (seed 000's stream-stream join): clicks attributed to their
+impressions, every impression's outcome, and hourly campaign figures.
+
+Inputs: `impressions` ({"impression_id", "ad_id", "user_id", "impression_time"}), `clicks`
+({"click_id", "impression_id", "ad_id", "user_id", "click_time"}) and the static `catalog`
+CSV (`ad_id,campaign,cost_per_click`); `slipstream generate ads` writes all three.
+
+    impressions.withWatermark(impression_time, 2 hours)   --impression-watermark
+               .dropDuplicatesWithinWatermark(impression_id)
+    clicks.withWatermark(click_time, 3 hours)             --click-watermark
+          .dropDuplicatesWithinWatermark(click_id)
+    JOIN ON impression_id AND ad_id
+        AND click_time BETWEEN impression_time AND impression_time + 1 hour   --within
+
+ad_clicks_attributed    the inner join, with campaign and cost per click from the catalog
+                        (stream-static, broadcast): each click once, append.
+ad_impressions_outcome  the left outer join: every impression with its click, or with none
+                        once the watermark proves no click can still come. Append.
+campaign_stats          per campaign and hour (`--window`): impressions (by impression time),
+                        clicks and revenue (by click time), ctr = clicks / impressions; upserted
+                        (update mode) into the serving sink. It reads both streams as one
+                        (a union under a 3-hour watermark), not the join: a join of two streams
+                        only appends, and these figures change as late rows come.
+
+`check ads` prints how long the join holds each side, read from the plan: Spark keeps one
+watermark for the query, the slower input's (clicks: newest - 3h), so an impression is held
+until it passes impression_time + 1h (about 4h behind the newest input) and a click until it
+passes click_time (about 3h). Seed 000's arithmetic, with a watermark per input, says 4h and
+2h; Spark's single watermark keeps clicks an hour longer."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
+
+from slipstream.errors import ConfigError
+from slipstream.pipelines.base import (
+    Input,
+    Output,
+    Params,
+    Pipeline,
+    check_windows,
+    duration_param,
+)
+from slipstream.quality.expectations import Expectation, not_in_future
+from slipstream.specs import spark_interval
+
+
+def _schema(*fields: tuple[str, object]) -> StructType:
+    return StructType([StructField(name, kind) for name, kind in fields])  # type: ignore[arg-type]
+
+
+IMPRESSIONS = _schema(("impression_id", StringType()), ("ad_id", StringType()),
+                      ("user_id", StringType()), ("impression_time", TimestampType()))  # fmt: skip
+CLICKS = _schema(("click_id", StringType()), ("impression_id", StringType()),
+                 ("ad_id", StringType()), ("user_id", StringType()),
+                 ("click_time", TimestampType()))  # fmt: skip
+CATALOG = _schema(("ad_id", StringType()), ("campaign", StringType()),
+                  ("cost_per_click", DoubleType()))  # fmt: skip
+
+
+class AdsPipeline(Pipeline):
+    name = "ads"
+    description = "ad clicks attributed to their impressions, impression outcomes, campaign figures"
+    inputs = (
+        Input(
+            "impressions",
+            IMPRESSIONS,
+            required=("impression_id", "ad_id", "impression_time"),
+            event_time="impression_time",
+            sources=("files", "table", "kafka"),
+            help="JSON lines {impression_id, ad_id, user_id, impression_time}",
+        ),
+        Input(
+            "clicks",
+            CLICKS,
+            required=("click_id", "impression_id", "ad_id", "click_time"),
+            event_time="click_time",
+            sources=("files", "table", "kafka"),
+            help="JSON lines {click_id, impression_id, ad_id, user_id, click_time}",
+        ),
+        Input(
+            "catalog",
+            CATALOG,
+            format="csv",
+            static=True,
+            help="the ad catalog CSV (ad_id,campaign,cost_per_click)",
+        ),
+    )
+    params = (
+        duration_param(
+            "impression_watermark", timedelta(hours=2), "how late an impression may come"
+        ),
+        duration_param("click_watermark", timedelta(hours=3), "how late a click may come"),
+        duration_param(
+            "within", timedelta(hours=1), "how long after its impression a click counts"
+        ),
+        duration_param("window", timedelta(hours=1), "campaign_stats' window"),
+    )
+    outputs = (
+        Output(
+            "ad_clicks_attributed",
+            key=("click_id",),
+            modes=("append",),
+            help="each click joined to its impression, with campaign and cost per click",
+        ),
+        Output(
+            "ad_impressions_outcome",
+            key=("impression_id",),
+            modes=("append",),
+            help="every impression with its click or none, once final",
+        ),
+        Output(
+            "campaign_stats",
+            key=("window_start", "campaign"),
+            modes=("update", "complete", "append"),
+            help="impressions, clicks, ctr and revenue per campaign and hour",
+        ),
+    )
+    results_order = ("click_time DESC", "latest clicks first")
+    generator = "slipstream.generators.ads"
+
+    def expectations(self, input_name: str, params: Params) -> Sequence[Expectation]:
+        return (not_in_future("impression_time" if input_name == "impressions" else "click_time"),)
+
+    def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
+        check_windows(params.window, None)
+        catalog = paths["catalog"]
+        assert catalog is not None  # the runner refuses a missing table input first
+        if not catalog.is_file():
+            raise ConfigError(
+                "CONFIG_BAD_VALUE",
+                f"--input catalog={catalog} is not a file",
+                "give the ad catalog CSV (`slipstream generate ads` writes one)",
+            )
+        with catalog.open(encoding="utf-8", newline="") as handle:
+            header = next(csv.reader(handle), None)
+        if header is None or [h.strip() for h in header] != [f.name for f in CATALOG.fields]:
+            raise ConfigError(
+                "CONFIG_BAD_VALUE",
+                f"--input catalog={catalog} has header {header!r}",
+                "start the CSV with the header ad_id,campaign,cost_per_click",
+            )
+
+    def build(
+        self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
+    ) -> dict[str, DataFrame]:
+        impressions = (
+            inputs["impressions"]
+            .withWatermark("impression_time", spark_interval(params.impression_watermark))
+            .dropDuplicatesWithinWatermark(["impression_id"])
+        )
+        clicks = (
+            inputs["clicks"]
+            .withWatermark("click_time", spark_interval(params.click_watermark))
+            .dropDuplicatesWithinWatermark(["click_id"])
+            .select(
+                "click_id",
+                F.col("impression_id").alias("clicked_impression_id"),
+                F.col("ad_id").alias("clicked_ad_id"),
+                "click_time",
+            )
+        )
+        condition = F.expr(
+            "impression_id = clicked_impression_id AND ad_id = clicked_ad_id AND "
+            "click_time >= impression_time AND "
+            f"click_time <= impression_time + INTERVAL {spark_interval(params.within)}"
+        )
+        catalog = F.broadcast(inputs["catalog"])
+        attributed = (
+            impressions.join(clicks, condition, "inner")
+            .join(catalog, on="ad_id", how="left")
+            .select(
+                "click_id",
+                "impression_id",
+                "ad_id",
+                "user_id",
+                "impression_time",
+                "click_time",
+                "campaign",
+                "cost_per_click",
+            )  # fmt: skip
+        )
+        outcome = impressions.join(clicks, condition, "left_outer").select(
+            "impression_id", "ad_id", "user_id", "impression_time", "click_id", "click_time",
+            F.col("click_id").isNotNull().alias("clicked"),
+        )  # fmt: skip
+        return {
+            "ad_clicks_attributed": attributed,
+            "ad_impressions_outcome": outcome,
+            "campaign_stats": campaign_stats(inputs, catalog, params),
+        }
+
+
+def campaign_stats(
+    inputs: Mapping[str, DataFrame], catalog: DataFrame, params: Params
+) -> DataFrame:
+    """Impressions and clicks as one stream of events, deduplicated by id, per campaign and
+    window of their own event time."""
+    events = (
+        inputs["impressions"]
+        .select(
+            F.col("impression_id").alias("event_id"),
+            "ad_id",
+            F.col("impression_time").alias("event_time"),
+            F.lit(0).alias("is_click"),
+        )
+        .unionByName(
+            inputs["clicks"].select(
+                F.col("click_id").alias("event_id"),
+                "ad_id",
+                F.col("click_time").alias("event_time"),
+                F.lit(1).alias("is_click"),
+            )
+        )
+        .withWatermark(
+            "event_time", spark_interval(max(params.impression_watermark, params.click_watermark))
+        )
+        .dropDuplicatesWithinWatermark(["event_id", "is_click"])
+        .join(catalog, on="ad_id", how="left")
+    )
+    stats = events.groupBy(
+        F.window("event_time", spark_interval(params.window)), F.col("campaign")
+    ).agg(
+        F.sum(1 - F.col("is_click")).alias("impressions"),
+        F.sum("is_click").alias("clicks"),
+        F.sum(F.when(F.col("is_click") == 1, F.col("cost_per_click")).otherwise(0.0)).alias(
+            "revenue"
+        ),
+    )
+    return stats.select(
+        F.col("window.start").alias("window_start"),
+        F.col("window.end").alias("window_end"),
+        "campaign",
+        "impressions",
+        "clicks",
+        F.when(F.col("impressions") > 0, F.col("clicks") / F.col("impressions")).alias("ctr"),
+        F.round("revenue", 2).alias("revenue"),
+    )
