@@ -121,6 +121,9 @@ def streaming_defaults(cores: int | None = None, master: str = DEFAULT_MASTER) -
         "spark.driver.bindAddress": "127.0.0.1",
         # Keep the metadata of completed batches short on local disks; enough to recover.
         "spark.sql.streaming.minBatchesToRetain": "50",
+        # Hadoop's file system sets permissions itself (umask 022 by default, whatever the
+        # process umask): checkpoints, quarantined raw records and file outputs stay private.
+        "spark.hadoop.fs.permissions.umask-mode": "077",
     }
 
 
