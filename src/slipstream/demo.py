@@ -6,9 +6,9 @@ ledger) on the bundled sample files, in a fresh state directory."""
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import TextIO
 
@@ -38,11 +38,11 @@ def copy_samples(out: Path, pipeline: str = "mobile") -> list[Path]:
         )
     copied = []
     Path(out).mkdir(parents=True, exist_ok=True)
+    now = time.time()
     for i, source in enumerate(files):
-        target = write_atomically(Path(out), source.name, source.read_text().splitlines())
-        stamp = target.stat().st_mtime - len(files) + i
-        os.utime(target, (stamp, stamp))
-        copied.append(target)
+        lines = source.read_text().splitlines()
+        stamp = now - len(files) + i  # set before the file appears, for a query already running
+        copied.append(write_atomically(Path(out), source.name, lines, mtime=stamp))
     return copied
 
 

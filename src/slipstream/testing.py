@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -157,12 +157,12 @@ class PipelineHarness:
             name = f"batch-{index:05d}.{bound.binding.format}"
         elif (folder / name).exists():
             raise FileExistsError(f"{name} already landed; Spark would not read it again")
-        path = write_atomically(folder, name, lines)
         # Spark takes new files in modification-time order (ms resolution): make it feed order.
-        stamp = max(path.stat().st_mtime, self._last_mtime + 0.01)
-        os.utime(path, (stamp, stamp))
+        # The time is set before the file appears: a running query may list it at once, and its
+        # file source keeps the listed time for files it has not read yet.
+        stamp = max(time.time(), self._last_mtime + 0.01)
         self._last_mtime = stamp
-        return path
+        return write_atomically(folder, name, lines, mtime=stamp)
 
     def feed_records(
         self,

@@ -20,7 +20,9 @@ __all__ = ["write_atomically"]
 _FILE_MODE = 0o644
 
 
-def write_atomically(directory: Path, name: str, lines: Iterable[str]) -> Path:
+def write_atomically(
+    directory: Path, name: str, lines: Iterable[str], *, mtime: float | None = None
+) -> Path:
     """Write ``lines`` to ``directory / name`` so that readers see either nothing or the whole file.
 
     Each item of ``lines`` is one line without its terminator; a ``"\\n"`` is written after each.
@@ -28,6 +30,10 @@ def write_atomically(directory: Path, name: str, lines: Iterable[str]) -> Path:
     fsynced, and is renamed to ``name``; the directory is then fsynced so the rename survives a
     crash. An existing file named ``name`` is replaced. If anything fails (including the
     ``lines`` iterable raising), the temporary file is removed and ``name`` is left untouched.
+
+    ``mtime`` (seconds since the epoch) is set on the temporary file before the rename, so a
+    reader never lists the file with any other modification time (Spark takes new files in
+    modification-time order).
 
     Returns the final path.
     """
@@ -47,6 +53,8 @@ def write_atomically(directory: Path, name: str, lines: Iterable[str]) -> Path:
             handle.writelines(f"{line}\n" for line in lines)
             handle.flush()
             os.fsync(handle.fileno())
+        if mtime is not None:
+            os.utime(tmp, (mtime, mtime))
         final = directory / name
         os.replace(tmp, final)
     except BaseException:
