@@ -180,3 +180,89 @@ def close(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return a is b
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+ACTIONS = ("open", "click", "scroll", "purchase", "crash", "close")
+
+
+def activity_action(line: str, now: datetime) -> dict[str, Any] | None:
+    doc = json_object(line)
+    if doc is None:
+        return None
+    user, action, moment = doc.get("user_id"), doc.get("action"), parse_time(doc.get("ts"))
+    if not isinstance(user, str) or not isinstance(action, str) or moment is None:
+        return None
+    if action not in ACTIONS or moment > now + timedelta(days=1):
+        return None
+    return {"user_id": user, "action": action, "ts": moment}
+
+
+def status_of(action: str) -> str:
+    return {"close": "closed", "crash": "crashed"}.get(action, "active")
+
+
+def activity_status(
+    batches: Sequence[Sequence[str]], now: datetime, watermark: timedelta, inactive: timedelta
+) -> dict[str, dict[str, Any]]:
+    """The user_status table after the run, replayed batch by batch as Spark runs it: a batch's
+    rows at or before the late watermark (the newest event time two batches back - delay) are
+    dropped, a re-sent action counts once, and after the batch's rows, timers at or before the
+    eviction watermark (one batch back) fire: the user is written inactive and forgotten."""
+    maxima: list[datetime] = []
+    seen: set[tuple[str, str, datetime]] = set()
+    state: dict[str, dict[str, Any]] = {}
+    table: dict[str, dict[str, Any]] = {}
+
+    def fire(until: datetime | None) -> None:
+        for user in [u for u, s in state.items() if until is not None and s["due"] <= until]:
+            table[user] = {**state.pop(user), "status": "inactive"}
+
+    for k, lines in enumerate([*batches, []]):  # and the no-data batch the last one calls for
+        late_at = max(maxima[: max(k - 1, 0)], default=None)
+        evict_at = max(maxima[:k], default=None)
+        records = [r for r in (activity_action(line, now) for line in lines) if r is not None]
+        if records:
+            maxima.append(max(r["ts"] for r in records))
+        elif lines:
+            maxima.append(maxima[-1] if maxima else EPOCH)
+        for r in records:
+            key = (r["user_id"], r["action"], r["ts"])
+            if (late_at is not None and r["ts"] <= late_at - watermark) or key in seen:
+                continue
+            seen.add(key)
+            s = state.setdefault(r["user_id"], {"actions": 0, "last_seen": None})
+            s["actions"] += 1
+            if s["last_seen"] is None or r["ts"] >= s["last_seen"]:
+                s["last_action"], s["last_seen"] = r["action"], r["ts"]
+            s["due"] = s["last_seen"] + inactive
+            table[r["user_id"]] = {**s, "status": status_of(s["last_action"])}
+        fire(None if evict_at is None else evict_at - watermark)
+        if not lines:  # the final no-data batch: everything seen moves the watermark
+            fire(max(maxima) - watermark if maxima else None)
+    return {
+        u: {k: v for k, v in row.items() if k in ("status", "last_action", "last_seen", "actions")}
+        for u, row in table.items()
+    }
+
+
+def sessions(
+    actions: list[dict[str, Any]], gap: timedelta, final: datetime
+) -> dict[tuple[str, str], int]:
+    """(user_id, session_start) -> actions: sessions of actions at most `gap` apart, those
+    ending (last action + gap) at or before the `final` watermark."""
+    out: dict[tuple[str, str], int] = {}
+    by_user: dict[str, list[datetime]] = {}
+    for a in actions:
+        by_user.setdefault(a["user_id"], []).append(a["ts"])
+    for user, times in by_user.items():
+        times.sort()
+        start, last, n = times[0], times[0], 0
+        for t in [*times, None]:
+            if t is not None and t - last <= gap:
+                last, n = t, n + 1
+                continue
+            if last + gap <= final:
+                out[(user, iso_exact(start))] = n
+            if t is not None:
+                start, last, n = t, t, 1
+    return out

@@ -64,9 +64,16 @@ def test_python_example(spark: SparkSession, tmp_path: Path) -> None:
     exec(compile(code, "README.md", "exec"), {"tmp_path": tmp_path})  # noqa: S102
 
 
+def test_time_control_example(spark: SparkSession, tmp_path: Path) -> None:
+    section = README.split("## Testing your own pipelines", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 2 and "ProcessorClock" in blocks[1]
+    exec(compile(blocks[1], "README.md", "exec"), {"tmp_path": tmp_path})  # noqa: S102
+
+
 @pytest.mark.slow
 def test_the_workload_commands_run(tmp_path: Path) -> None:
-    block = block_after("## Sensors, IoT steps, temperature/load and ads", "text")
+    block = block_after("## Sensors, IoT steps, temperature/load, ads and activity", "text")
     for line in block.replace("\\\n", " ").strip().splitlines():
         args = shlex.split(line.partition("#")[0])
         done = slipstream(*args[1:], cwd=tmp_path)
@@ -75,9 +82,12 @@ def test_the_workload_commands_run(tmp_path: Path) -> None:
         alerted = {r[0] for r in conn.execute("SELECT sensor_id FROM sensor_alerts")}
         joined = conn.execute("SELECT count(*) FROM temperature_load").fetchone()[0]
         attributed = conn.execute("SELECT count(*) FROM ad_clicks_attributed").fetchone()[0]
+        statuses = {r[0] for r in conn.execute("SELECT status FROM user_status")}
+        crashes = conn.execute("SELECT count(*) FROM user_alerts WHERE alert = 'crash'").fetchone()
     report = json.loads((tmp_path / "sensors-in" / "_generation-report.json").read_text())
     assert alerted == set(report["info"]["noisy"])
     assert joined > 0 and attributed > 0
+    assert {"inactive", "active"} <= statuses and crashes[0] > 0
     assert list((tmp_path / "state" / "outputs" / "iot_steps" / "steps").glob("*.parquet"))
     # what the runs made is private to the user: 0700 folders, 0600 files (raw rejected
     # records included); the generated landing files stay readable (0644)

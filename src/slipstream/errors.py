@@ -38,6 +38,9 @@ CODES: dict[str, str] = {
         "the continuous trigger supports only map-like queries from rate/kafka sources to "
         "console/memory/kafka sinks"
     ),
+    "PROCESSING_TIMERS_UNBOUNDED": (
+        "processing-time timers run a batch every trigger: an available-now run never ends"
+    ),
     "REAL_TIME_NOT_ELIGIBLE": (
         "the real-time trigger supports only stateless queries from kafka to console/foreach/kafka"
     ),

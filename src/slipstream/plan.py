@@ -40,6 +40,9 @@ class Plan:
     quarantine: bool = False
     # flatMapGroupsWithState / applyInPandasWithState / transformWithState
     arbitrary_state: bool = False
+    # a transformWithState in ProcessingTime mode: it asks for a batch on every trigger (its
+    # timers run on the clock), so the query is never idle and an available-now run never ends
+    processing_timers: bool = False
     # a stream-stream join: its kind (Inner, LeftOuter, ...) and whether its condition relates
     # event-time columns of both sides under watermarks, which bounds its state
     stream_join_kind: str | None = None
@@ -84,6 +87,11 @@ class Plan:
             lines.append(
                 f"buffer      {side} ({column}): a row is held until the watermark passes "
                 f"{column}{past}: about {dur(held)} of event time behind the newest input"
+            )
+        if self.arbitrary_state:
+            lines.append(
+                "state       per-key state of a stateful processor: it emits its own rows, and "
+                "its state lasts until the processor clears it (its timers)"
             )
         lines.append(f"stateful    {'yes' if self.stateful else 'no'}")
         return lines + self.consequences(mode)
@@ -218,7 +226,7 @@ def read_plan(text: str) -> Plan:
     nodes = plan_nodes(analyzed_section(text))
     streaming = [n for n in nodes if n.streaming]
     aggregates = [n for n in streaming if n.name == "Aggregate"]
-    aggregation = bool(aggregates) or any(n.name in _STATE_OPS for n in streaming)
+    aggregation = bool(aggregates)  # arbitrary state emits its own rows: not an aggregation
     window: WindowKind = "none"
     window_column = None
     length = slide = None
@@ -285,6 +293,10 @@ def read_plan(text: str) -> Plan:
         stream_ops=tuple(ops),
         ops_after_aggregation=after,
         arbitrary_state=any(n.name in _STATE_OPS for n in streaming),
+        processing_timers=any(
+            n.name.startswith("TransformWithState") and ", ProcessingTime," in n.text
+            for n in streaming
+        ),
         stream_join_kind=join_kind,
         stream_join_bounded=bounded,
         join_buffers=buffers,

@@ -15,7 +15,22 @@ Every run records its events in `workdir/state/events/PIPELINE.jsonl`, like a CL
 Input is fed as files written atomically into a landing folder (one per stream input:
 `feed(lines, input="clicks")`); `process()` runs until the queries are idle
 (`processAllAvailable`), never by sleeping. `sink="collect"` records what each
-micro-batch delivered, which is what output modes are about."""
+micro-batch delivered, which is what output modes are about.
+
+Event time batch by batch, several inputs (`max_files_per_trigger=1`: one file per input per
+micro-batch):
+
+    with PipelineHarness(spark, "ads", tmp_path, catalog=csv, max_files_per_trigger=1) as h:
+        h.step(impressions=[{...}], clicks=[{...}])   # one batch of each input, run
+        h.watermark("ad_impressions_outcome")         # the event-time watermark it reached
+        h.state_rows("ad_impressions_outcome")        # rows its state operators hold
+
+A stateful processor (transformWithState) with its clocks set by hand, no query at all:
+
+    clock = ProcessorClock(StatusProcessor(3_600_000), time="event", event_time="ts")
+    clock.feed("u1", [{"action": "open", "ts": t0}])   # rows it emits
+    clock.watermark(t0 + timedelta(hours=1))           # timers due fire: their rows
+    clock.value_state("status", "u1")                  # None once cleared"""
 
 from __future__ import annotations
 
@@ -23,11 +38,14 @@ import itertools
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+from pyspark.sql.types import TimestampType
 
 from slipstream import runner
 from slipstream.config import load_settings
@@ -183,6 +201,33 @@ class PipelineHarness:
         self._seen_batches.update(new)
         return [row for b in new for row in self.collector.batches[b]]
 
+    def step(self, **records: Iterable[Mapping[str, Any] | str]) -> list[dict[str, Any]]:
+        """Land one file per named input (records as dicts, or JSON lines) and run until idle:
+        with `max_files_per_trigger=1`, one micro-batch of each input, then whatever no-data
+        batch the new watermark calls for. Returns the rows the collect sink received."""
+        for name, batch in records.items():
+            self.feed([r if isinstance(r, str) else json.dumps(r) for r in batch], input=name)
+        return self.process()
+
+    def watermark(self, output: str | None = None) -> datetime | None:
+        """The event-time watermark an output's query has reached (None before it has one)."""
+        progress = self._last_progress(output)
+        text = (progress or {}).get("eventTime", {}).get("watermark")
+        if not text or text.startswith("1970-01-01T00:00:00"):
+            return None
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    def state_rows(self, output: str | None = None) -> int:
+        """Rows held by an output query's state operators after its last batch."""
+        progress = self._last_progress(output) or {}
+        return sum(int(op["numRowsTotal"]) for op in progress.get("stateOperators", []))
+
+    def _last_progress(self, output: str | None) -> dict[str, Any] | None:
+        assert self.run is not None, "call start() first"
+        name = output or self.prepared.primary.name
+        query = self.run.queries[name]
+        return query.lastProgress  # type: ignore[no-any-return]
+
     def results(self, output: str | None = None) -> list[dict[str, Any]]:
         """An output's table so far (sqlite or files; default: the first output), as dicts."""
         bound = self.prepared.outputs[output] if output else self.prepared.primary
@@ -211,3 +256,89 @@ class PipelineHarness:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+Moment = datetime | int  # an aware datetime, or epoch milliseconds
+_TS = TimestampType()
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _ms(moment: Moment) -> int:
+    if isinstance(moment, datetime):
+        if moment.tzinfo is None:
+            raise ValueError(f"{moment!r} has no time zone; give an aware datetime (UTC)")
+        return int(moment.timestamp() * 1000)
+    return int(moment)
+
+
+class ProcessorClock:
+    """A stateful processor (transformWithState, row mode) driven by hand: feed a key's rows,
+    move the watermark or the processing-time clock, see timers fire and state change. Built
+    on Spark's TwsTester; no query, no Spark session, no sleep.
+
+    `time`: "event" (timers fire as `watermark()` passes them; rows at or before the watermark
+    are dropped as late, as in a query), "processing" (timers fire as `clock()` passes them)
+    or "none". `event_time`: the rows' event-time column, for "event". Rows go in as dicts
+    or Rows, with aware datetimes; rows come out as dicts, timestamps as aware UTC datetimes.
+    """
+
+    def __init__(
+        self,
+        processor: StatefulProcessor,
+        *,
+        time: Literal["event", "processing", "none"] = "event",
+        event_time: str | None = None,
+        mode: Literal["append", "update"] = "append",
+    ) -> None:
+        from pyspark.sql.streaming.tws_tester import TwsTester
+
+        if time == "event" and not event_time:
+            raise ValueError("time='event' needs event_time=COLUMN, the rows' event-time column")
+        modes = {"event": "EventTime", "processing": "ProcessingTime", "none": "None"}
+        extractor = None
+        if event_time:
+            column = event_time
+            extractor = lambda row: _TS.toInternal(row[column]) // 1000  # noqa: E731 - TwsTester's
+        self.tester = TwsTester(
+            processor,
+            timeMode=modes[time],
+            outputMode=mode.capitalize(),
+            eventTimeExtractor=extractor,
+        )
+
+    def feed(self, key: Any, rows: Iterable[Mapping[str, Any] | Row]) -> list[dict[str, Any]]:
+        """One key's rows in one batch: what the processor emits for them."""
+        given = [r if isinstance(r, Row) else Row(**_naive(dict(r))) for r in rows]
+        return _out(self.tester.test(key, given))
+
+    def watermark(self, to: Moment) -> list[dict[str, Any]]:
+        """Move the event-time watermark (forward only): the rows of the timers it fires."""
+        return _out(self.tester.setWatermark(_ms(to)))
+
+    def clock(self, to: Moment) -> list[dict[str, Any]]:
+        """Move the processing-time clock (forward only): the rows of the timers it fires."""
+        return _out(self.tester.setProcessingTime(_ms(to)))
+
+    def value_state(self, name: str, key: Any) -> tuple[Any, ...] | None:
+        return self.tester.peekValueState(name, key)  # type: ignore[no-any-return]
+
+    def map_state(self, name: str, key: Any) -> dict[Any, Any]:
+        return self.tester.peekMapState(name, key)  # type: ignore[no-any-return]
+
+
+def _naive(values: dict[str, Any]) -> dict[str, Any]:
+    """Aware datetimes as the naive local datetimes Spark hands a row-mode processor."""
+    return {
+        k: _TS.fromInternal(_ms(v) * 1000) if isinstance(v, datetime) else v
+        for k, v in values.items()
+    }
+
+
+def _out(rows: Iterable[Row]) -> list[dict[str, Any]]:
+    return [
+        {
+            k: _EPOCH + timedelta(microseconds=_TS.toInternal(v)) if isinstance(v, datetime) else v
+            for k, v in row.asDict().items()
+        }
+        for row in rows
+    ]

@@ -108,6 +108,14 @@ def violations(
                     "sort": "sort when reading the sink's table",
                 }[op],
             )
+    if plan.processing_timers and trigger.kind == "available-now":
+        refuse(
+            "PROCESSING_TIMERS_UNBOUNDED",
+            "a stateful processor with processing-time timers asks Spark for a batch on every "
+            "trigger, so a --trigger available-now run would never end",
+            "use --trigger once (one batch), or a micro-batch trigger stopped by --duration or "
+            "Ctrl-C, or event-time timers (activity: --timeout event)",
+        )
     if trigger.kind in ELIGIBLE:
         code, sources, sinks = ELIGIBLE[trigger.kind]
         reasons = []

@@ -1,0 +1,136 @@
+"""12. ads: the stream-stream join pipeline over generated impressions and clicks (1,000,000
+impressions in the full run), against a Spark batch job computing the same joins, and the
+join's buffered state batch by batch.
+
+Variants, alternated:
+- **slipstream**: `ads` as a user runs it, available-now, every output to the noop sink, in
+  batches of `files` files of each stream (the join's state is read from progress after each);
+- **batch**: `spark.read.schema(S).json` of both streams, required fields present, deduplicated,
+  the same inner and left outer joins (same condition) and the catalog join, written to noop.
+
+events/s = (impressions + clicks) / wall time. The state plateau is the join operator's rows
+(`numRowsTotal`) over the last third of the batches against its maximum: a join whose
+watermarks bound its state levels off instead of growing with the input."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from statistics import median as _median
+from typing import Any
+
+from pyspark.sql import functions as F
+
+from bench import inproc
+from bench.core import Context, Result, Stopwatch, add_medians, alternate, ratio_headlines
+
+NAME = "ads"
+TITLE = "ads: impressions joined to clicks, streaming vs a Spark batch join, and its state"
+
+
+def write_stream(folder: Path, impressions: int) -> tuple[int, Path]:
+    from slipstream.generators.ads import Ads
+    from slipstream.generators.streams import StreamSpec, generate
+
+    hours = 8
+    workload = Ads(rate=impressions / (hours * 3600), ads=40, users=50_000)
+    spec = StreamSpec(
+        duration=timedelta(hours=hours), file_every=timedelta(minutes=5),
+        watermark=timedelta(hours=3), window=timedelta(hours=1), out_of_order=0.3,
+        late=0.0, duplicates=0.01, malformed=0.005,
+    )  # fmt: skip
+    catalog = workload.write_catalog(folder / "catalog.csv")
+    report = generate(spec, workload, folder / "streams")
+    return report.total_lines, catalog
+
+
+def batch_join(spark: Any, streams: Path, catalog: Path) -> list[Any]:
+    from slipstream.pipelines.ads import CATALOG, CLICKS, IMPRESSIONS
+
+    impressions = (
+        spark.read.schema(IMPRESSIONS).json(str(streams / "impressions"))
+        .dropna(subset=["impression_id", "ad_id", "impression_time"])
+        .dropDuplicates(["impression_id"])
+    )  # fmt: skip
+    clicks = (
+        spark.read.schema(CLICKS).json(str(streams / "clicks"))
+        .dropna(subset=["click_id", "impression_id", "ad_id", "click_time"])
+        .dropDuplicates(["click_id"])
+        .select("click_id", F.col("impression_id").alias("cid"), F.col("ad_id").alias("cad"),
+                "click_time")
+    )  # fmt: skip
+    condition = F.expr(
+        "impression_id = cid AND ad_id = cad AND click_time >= impression_time AND "
+        "click_time <= impression_time + INTERVAL 1 HOUR"
+    )
+    table = F.broadcast(spark.read.schema(CATALOG).option("header", True).csv(str(catalog)))
+    attributed = impressions.join(clicks, condition, "inner").join(table, "ad_id", "left")
+    outcome = impressions.join(clicks, condition, "left_outer")
+    return [attributed, outcome]
+
+
+def measure(
+    ctx: Context, variant: str, streams: Path, catalog: Path, events: int, files: int
+) -> dict[str, Any]:
+    from slipstream import runner
+    from slipstream.config import load_settings
+
+    spark = inproc.session()
+    scratch = ctx.scratch("ads") / f"{variant}-{inproc.unique()}"
+    watch = Stopwatch()
+    out: dict[str, Any] = {}
+    if variant == "slipstream":
+        settings = load_settings(
+            "ads",
+            {
+                "input": [f"impressions={streams / 'impressions'}", f"clicks={streams / 'clicks'}",
+                          f"catalog={catalog}"],
+                "sink": "noop", "trigger": "available-now", "state_dir": scratch,
+                "max_files_per_trigger": files,
+            },
+            environ={},
+        )  # fmt: skip
+        run = runner.start(spark, runner.prepare(settings))
+        run.wait()
+        query = run.queries["ad_clicks_attributed"]
+        rows = [
+            sum(o["numRowsTotal"] for o in p["stateOperators"] if "Join" in o["operatorName"])
+            for p in query.recentProgress
+            if p["numInputRows"] > 0
+        ]
+        if rows:
+            tail = rows[len(rows) * 2 // 3 :]
+            out.update(state_max=max(rows), state_plateau=_median(tail), batches=len(rows))
+    else:
+        for frame in batch_join(spark, streams, catalog):
+            frame.write.format("noop").mode("overwrite").save()
+    seconds = watch.seconds()
+    return {"seconds": seconds, "events_per_s": events / seconds, **out}
+
+
+def run(ctx: Context) -> Result:
+    result = Result(NAME, TITLE)
+    impressions = int(ctx.param("impressions", 100_000, 1_000_000))
+    files = int(ctx.param("files", 4, 4))
+    reps = ctx.param("reps", 1, 1)
+    root = ctx.scratch("ads-input")
+    ctx.log(f"  generating about {impressions:,} impressions over 8 hours of event time")
+    events, catalog = write_stream(root, impressions)
+    result.params = {"impressions": impressions, "events (both streams)": events,
+                     "files per stream per batch": files, "repetitions": reps,
+                     "watermarks": "2h impressions, 3h clicks", "within": "1h"}  # fmt: skip
+    variants = ["slipstream", "batch"]
+
+    def one(variant: str, rep: int) -> dict[str, Any]:
+        return measure(ctx, variant, root / "streams", catalog, events, files)
+
+    runs = alternate(variants, one, reps, warmup=False, log=ctx.log)
+    metrics = {"seconds": "seconds", "events_per_s": "events_per_s", "state_max": "state_max",
+               "state_plateau": "state_plateau", "batches": "batches"}  # fmt: skip
+    add_medians(result, runs, variants, metrics, events=events)
+    ratio_headlines(result, runs, "events_per_s", [("slipstream", "batch")], "events/s")
+    result.notes.append(
+        "slipstream runs five queries (three outputs, two quarantines), each reading and "
+        "parsing its inputs; the batch job reads each stream once per join"
+    )
+    return result
