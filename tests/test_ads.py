@@ -172,3 +172,35 @@ def test_check_prints_how_long_the_join_holds_each_side(tmp_path: Path, catalog:
         "buffer      right (click_time): a row is held until the watermark passes "
         "click_time: about 3h of event time behind the newest input"
     ) in attributed
+
+
+def test_the_joins_buffered_state_stops_growing_as_the_watermarks_move_on(
+    spark: SparkSession, tmp_path: Path, catalog: Path
+) -> None:
+    """Ten hours of a steady stream, 30 minutes of event time per batch: 6 impressions and 3
+    clicks (10 minutes after theirs) each. An impression is held about 4 hours and a click
+    about 3 (check's arithmetic), so the join's rows level off near (4 x 12 + 3 x 6) while the
+    input keeps growing; read from progress after each batch."""
+    settings = {"sink": "sqlite", "catalog": catalog, "max_files_per_trigger": 1}
+    join_rows, fed = [], 0
+    with PipelineHarness(spark, "ads", tmp_path, **settings) as h:
+        for step in range(20):
+            base = 30 * step
+            imps = [impression(f"i{step}-{n}", base + 5 * n) for n in range(6)]
+            clicks = [click(f"c{step}-{n}", f"i{step}-{n}", base + 5 * n + 10) for n in range(3)]
+            h.step(impressions=imps, clicks=clicks)
+            fed += len(imps) + len(clicks)
+            progress = h.run.queries["ad_clicks_attributed"].lastProgress  # type: ignore[union-attr]
+            join_rows.append(
+                sum(
+                    o["numRowsTotal"]
+                    for o in progress["stateOperators"]
+                    if "Join" in o["operatorName"]
+                )  # fmt: skip
+            )
+        attributed = h.results("ad_clicks_attributed")
+    assert len(attributed) == 60  # every click matched, none lost to the eviction
+    tail = join_rows[-8:]
+    assert max(tail) <= 4 * 12 + 3 * 6 + 9, join_rows  # about 4h of impressions, 3h of clicks
+    assert max(tail) - min(tail) <= 9, join_rows  # level: one batch's rows at most
+    assert fed == 180 and max(tail) < fed / 2

@@ -29,7 +29,8 @@ from tests.test_crash import SEED, Chain, CrashCase, read_committed_files
 pytestmark = [pytest.mark.slow]
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-FILE_MINUTES = 4
+FILE_MINUTES = 4  # activity: event time per landing
+ADS_FILE_MINUTES = 20  # ads: more, so the 3-hour watermark passes some unclicked impressions
 KILLS = ("random", "random", "random", "random")
 
 
@@ -151,17 +152,17 @@ def check_activity(chain: MultiChain, db: Path) -> list[str]:
 
 
 def ads_files(rng: random.Random, index: int) -> dict[str, tuple[list[str], int]]:
-    """Impressions and clicks of minutes [4i, 4i + 4). Clicks go to impressions of the last 70
+    """Impressions and clicks of minutes [20i, 20i + 20). Clicks go to impressions of the last 70
     minutes (some more than an hour before: not attributed), each impression clicked once at
     most. The impressions so far are replayed from the seed, so any file can be made alone."""
     pool: list[tuple[str, str, datetime]] = []
     clicked: set[str] = set()
     replay = random.Random(f"{SEED}-ads")
     for i in range(index + 1):
-        start = T0 + timedelta(minutes=FILE_MINUTES * i)
+        start = T0 + timedelta(minutes=ADS_FILE_MINUTES * i)
         impressions = []
         for n in range(replay.randint(10, 20)):
-            moment = start + timedelta(milliseconds=replay.randrange(FILE_MINUTES * 60_000))
+            moment = start + timedelta(milliseconds=replay.randrange(ADS_FILE_MINUTES * 60_000))
             impressions.append((f"i{i:03d}-{n:02d}", f"ad00{replay.randint(1, 3)}", moment))
         pool += impressions
         clicks = []
@@ -211,7 +212,8 @@ def check_ads(chain: MultiChain, db: Path, catalog: Path) -> list[str]:
     emitted = set(outcome.loc[outcome["click_id"].isna(), "impression_id"])
     surely = set(imps.loc[imps["impression_time"] + pd.Timedelta(hours=1, minutes=5) < final,
                           "impression_id"]) - set(clicked)  # fmt: skip
-    assert surely <= emitted <= unmatched
+    assert surely <= emitted <= unmatched and surely
+    assert len(attributed) < len(clicks)  # some clicks came more than an hour after
     return [
         f"ads: {len(got)} attributed clicks (of {len(clicks)}), {len(outcome)} outcomes "
         f"({len(emitted)} unclicked, once final): equal to pandas, none twice"

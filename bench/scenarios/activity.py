@@ -29,7 +29,7 @@ def write_actions(folder: Path, users: int) -> int:
     from slipstream.generators.streams import StreamSpec, generate
 
     spec = StreamSpec(
-        duration=timedelta(hours=1), file_every=timedelta(minutes=3),
+        duration=timedelta(minutes=30), file_every=timedelta(minutes=2),
         out_of_order=0.05, late=0.0, duplicates=0.01, malformed=0.0,
     )  # fmt: skip
     report = generate(spec, activity.Users(users, bursty=10, idle=timedelta(minutes=20)), folder)
@@ -65,7 +65,7 @@ def run(ctx: Context) -> Result:
     users = int(ctx.param("users", 10_000, 100_000))
     reps = ctx.param("reps", 2, 2)
     folder = ctx.scratch("actions")
-    ctx.log(f"  generating an hour of actions from {users:,} users")
+    ctx.log(f"  generating 30 minutes of actions from {users:,} users")
     actions = write_actions(folder, users)
     result.params = {"users": users, "actions": actions, "repetitions": reps,
                      "inactive_after": "1h", "watermark": "10m"}  # fmt: skip
