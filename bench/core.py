@@ -223,7 +223,8 @@ def add_medians(
         mine = [r for r in runs if r["variant"] == variant]
         row: dict[str, Any] = {**fixed, "variant": variant}
         for column, key in metrics.items():
-            row[column] = None if key is None else median([r[key] for r in mine])
+            measured = [r[key] for r in mine if key is not None and r.get(key) is not None]
+            row[column] = median(measured) if measured else None  # blank where not measured
         result.add(**row, runs=len(mine))
 
 

@@ -330,3 +330,27 @@ def test_generated_actions_name_the_bursty_users(tmp_path: Path) -> None:
              for x in p.read_text().splitlines()]  # fmt: skip
     assert {r["action"] for r in lines} <= set(ref.ACTIONS)
     assert len(users.bursty) == 1 and any(r["user_id"] in users.bursty for r in lines)
+
+
+@pytest_spark
+@pytest.mark.parametrize("timeout", ["event", "processing"])
+def test_the_plans_show_arbitrary_state_its_time_mode_and_the_session_gap(
+    spark: SparkSession, tmp_path: Path, timeout: str
+) -> None:
+    from slipstream.pipelines.activity import SCHEMA, ActivityPipeline
+    from slipstream.plan import plan_of
+
+    pipeline = ActivityPipeline()
+    frames = pipeline.build(
+        spark,
+        {"actions": spark.readStream.schema(SCHEMA).json(str(tmp_path))},
+        pipeline.parse_params({"timeout": timeout}),
+    )
+    status, alerts, sessions = (
+        plan_of(frames[n]) for n in ("user_status", "user_alerts", "user_sessions")
+    )
+    assert status.arbitrary_state and not status.aggregation  # its own rows: not an aggregation
+    assert status.processing_timers == (timeout == "processing")
+    assert alerts.arbitrary_state and not alerts.processing_timers  # alerts: event time always
+    assert sessions.window == "session" and sessions.window_length == timedelta(minutes=30)
+    assert (sessions.watermark_column, sessions.watermark_delay) == ("ts", timedelta(minutes=10))

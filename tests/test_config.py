@@ -252,3 +252,25 @@ def test_a_session_time_zone_other_than_utc_is_refused() -> None:
     assert err.value.code == "CONFIG_BAD_VALUE" and "Europe/Paris" in str(err.value)
     ok = load_settings("mobile", {"conf": ["spark.sql.session.timeZone=UTC"]}, environ={})
     assert ok.conf["spark.sql.session.timeZone"] == "UTC"
+
+
+@pytest.mark.parametrize("flag", ["checkpoint", "state_dir", "quarantine"])
+@pytest.mark.parametrize("uri", ["s3a://bucket/cp", "hdfs://namenode:8020/cp", "gs://b/cp"])
+def test_a_remote_path_is_refused_not_read_as_a_local_folder(flag: str, uri: str) -> None:
+    """Locks, reset and output marks work on the local file system: a URI is refused, naming
+    the scheme, instead of becoming a folder named `s3a:` in the working directory."""
+    with pytest.raises(ConfigError) as err:
+        load_settings("mobile", {flag: uri}, environ={})
+    assert err.value.code == "CONFIG_BAD_VALUE"
+    scheme = uri.split(":")[0]
+    assert f"{scheme}:// paths are not supported" in str(err.value)
+
+
+def test_a_file_uri_is_its_local_path(tmp_path: Path) -> None:
+    settings = load_settings(
+        "mobile", {"checkpoint": f"file://{tmp_path}/c%20p", "input": f"file://{tmp_path}"},
+        environ={},
+    )  # fmt: skip
+    assert settings.checkpoint == tmp_path / "c p"
+    with pytest.raises(ConfigError, match="not local"):
+        load_settings("mobile", {"checkpoint": "file://elsewhere/cp"}, environ={})

@@ -45,6 +45,63 @@ def test_a_stop_request_names_the_run_holding_the_checkpoint(tmp_path: Path) -> 
         assert read_request(tmp_path) is None and not control()
 
 
+_HOLD = """
+import fcntl, sys, time
+handle = open(sys.argv[1], "a+")
+fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+print("locked", flush=True)
+if sys.argv[2] == "write-later":
+    sys.stdin.readline()  # the test says when: the pid is written after the lock is taken
+    handle.seek(0); handle.truncate(); handle.write('{"pid": %d}' % __import__("os").getpid())
+    handle.flush()
+    print("written", flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.parametrize("left", ["", '{"pid": 999999999, "since": "earlier"}'])
+def test_stop_never_takes_an_unwritten_or_stale_lock_file_for_the_holder(
+    tmp_path: Path, left: str
+) -> None:
+    """A run takes the lock, then writes its pid over the last run's. A `stop` in between
+    must not ask a pid that is not the holder (the request would be ignored and `stop` would
+    report success while the run goes on): it waits for the pid, or refuses with a code."""
+    import subprocess
+    import sys
+
+    from slipstream.errors import SlipstreamError
+
+    lock = tmp_path / ".slipstream.lock"
+    lock.write_text(left)  # empty, or the pid of a run long gone
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(lock), "never-write"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        with pytest.raises(SlipstreamError) as err:
+            request_stop(tmp_path, settle=0.3)
+        assert err.value.code == "LOCK_HOLDER_UNKNOWN"
+        assert read_request(tmp_path) is None  # nothing was asked of anyone
+    finally:
+        holder.kill()
+        holder.wait()
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(lock), "write-later"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "locked\n"
+        assert writer.stdin is not None
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
+        request = request_stop(tmp_path, settle=30)  # sees the pid once it is written
+        assert request is not None and request.pid == writer.pid
+    finally:
+        writer.kill()
+        writer.wait()
+
+
 def test_a_request_left_behind_never_stops_a_later_run(tmp_path: Path) -> None:
     with CheckpointLock(tmp_path):
         request_stop(tmp_path)

@@ -56,7 +56,10 @@ def measure(ctx: Context, api: str, folder: Path, actions: int) -> dict[str, Any
     query.awaitTermination()
     seconds = watch.seconds()
     state = [p for p in query.recentProgress if p.get("stateOperators")]
-    held = state[-1]["stateOperators"][-1]["numRowsTotal"] if state else None
+    held = None
+    if state:  # the status operator's rows (values and timers), not the deduplication's
+        ops = state[-1]["stateOperators"]
+        held = sum(o["numRowsTotal"] for o in ops if "ransformWithState" in o["operatorName"])
     return {"seconds": seconds, "events_per_s": actions / seconds, "state_rows": held}
 
 

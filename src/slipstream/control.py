@@ -36,23 +36,46 @@ class StopRequest:
     requested_by: int
 
 
-def lock_holder(root: Path) -> dict[str, Any] | None:
-    """`{"pid", "since"}` of the run holding the checkpoint at `root`, or None if none does."""
-    if not is_locked(root):
-        return None
-    try:
-        holder = json.loads((Path(root) / LOCK_FILE).read_text() or "{}")
-    except (OSError, json.JSONDecodeError):
-        holder = {}
-    return holder if isinstance(holder, dict) else {}
+def lock_holder(root: Path, settle: float = 5.0) -> dict[str, Any] | None:
+    """`{"pid", "since"}` of the run holding the checkpoint at `root`, or None if none does.
+
+    A run takes the lock, then writes its pid over the previous run's: read in between, the
+    file is empty or names a process that is gone. That is retried for up to `settle` seconds
+    (polling another process's file: nothing to wait on), then refused, never taken for an
+    answer: a stop request for the wrong pid would be ignored, and `stop` would report success
+    while the run goes on."""
+    from slipstream.errors import SlipstreamError
+    from slipstream.monitor.health import pid_alive
+
+    deadline = time.monotonic() + settle
+    while True:
+        if not is_locked(root):
+            return None
+        try:
+            holder = json.loads((Path(root) / LOCK_FILE).read_text() or "{}")
+        except (OSError, json.JSONDecodeError):
+            holder = {}
+        holder = holder if isinstance(holder, dict) else {}
+        pid = holder.get("pid")
+        if isinstance(pid, int) and pid_alive(pid):
+            return holder
+        if time.monotonic() >= deadline:
+            raise SlipstreamError(
+                "LOCK_HOLDER_UNKNOWN",
+                f"{root} is locked, but its lock file names no running process "
+                f"({json.dumps(holder) if holder else 'empty'})",
+                "a run may be starting: try again in a few seconds; if it persists, find the "
+                f"process holding {Path(root) / LOCK_FILE} with `fuser` and stop it",
+            )
+        time.sleep(0.05)
 
 
-def request_stop(root: Path, reason: str | None = None) -> StopRequest | None:
+def request_stop(root: Path, reason: str | None = None, settle: float = 5.0) -> StopRequest | None:
     """Ask the run holding `root` to stop; None when no run holds it."""
-    holder = lock_holder(root)
+    holder = lock_holder(root, settle)
     if holder is None:
         return None
-    pid = int(holder.get("pid") or 0)
+    pid = int(holder["pid"])
     request = StopRequest(
         pid=pid,
         reason=reason or f"stop requested by `slipstream stop` (pid {os.getpid()})",

@@ -51,6 +51,7 @@ CODES: dict[str, str] = {
     "RESET_REFUSED": "reset was not confirmed",
     "RESET_NOT_OURS": "reset deletes only what slipstream made; this path or table has no mark",
     "STOP_TIMEOUT": "a run asked to stop did not stop in time",
+    "LOCK_HOLDER_UNKNOWN": "a checkpoint is locked, but the lock file names no running process",
     "OUT_OF_MEMORY": "a query ran out of memory (the driver's, or an executor's on a cluster)",
     "PORT_IN_USE": "a server port (--metrics-port, --dashboard) is taken",
     # sinks

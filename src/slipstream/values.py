@@ -6,6 +6,7 @@ and returns the typed value, or raises ValueError whose text says what is allowe
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -74,10 +75,27 @@ def boolean(value: Any) -> bool:
     raise ValueError("true or false")
 
 
+_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+):/")
+
+
 def path(value: Any) -> Path:
+    """A local path; `file:///abs/path` is taken as /abs/path. Other URIs (s3a://, hdfs://,
+    gs://) are refused: checkpoint locks, `reset` and the outputs' marks work on the local file
+    system only, and a URI read as a local path would land in a folder named `s3a:`."""
     text = str(value).strip()
     if not text:
         raise ValueError("a path")
+    scheme = _SCHEME.match(text)
+    if scheme and scheme.group("scheme").lower() == "file":
+        parsed = urllib.parse.urlparse(text)
+        if parsed.netloc not in ("", "localhost"):
+            raise ValueError(f"a local path (file:// on host {parsed.netloc!r} is not local)")
+        text = urllib.parse.unquote(parsed.path)
+    elif scheme:
+        raise ValueError(
+            f"a local path: {scheme.group('scheme')}:// paths are not supported (locks, reset "
+            "and output marks work on the local file system); use a local or mounted folder"
+        )
     return Path(text).expanduser()
 
 

@@ -6,7 +6,10 @@ plan in Spark 4.3): SQLite is a local file with a single writer, so the driver
 is where it must be written. The next partition is computed while this one is written
 (`prefetchPartitions`), so at most two partitions are on the driver; measured 5-6% less time
 per trending batch (docs/benchmarks.md). Update and complete modes upsert on the pipeline's key
-(`INSERT ... ON CONFLICT DO UPDATE`); append mode inserts. Timestamps are ISO-8601 UTC text."""
+(`INSERT ... ON CONFLICT DO UPDATE`); append mode inserts. Timestamps are ISO-8601 UTC text;
+SQLite has no exact decimal and no date type, so decimals are stored as their exact text (a
+TEXT column: `CAST(x AS REAL)` to compute) and dates as ISO text; arrays, maps and structs as
+their JSON text."""
 
 from __future__ import annotations
 
@@ -16,8 +19,9 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, DateType, DecimalType, StructField, StructType
 
 from slipstream.sinks.base import (
     LEDGER_TABLE,
@@ -27,10 +31,21 @@ from slipstream.sinks.base import (
     local_rows,
     quote_ident,
     sql_type,
+    with_iso_timestamps,
 )
 from slipstream.specs import SinkSpec
 
 CHUNK = 5000
+
+
+def _sqlite_type(data_type: DataType) -> str:
+    return "TEXT" if isinstance(data_type, DecimalType | DateType) else sql_type(data_type)
+
+
+def _as_text(field: StructField) -> Column:
+    if isinstance(field.dataType, DecimalType | DateType):
+        return F.col(field.name).cast("string").alias(field.name)
+    return F.col(field.name)
 
 
 class SqliteSink(DatabaseSink):
@@ -63,7 +78,7 @@ class SqliteSink(DatabaseSink):
     def ensure_schema(
         self, conn: sqlite3.Connection, table: str, schema: StructType, ctx: SinkContext
     ) -> None:
-        cols = ", ".join(f"{quote_ident(f.name)} {sql_type(f.dataType)}" for f in schema.fields)
+        cols = ", ".join(f"{quote_ident(f.name)} {_sqlite_type(f.dataType)}" for f in schema.fields)
         key = ""
         if ctx.mode != "append" and ctx.key:
             key = f", PRIMARY KEY ({', '.join(quote_ident(k) for k in ctx.key)})"
@@ -74,6 +89,13 @@ class SqliteSink(DatabaseSink):
             "committed_at TEXT, PRIMARY KEY (query_id, batch_id))"
         )
         conn.commit()
+
+    @contextmanager
+    def staged(self, batch: DataFrame, info: BatchInfo) -> Iterator[Any]:
+        """The batch as SQLite can bind it: timestamps, dates and decimals as text (exact),
+        nested values as JSON text. Converted on the executors, before any row is read."""
+        frame = with_iso_timestamps(batch, nested_as_json=True)
+        yield frame.select(*[_as_text(f) for f in frame.schema.fields])
 
     def merge(self, conn: sqlite3.Connection, info: BatchInfo, staged: DataFrame) -> int:
         """The batch's rows, read partition by partition on the driver, inserted or upserted."""
