@@ -184,15 +184,18 @@ def windowed_count(frame: DataFrame, keys: int = 100, window: str = "10 seconds"
 
 
 def start_noop(
-    frame: DataFrame, name: str, checkpoint: Path, mode: str = "update"
+    frame: DataFrame,
+    name: str | None,
+    checkpoint: Path,
+    mode: str = "update",
+    available_now: bool = False,
 ) -> StreamingQuery:
-    return (
-        frame.writeStream.queryName(name)
-        .format("noop")
-        .outputMode(mode)
-        .option("checkpointLocation", str(checkpoint))
-        .start()
-    )
+    writer = frame.writeStream.format("noop").outputMode(mode)
+    if name is not None:
+        writer = writer.queryName(name)
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    return writer.option("checkpointLocation", str(checkpoint)).start()
 
 
 def jvm_memory(spark: SparkSession, gc: bool = False) -> dict[str, float]:

@@ -109,6 +109,7 @@ def test_the_generated_stream_against_pandas(spark: SparkSession, tmp_path: Path
         h.process()
         attributed = h.results("ad_clicks_attributed")
         stats = h.results("campaign_stats")
+        outcome = h.results("ad_impressions_outcome")
 
     def records(stream: str, time: str) -> pd.DataFrame:
         rows: dict[str, dict[str, Any]] = {}
@@ -136,6 +137,17 @@ def test_the_generated_stream_against_pandas(spark: SparkSession, tmp_path: Path
     pairs = pairs[(delay >= pd.Timedelta(0)) & (delay <= pd.Timedelta(hours=1))]
     assert {r["click_id"] for r in attributed} == set(pairs["click_id"])
     assert len(attributed) == len(pairs) > 0
+
+    # every impression at most once: with its click, or (once final) with none
+    assert len({r["impression_id"] for r in outcome}) == len(outcome)
+    clicked = dict(zip(pairs["impression_id"], pairs["click_id"], strict=True))
+    assert {r["impression_id"]: r["click_id"] for r in outcome if r["clicked"]} == clicked
+    final = min(imps["impression_time"].max() - pd.Timedelta(hours=2),
+                clicks["click_time"].max() - pd.Timedelta(hours=3))  # fmt: skip
+    unclicked = {r["impression_id"] for r in outcome if not r["clicked"]}
+    due = imps["impression_time"] + pd.Timedelta(hours=1, minutes=1) < final
+    assert set(imps.loc[due, "impression_id"]) - set(clicked) <= unclicked
+    assert unclicked <= set(imps["impression_id"]) - set(clicked) and unclicked
 
     costs = {row["ad_id"]: row for row in generator.read_catalog(catalog)}
     expected: dict[tuple[str, str], list[float]] = {}

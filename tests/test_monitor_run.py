@@ -73,12 +73,18 @@ def test_stop_never_takes_an_unwritten_or_stale_lock_file_for_the_holder(
 
     lock = tmp_path / ".slipstream.lock"
     lock.write_text(left)  # empty, or the pid of a run long gone
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLD, str(lock), "never-write"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+
+    def hold(mode: str) -> subprocess.Popen[str]:
+        """A process that takes the lock (and writes its pid when told, for `write-later`)."""
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _HOLD, str(lock), mode],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert proc.stdout is not None and proc.stdout.readline() == "locked\n"
+        return proc
+
+    holder = hold("never-write")
     try:
-        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
         with pytest.raises(SlipstreamError) as err:
             request_stop(tmp_path, settle=0.3)
         assert err.value.code == "LOCK_HOLDER_UNKNOWN"
@@ -86,12 +92,8 @@ def test_stop_never_takes_an_unwritten_or_stale_lock_file_for_the_holder(
     finally:
         holder.kill()
         holder.wait()
-    writer = subprocess.Popen(
-        [sys.executable, "-c", _HOLD, str(lock), "write-later"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    writer = hold("write-later")
     try:
-        assert writer.stdout is not None and writer.stdout.readline() == "locked\n"
         assert writer.stdin is not None
         writer.stdin.write("go\n")
         writer.stdin.flush()

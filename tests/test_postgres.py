@@ -233,6 +233,26 @@ def test_replayed_batch_is_skipped_and_upserts_on_the_key(
 
 @pytest.mark.spark
 @pytest.mark.postgres
+@pytest.mark.parametrize("parallel_rows", [10_000, 0], ids=["driver", "executors"])
+def test_a_nul_character_is_stored_as_the_replacement_character_not_a_stuck_batch(
+    spark, postgres, pg_database: str, tmp_path, parallel_rows: int
+) -> None:
+    """PostgreSQL text refuses U+0000: unhandled, every replay of the batch failed alike. It is
+    stored as U+FFFD (documented in sinks/postgres.py), the rest of the text kept."""
+    sink = sink_for(f"{postgres.url(pg_database)}?parallel_rows={parallel_rows}")
+    c = ctx(tmp_path, table=f"nul_{parallel_rows}")
+    batch = mobile_batch(
+        spark, [("2018-03-02T10:00:00", "op\u0000en", 2), ("2018-03-02T10:10:00", "\u0000", 1)]
+    )
+    sink.write_batch(batch, BatchInfo("q1", 0, c))
+    assert read(postgres, pg_database, c.table) == [
+        ("10:00", "op\ufffden", 2),
+        ("10:10", "\ufffd", 1),
+    ]
+
+
+@pytest.mark.spark
+@pytest.mark.postgres
 def test_a_crashed_attempts_staging_rows_are_never_merged(
     spark, postgres, pg_database: str, tmp_path
 ) -> None:

@@ -127,8 +127,9 @@ def test_generate_samples_and_demo_take_their_choices_from_the_registry(
     from slipstream.cli import main
 
     assert main(["generate", "mobile", "--out", str(tmp_path / "g")]) == 2
-    assert "pipelines with a generator: ads, iot_steps, sensors, temperature_load, trending" in (
-        capsys.readouterr().err
+    assert (
+        "pipelines with a generator: activity, ads, iot_steps, sensors, temperature_load, trending"
+        in (capsys.readouterr().err)
     )
     assert main(["samples", "trending", "--out", str(tmp_path / "s")]) == 2
     assert "pipelines with samples: mine, mobile" in capsys.readouterr().err  # mine: installed

@@ -46,13 +46,7 @@ def measure(ctx: Context, api: str, folder: Path, actions: int) -> dict[str, Any
     frame = spark.readStream.schema(SCHEMA).json(str(folder))
     status = pipeline.build(spark, {"actions": frame}, params)["user_status"]
     watch = Stopwatch()
-    query = (
-        status.writeStream.format("noop")
-        .outputMode("update")
-        .option("checkpointLocation", str(scratch / "cp"))
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = inproc.start_noop(status, None, scratch / "cp", available_now=True)
     query.awaitTermination()
     seconds = watch.seconds()
     state = [p for p in query.recentProgress if p.get("stateOperators")]

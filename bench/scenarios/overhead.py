@@ -146,14 +146,7 @@ def run_mobile(ctx: Context, variant: str, input_dir: Path, lines: int) -> dict[
                 "value", F.col("_metadata.file_path").alias("_source")
             )
             records = accepted(parse_json(raw, schema, ("id", "action", "ts")))
-        query = (
-            mobile_counts(records)
-            .writeStream.format("noop")
-            .outputMode("update")
-            .option("checkpointLocation", str(scratch / "cp"))
-            .trigger(availableNow=True)
-            .start()
-        )
+        query = inproc.start_noop(mobile_counts(records), None, scratch / "cp", available_now=True)
         query.awaitTermination()
         seconds = watch.seconds()
         done = [p for p in query.recentProgress if inproc.ran(p)]

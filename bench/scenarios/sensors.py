@@ -101,13 +101,8 @@ def measure(ctx: Context, variant: str, folder: Path, readings: int) -> dict[str
         raw = spark.readStream.text(str(folder)).select(
             "value", F.col("_metadata.file_path").alias("_source")
         )
-        query = (
-            accepted(parse_json(raw, SCHEMA, REQUIRED))
-            .writeStream.format("noop")
-            .option("checkpointLocation", str(scratch / "cp"))
-            .trigger(availableNow=True)
-            .start()
-        )
+        records = accepted(parse_json(raw, SCHEMA, REQUIRED))
+        query = inproc.start_noop(records, None, scratch / "cp", "append", available_now=True)
         query.awaitTermination()
     seconds = watch.seconds()
     return {"seconds": seconds, "events_per_s": readings / seconds}

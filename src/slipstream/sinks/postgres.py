@@ -25,6 +25,10 @@ How one micro-batch is written
    into the target (`INSERT ... ON CONFLICT (key) DO UPDATE` for update/complete, plain `INSERT`
    for append), insert the ledger row, delete this query's staging rows up to this batch, commit.
 
+Text PostgreSQL cannot hold: a NUL character (U+0000) in a text value is stored as U+FFFD (the
+replacement character), on the executors before staging. PostgreSQL refuses NUL in text, so
+every replay of the batch would fail the same way and block the query for good.
+
 Leftovers of a crashed attempt stay in staging under their own attempt id: they are never merged
 (the merge reads only its own attempt), and the next attempt of that batch deletes them, before
 staging and again when it commits.
@@ -55,7 +59,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructType
 
 from slipstream.errors import SlipstreamError, find_error
 from slipstream.sinks.base import (
@@ -94,6 +99,18 @@ __all__ = [  # what tests and callers import from here
 
 if TYPE_CHECKING:
     import psycopg
+
+
+def without_nul(frame: DataFrame) -> DataFrame:
+    """Text columns with each NUL (which PostgreSQL text refuses) as U+FFFD."""
+    return frame.select(
+        *[
+            F.translate(F.col(f.name), "\u0000", "\ufffd").alias(f.name)
+            if isinstance(f.dataType, StringType)
+            else F.col(f.name)
+            for f in frame.schema.fields
+        ]
+    )
 
 
 @dataclass
@@ -190,7 +207,7 @@ class PostgresSink(DatabaseSink):
         """A batch larger than `parallel_rows` is COPYed into staging from the executors, each
         partition in its own connection, before the merge transaction; a smaller one is staged
         from the driver inside it (`merge`)."""
-        stored = with_iso_timestamps(batch, nested_as_json=True).persist()
+        stored = without_nul(with_iso_timestamps(batch, nested_as_json=True)).persist()
         try:
             staged = Staged(stored, uuid.uuid4().hex)
             if stored.count() > self.target.parallel_rows:

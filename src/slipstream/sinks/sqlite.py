@@ -95,7 +95,9 @@ class SqliteSink(DatabaseSink):
         """The batch as SQLite can bind it: timestamps, dates and decimals as text (exact),
         nested values as JSON text. Converted on the executors, before any row is read."""
         frame = with_iso_timestamps(batch, nested_as_json=True)
-        yield frame.select(*[_as_text(f) for f in frame.schema.fields])
+        if any(isinstance(f.dataType, DecimalType | DateType) for f in frame.schema.fields):
+            frame = frame.select(*[_as_text(f) for f in frame.schema.fields])
+        yield frame
 
     def merge(self, conn: sqlite3.Connection, info: BatchInfo, staged: DataFrame) -> int:
         """The batch's rows, read partition by partition on the driver, inserted or upserted."""
