@@ -57,6 +57,9 @@ PAYMENTS = [
     [payment("pY", "nobody", 150)],
 ]
 BAD_PAYMENT = "this is not json"
+# the event-time guard holds for a user's pipeline too: --max-past 3650d on the command line
+FUTURE_ORDER = json.dumps({**order("Z", 0), "order_time": "9999-12-31T00:00:00Z"})
+ANCIENT_PAYMENT = json.dumps({**payment("pZ", "A", 0), "paid_time": "2001-01-01T00:00:00Z"})
 
 
 def expected(batches_orders: list[list[dict]], batches_payments: list[list[dict]]) -> tuple:
@@ -91,15 +94,15 @@ def land(folder: Path, batches: list[list[dict]], extra: dict[int, list[str]]) -
 def test_orders_example_runs_from_the_cli_with_exact_join_semantics(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    land(tmp_path / "orders", ORDERS, {})
-    land(tmp_path / "payments", PAYMENTS, {0: [BAD_PAYMENT]})
+    land(tmp_path / "orders", ORDERS, {0: [FUTURE_ORDER]})
+    land(tmp_path / "payments", PAYMENTS, {0: [BAD_PAYMENT], 1: [ANCIENT_PAYMENT]})
     state = tmp_path / "state"
     done = slipstream(
         "run", "examples.orders:Orders",
         "--input", f"orders={tmp_path / 'orders'}", "--input", f"payments={tmp_path / 'payments'}",
         "--pay-within", "15m", "--state-dir", str(state), "--trigger", "available-now",
         "--max-files-per-trigger", "1", "--master", "local[2]",
-        "--conf", "spark.sql.shuffle.partitions=2",
+        "--conf", "spark.sql.shuffle.partitions=2", "--max-past", "3650d",
         cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -110,11 +113,13 @@ def test_orders_example_runs_from_the_cli_with_exact_join_semantics(
     assert paid == want_paid == {("A", "pA"), ("D", "pD"), ("E", "pE")}
     assert sorted(unpaid) == sorted(want_unpaid) == ["B", "C"]  # each once; F, G not yet final
     bad = read_quarantine(spark, state / "quarantine" / "orders" / "payments").collect()
-    assert [r.raw for r in bad] == [BAD_PAYMENT]
-    assert (
-        not (state / "quarantine" / "orders" / "orders").exists()
-        or not read_quarantine(spark, state / "quarantine" / "orders" / "orders").count()
+    assert sorted((r.raw, r.reason.split(":")[0]) for r in bad) == sorted(
+        [(BAD_PAYMENT, "not JSON"), (ANCIENT_PAYMENT, "event_time_too_old")]
     )
+    bad = read_quarantine(spark, state / "quarantine" / "orders" / "orders").collect()
+    assert [(r.raw, r.reason.split(":")[0]) for r in bad] == [
+        (FUTURE_ORDER, "event_time_too_far_in_future")
+    ]
     assert "summary orders.paid_orders:" in done.stdout
 
 

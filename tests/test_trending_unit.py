@@ -73,7 +73,7 @@ def test_defaults_plan_and_explanation(spark: SparkSession, landing: dict[str, A
         "window      sliding 10m every 1m on ts",
         "join        stream-static",
         "watermark   ts - 10m",
-        "ts_not_in_future (drop)",
+        "guard     ts: at most 24h after the batch's time, no lower bound",
         "article_id_format (drop)",
         "user_id_present (warn)",
         "params      window=10m, slide=1m, watermark=10m",

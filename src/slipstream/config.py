@@ -37,7 +37,7 @@ from slipstream.options import (
     SOURCE_KINDS,
     Option,
 )
-from slipstream.specs import OutputMode, SinkSpec, TriggerSpec
+from slipstream.specs import DEFAULT_MAX_FUTURE, OutputMode, SinkSpec, TriggerSpec
 
 __all__ = [
     "DEFAULT_DASHBOARD_PORT",
@@ -75,6 +75,8 @@ class Settings:
     state_dir: Path = Path("state")
     quarantine: Path | None = None
     duration: timedelta | None = None
+    max_future: timedelta = DEFAULT_MAX_FUTURE
+    max_past: timedelta | None = None
     master: str = "local[*]"
     conf: dict[str, str] = field(default_factory=dict)
     metrics_port: int | None = None

@@ -12,7 +12,9 @@ from typing import Any
 
 from slipstream import values
 from slipstream.specs import (
+    DEFAULT_MAX_FUTURE,
     DURATION_HELP,
+    MAX_DURATION,
     OUTPUT_MODES,
     SINK_HELP,
     TRIGGER_HELP,
@@ -171,6 +173,23 @@ OPTIONS: tuple[Option, ...] = (
         "where rejected records go (default: STATE_DIR/quarantine/PIPELINE; one folder per input)",
         "a directory",
         metavar="DIR",
+    ),
+    Option(
+        "max_future",
+        values.duration,
+        "quarantine a record whose event time is more than this after the batch's time, before "
+        "the watermark sees it (every input with an event-time column; default 1 day)",
+        DURATION_HELP + f", at most {MAX_DURATION.days} days",
+        default=DEFAULT_MAX_FUTURE,
+        metavar="DURATION",
+    ),
+    Option(
+        "max_past",
+        values.optional_duration,
+        "quarantine a record whose event time is more than this before the batch's time "
+        "(default: off, no lower bound)",
+        DURATION_HELP + f", at most {MAX_DURATION.days} days, or off",
+        metavar="DURATION",
     ),
     Option(
         "duration",

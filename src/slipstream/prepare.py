@@ -20,6 +20,7 @@ from slipstream.pipelines import Pipeline, get_pipeline
 from slipstream.pipelines.base import Input, Output, Params
 from slipstream.plan import Plan
 from slipstream.quality.expectations import Expectation, check_expectations
+from slipstream.quality.guard import EventTimeGuard
 from slipstream.sinks import Sink, SinkContext, make_sink
 from slipstream.sinks.base import quote_ident
 from slipstream.sources.base import Binding, Source, get_source
@@ -36,6 +37,7 @@ class BoundInput:
     source: Source | None = None  # stream inputs
     quarantine: Path | None = None  # stream inputs whose raw records are parsed
     expectations: tuple[Expectation, ...] = ()
+    guard: EventTimeGuard | None = None  # parsed inputs with an event-time column
 
     @property
     def name(self) -> str:
@@ -106,6 +108,8 @@ class Prepared:
         lines = [f"pipeline    {self.pipeline.name}: {self.pipeline.description}"]
         for bound in self.inputs.values():
             lines.append(f"input       {bound.name}: {_describe_input(bound, s)}")
+            if bound.guard is not None:
+                lines.append(f"  guard     {bound.guard.describe()}")
             for rule in bound.expectations:
                 lines.append(f"  expect    {rule.describe()}")
         if self.params:
@@ -257,7 +261,8 @@ def _bind_input(
     if check:
         source.validate(settings, binding)
     rules = check_expectations(pipeline.expectations(spec.name, params))
-    parses = binding.format in ("json", "csv") or bool(spec.required)
+    # an event-time column needs the guard, and the guard a quarantine (quality/guard.py)
+    parses = binding.format in ("json", "csv") or bool(spec.required or spec.event_time)
     if rules and not parses:
         raise ConfigError(
             "EXPECTATION_INVALID",
@@ -266,7 +271,10 @@ def _bind_input(
             "expectations need typed records: read json or csv with a declared schema",
         )
     quarantine = settings.quarantine_root / spec.name if parses else None
-    return BoundInput(spec, binding, source, quarantine, rules)
+    guard = None
+    if parses and spec.event_time is not None:
+        guard = EventTimeGuard(spec.event_time, settings.max_future, settings.max_past)
+    return BoundInput(spec, binding, source, quarantine, rules, guard)
 
 
 def _check_table_path(pipeline: Pipeline, spec: Input, binding: Binding) -> None:

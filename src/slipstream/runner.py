@@ -52,9 +52,17 @@ def read_records(spark: SparkSession, prepared: Prepared, bound: BoundInput) -> 
     if raw.format == "csv":
         assert spec.schema is not None
         return parse_csv(raw.frame, spec.schema, spec.required)
-    if raw.format == "typed" and spec.schema is not None and spec.required:
+    if raw.format == "typed" and spec.schema is not None and (spec.required or spec.event_time):
         return check_typed(raw.frame, spec.schema, spec.required)
     return raw.frame
+
+
+def read_guarded(spark: SparkSession, prepared: Prepared, bound: BoundInput) -> DataFrame:
+    """`read_records`, then the event-time guard: both the outputs' branch and the quarantine
+    query read this, so a record outside the bounds is quarantined and never reaches a
+    watermark."""
+    records = read_records(spark, prepared, bound)
+    return records if bound.guard is None else bound.guard.apply(records)
 
 
 def read_table(spark: SparkSession, bound: BoundInput) -> DataFrame:
@@ -80,7 +88,7 @@ def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
         if bound.source is None:
             valid[bound.name] = read_table(spark, bound)
             continue
-        parsed = read_records(spark, prepared, bound)
+        parsed = read_guarded(spark, prepared, bound)
         records[bound.name] = parsed
         if not bound.parses:
             valid[bound.name] = parsed

@@ -48,7 +48,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 
 from slipstream import values
 from slipstream.pipelines.base import Input, Output, Param, Params, Pipeline, duration_param
-from slipstream.quality.expectations import Expectation, not_in_future
+from slipstream.quality.expectations import Expectation
 from slipstream.specs import spark_interval
 
 ACTIONS = ("open", "click", "scroll", "purchase", "crash", "close")
@@ -318,10 +318,7 @@ class ActivityPipeline(Pipeline):
 
     def expectations(self, input_name: str, params: Params) -> Sequence[Expectation]:
         known = ", ".join(f"'{a}'" for a in ACTIONS)
-        return (
-            not_in_future("ts"),
-            Expectation("known_action", f"action IN ({known})", "drop", "a known action"),
-        )
+        return (Expectation("known_action", f"action IN ({known})", "drop", "a known action"),)
 
     def build(
         self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params

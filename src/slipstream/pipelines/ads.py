@@ -31,7 +31,7 @@ passes click_time (about 3h). Seed 000's arithmetic, with a watermark per input,
 from __future__ import annotations
 
 import csv
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 
@@ -48,7 +48,6 @@ from slipstream.pipelines.base import (
     check_windows,
     duration_param,
 )
-from slipstream.quality.expectations import Expectation, not_in_future
 from slipstream.specs import spark_interval
 
 
@@ -125,9 +124,6 @@ class AdsPipeline(Pipeline):
     )
     results_order = ("click_time DESC", "latest clicks first")
     generator = "slipstream.generators.ads"
-
-    def expectations(self, input_name: str, params: Params) -> Sequence[Expectation]:
-        return (not_in_future("impression_time" if input_name == "impressions" else "click_time"),)
 
     def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
         check_windows(params.window, None)

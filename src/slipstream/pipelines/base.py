@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructType, TimestampType
 
 from slipstream import values
 from slipstream.errors import ConfigError
@@ -45,7 +45,9 @@ class Input:
     schema: StructType | None = None  # None: text lines in a `value` column
     format: str = "json"  # json | csv | text | parquet
     required: tuple[str, ...] = ()
-    event_time: str | None = None  # the column watermarks and windows use (documentation)
+    #: the column watermarks and windows use: a timestamp field of `schema`; the runner's
+    #: event-time guard (--max-future, --max-past) quarantines rows outside its bounds
+    event_time: str | None = None
     static: bool = False
     sources: tuple[str, ...] = ("files",)  # stream inputs: the kinds offered, first is default
     help: str = ""
@@ -281,6 +283,8 @@ def check_declaration(pipeline: Pipeline) -> None:
                 problems.append(f"{what} name {name!r} is not a lower-case identifier")
             if names.count(name) > 1:
                 problems.append(f"{what} {name!r} is declared twice")
+    for spec in pipeline.inputs:
+        problems += _event_time_problems(spec)
     reserved = set(OPTION_BY_NAME) | {"config", "help", "pipeline"}
     for param in pipeline.params:
         if param.name in reserved:
@@ -291,3 +295,16 @@ def check_declaration(pipeline: Pipeline) -> None:
             f"pipeline {getattr(pipeline, 'name', '?')}: " + "; ".join(dict.fromkeys(problems)),
             "fix the pipeline's inputs, outputs and params declarations",
         )
+
+
+def _event_time_problems(spec: Input) -> list[str]:
+    """An input's event-time column is a timestamp field of its schema (the guard reads it)."""
+    if spec.event_time is None or spec.static:
+        return []
+    fields = {f.name: f.dataType for f in spec.schema.fields} if spec.schema is not None else {}
+    if not isinstance(fields.get(spec.event_time), TimestampType):
+        return [
+            f"input {spec.name!r}: event_time {spec.event_time!r} is not a timestamp field "
+            "of its schema"
+        ]
+    return []

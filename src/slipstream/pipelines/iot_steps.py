@@ -22,7 +22,7 @@ offered for database sinks (a window's row upserted as it grows)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 
@@ -38,7 +38,6 @@ from pyspark.sql.types import (
 )
 
 from slipstream.pipelines.base import Input, Output, Params, Pipeline, check_windows, duration_param
-from slipstream.quality.expectations import Expectation, not_in_future
 from slipstream.specs import spark_interval
 
 # seed 004's device_schema, field for field
@@ -85,9 +84,6 @@ class IotStepsPipeline(Pipeline):
     )
     results_order = ("window_start DESC", "latest windows first")
     generator = "slipstream.generators.iot"
-
-    def expectations(self, input_name: str, params: Params) -> Sequence[Expectation]:
-        return (not_in_future("timestamp"),)
 
     def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
         check_windows(params.window, None)

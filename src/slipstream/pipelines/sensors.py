@@ -21,12 +21,12 @@ sensor_baseline  groupBy(sensor_id).agg(count, avg(value), sorted collect_set(er
                  or complete (no event time in the key, so its state is one row per sensor).
 
 The watermark filters late rows at the deduplication, where they are counted (the same late
-rule as trending); `event_time` more than a day ahead is dropped to the quarantine first, so it
-cannot move the watermark."""
+rule as trending); the runner's event-time guard quarantines an `event_time` more than
+`--max-future` (a day) ahead first, so it cannot move the watermark."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 
@@ -44,7 +44,6 @@ from slipstream.pipelines.base import (
     check_windows,
     duration_param,
 )
-from slipstream.quality.expectations import Expectation, not_in_future
 from slipstream.specs import spark_interval
 
 SCHEMA = StructType(
@@ -113,9 +112,6 @@ class SensorsPipeline(Pipeline):
     )
     results_order = ("window_start DESC, sensor_id", "latest windows first")
     generator = "slipstream.generators.sensors"
-
-    def expectations(self, input_name: str, params: Params) -> Sequence[Expectation]:
-        return (not_in_future("event_time"),)
 
     def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
         check_windows(params.window, params.slide)

@@ -19,7 +19,7 @@ watermarks and the time condition it reads from the plan."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 
@@ -29,7 +29,6 @@ from pyspark.sql.types import DoubleType, StringType, StructField, StructType, T
 
 from slipstream import values
 from slipstream.pipelines.base import Input, Output, Param, Params, Pipeline, duration_param
-from slipstream.quality.expectations import Expectation, not_in_future
 from slipstream.specs import spark_interval
 
 
@@ -75,9 +74,6 @@ class TemperatureLoadPipeline(Pipeline):
     )
     results_order = ("temp_taken_time DESC, location_id", "latest temperatures first")
     generator = "slipstream.generators.temperature_load"
-
-    def expectations(self, input_name: str, params: Params) -> Sequence[Expectation]:
-        return (not_in_future(f"{'temp' if input_name == 'temperature' else 'load'}_taken_time"),)
 
     def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
         from slipstream.errors import ConfigError

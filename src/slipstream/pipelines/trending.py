@@ -31,10 +31,10 @@ there, as a row; the aggregation then never sees a row older than its own late-r
 (every window holding `ts` ends after `ts`), so nothing is counted twice. Within one batch
 nothing is late: an available-now run over all files as one batch counts every valid event.
 
-Expectations (slipstream.quality.expectations): `ts` at most one day in the future and
-`article_id` shaped like `a123` drop to the quarantine; a missing `user_id` is counted only.
-The future rule runs before the watermark, so a far-future timestamp cannot push the watermark
-and make every later event late.
+Expectations (slipstream.quality.expectations): an `article_id` not shaped like `a123` drops to
+the quarantine; a missing `user_id` is counted only. The runner's event-time guard quarantines
+a `ts` more than `--max-future` (a day) ahead before the watermark, so a far-future timestamp
+cannot push the watermark and make every later event late.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from slipstream.pipelines.base import (
     check_windows,
     duration_param,
 )
-from slipstream.quality.expectations import Expectation, not_in_future
+from slipstream.quality.expectations import Expectation
 from slipstream.sinks.base import Sink, SinkContext
 from slipstream.sinks.sqlite import last_commit
 from slipstream.specs import spark_interval
@@ -182,7 +182,6 @@ class TrendingPipeline(Pipeline):
 
     def expectations(self, input_name: str, params: Params) -> Sequence[Expectation]:
         return (
-            not_in_future("ts"),
             Expectation("article_id_format", f"article_id RLIKE '{ARTICLE_ID_PATTERN}'", "drop"),
             Expectation("user_id_present", "user_id IS NOT NULL", "warn"),
         )

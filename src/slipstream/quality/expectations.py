@@ -1,6 +1,6 @@
 """Expectations: data-quality rules a pipeline declares on its valid input, in three strengths.
 
-    Expectation("ts_not_in_future", "ts <= current_timestamp() + INTERVAL 1 DAY", "drop")
+    Expectation("value_in_range", "value BETWEEN -50 AND 150", "drop")
     Expectation("article_id_shape", lambda: F.col("article_id").rlike("^a[0-9]+$"), "drop")
     Expectation("user_id_present", "user_id IS NOT NULL")            # warn
 
@@ -58,7 +58,7 @@ class Expectation:
             raise ConfigError(
                 "EXPECTATION_INVALID",
                 f"expectation name {self.name!r} is not an identifier",
-                "use letters, digits and underscores (it names a metric), e.g. ts_not_in_future",
+                "use letters, digits and underscores (it names a metric), e.g. value_in_range",
             )
         if self.on_fail not in ON_FAIL:
             raise ConfigError(
@@ -158,18 +158,6 @@ def route(records: DataFrame, rules: Sequence[Expectation]) -> DataFrame:
     for rule in reversed(dropping):
         reason = F.when(rule.violated(), F.lit(rule.reason)).otherwise(reason)
     return records.withColumn(REASON, F.when(_parsed_ok(), reason).otherwise(F.col(REASON)))
-
-
-def not_in_future(column: str, hours: int = 24) -> Expectation:
-    """Drop a record whose event time is more than `hours` ahead of the clock. It runs before
-    the watermark, so one far-future timestamp cannot move the watermark and make every later
-    record late (a `ts` of 9999-12-31 would otherwise poison the query for good)."""
-    return Expectation(
-        f"{column}_not_in_future",
-        f"{column} <= current_timestamp() + INTERVAL {hours} HOURS",
-        "drop",
-        f"{column} at most {hours} hours ahead of the clock",
-    )
 
 
 class ExpectationFailed(SlipstreamError):
