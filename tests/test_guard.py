@@ -107,7 +107,7 @@ def test_an_event_time_column_that_is_not_a_timestamp_field_is_refused() -> None
 
 # --- a streaming run: the 9999 record is quarantined, later records still count -------------
 
-WATERMARK = timedelta(minutes=10)
+WINDOW = WATERMARK = timedelta(minutes=10)
 T0 = datetime(2018, 3, 2, 10, 0, tzinfo=UTC)
 
 
@@ -131,8 +131,11 @@ BATCHES = [
 
 
 def _independent(batches: list[list[str]], now: datetime) -> tuple[Counter, list[str], int]:
-    """Plain Python: the guard's bounds, then Spark's late rule (a row at or before the
-    watermark of the previous batch is dropped; watermark = max event time seen - delay)."""
+    """Plain Python: the guard's bounds, then Spark's late rule for a window aggregation (a
+    row whose window ended at or before the previous batch's watermark is dropped). The
+    harness runs each file until idle, so a no-data batch at the new watermark follows every
+    data batch: the previous batch's watermark is the newest valid event time of all earlier
+    batches minus the delay."""
     counts: Counter = Counter()
     quarantined: list[str] = []
     late = 0
@@ -140,17 +143,17 @@ def _independent(batches: list[list[str]], now: datetime) -> tuple[Counter, list
     for batch in batches:
         watermark = None if newest is None else newest - WATERMARK
         for line in batch:
-            text = json.loads(line)["ts"]
-            at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            record = json.loads(line)
+            at = datetime.fromisoformat(record["ts"].replace("Z", "+00:00"))
             if at > now + timedelta(days=1) or at < now - timedelta(days=3650):
                 quarantined.append(line)
                 continue
             newest = at if newest is None else max(newest, at)
-            if watermark is not None and at <= watermark:
+            start = at.replace(minute=at.minute - at.minute % 10, second=0, microsecond=0)
+            if watermark is not None and start + WINDOW <= watermark:
                 late += 1
                 continue
-            minute = at.replace(minute=at.minute - at.minute % 10, second=0)
-            counts[(minute.isoformat().replace("+00:00", "Z"), json.loads(line)["action"])] += 1
+            counts[(start.isoformat().replace("+00:00", "Z"), record["action"])] += 1
     return counts, quarantined, late
 
 

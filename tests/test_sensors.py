@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 
 from slipstream.generators import sensors as sensors_generator
 from slipstream.generators.streams import Report, StreamSpec, generate
+from slipstream.quality.quarantine import read_quarantine
 from slipstream.testing import PipelineHarness
 from tests import stream_reference as ref
 
@@ -35,8 +36,15 @@ SPEC = StreamSpec(
 )
 
 
+# one reading dated 9999 in the second batch: the event-time guard quarantines it, or it would
+# move the watermark to year 9999 and every later reading would be dropped as late
+POISON = json.dumps({"sensor_id": "s-poison", "event_time": "9999-12-31T00:00:00Z", "value": 1.0})
+
+
 def _batches(folder: Path) -> list[list[str]]:
-    return [p.read_text().splitlines() for p in sorted(folder.glob("readings-*.jsonl"))]
+    batches = [p.read_text().splitlines() for p in sorted(folder.glob("readings-*.jsonl"))]
+    batches[1].append(POISON)
+    return batches
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +60,7 @@ def dirty(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict
         h.process()
         tables = {name: h.results(name) for name in h.prepared.outputs}
         totals = dict(h.totals)
+        quarantine = read_quarantine(spark, h.prepared.inputs["readings"].quarantine).collect()
     readings, stats = ref.counted(
         _batches(root / "landing"),
         lambda line: ref.sensor_reading(line, datetime.now(UTC)),
@@ -60,7 +69,7 @@ def dirty(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict
         WATERMARK,
     )
     return {"report": report, "tables": tables, "totals": totals, "readings": readings,
-            "stats": stats}  # fmt: skip
+            "stats": stats, "quarantine": quarantine}  # fmt: skip
 
 
 def test_the_generator_made_every_kind_of_dirt(dirty: dict[str, Any]) -> None:
@@ -69,7 +78,7 @@ def test_the_generator_made_every_kind_of_dirt(dirty: dict[str, Any]) -> None:
     # the independent model sees exactly what the generator says it wrote
     stats = dirty["stats"]
     assert (stats["invalid"], stats["late"], stats["duplicates"]) == (
-        counts.malformed,
+        counts.malformed + 1,  # + POISON
         counts.late,
         counts.duplicates,
     )
@@ -124,16 +133,19 @@ def test_valid_quarantined_late_and_duplicates_add_up_to_the_lines_sent(
     dirty: dict[str, Any],
 ) -> None:
     counts = dirty["report"].streams["readings"]
+    sent = counts.lines + 1  # + POISON
     valid = sum(r["readings"] for r in dirty["tables"]["sensor_baseline"])
     for output in ("sensor_stats", "sensor_alerts", "sensor_baseline"):
         t = dirty["totals"][f"sensors.{output}"]
-        assert t["rows"] == counts.lines
+        assert t["rows"] == sent
         assert (t["quarantined"], t["late"], t["duplicates"]) == (
-            counts.malformed,
+            counts.malformed + 1,
             counts.late,
             counts.duplicates,
         ), output
-        assert valid + t["quarantined"] + t["late"] + t["duplicates"] == counts.lines
+        assert valid + t["quarantined"] + t["late"] + t["duplicates"] == sent
+    poisoned = [r.reason for r in dirty["quarantine"] if r.raw == POISON]
+    assert len(poisoned) == 1 and poisoned[0].startswith("event_time_too_far_in_future:")
 
 
 # --- output modes on sensor_stats, as seed 000 teaches them ----------------------------------
