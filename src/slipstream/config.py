@@ -75,7 +75,7 @@ class Settings:
     state_dir: Path = Path("state")
     quarantine: Path | None = None
     duration: timedelta | None = None
-    master: str = "local[*]"
+    master: str | None = None  # None: spark-submit's --master, else local[*] (session.py)
     conf: dict[str, str] = field(default_factory=dict)
     metrics_port: int | None = None
     dashboard: int | None = None
