@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test lint format services bench bench-quick soak clean check-java
+.PHONY: venv demo test lint format services bench bench-quick soak clean check-java wheel
 
 venv: $(STAMP)
 
@@ -49,8 +49,12 @@ soak: venv check-java
 	$(PY) -m pip install -q -e '.[test,bench]'
 	$(PY) -m bench soak --minutes 60 --rate 2000
 
+# the wheel spark-submit ships to a cluster (docs/scaling.md): dist/slipstream-VERSION-py3-none-any.whl
+wheel: venv
+	$(PY) -m pip wheel --no-deps -q -w dist .
+
 bench-quick: venv check-java
 	$(PY) -m bench all --quick
 
 clean:
-	rm -rf state demo-state artifacts .pytest_cache
+	rm -rf state demo-state artifacts .pytest_cache dist

@@ -45,6 +45,7 @@ SCENARIOS = (
     "sensors",
     "activity",
     "ads",
+    "cluster",
 )
 IN_ALL = tuple(s for s in SCENARIOS if s != "soak")  # `all` leaves out the hour-long soak
 

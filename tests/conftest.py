@@ -53,3 +53,34 @@ def pg_database(postgres: object, request: pytest.FixtureRequest) -> str:
 
     name = "t_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:50]
     return postgres.create_database(name)  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def spark_cluster_or_reason(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A Spark standalone master and one worker (2 cores, 2 GiB) on 127.0.0.1, from the installed
+    pyspark (slipstream/standalone.py), for the session; or the reason it could not start."""
+    from slipstream.standalone import ClusterError, StandaloneCluster
+
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), cores=2, memory="2g")
+    try:
+        cluster.start()
+    except (ClusterError, OSError) as exc:
+        cluster.stop()
+        yield str(exc)
+        return
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def spark_cluster(spark_cluster_or_reason: object) -> object:
+    """The session's standalone cluster. Under CI one that cannot start fails the test; locally
+    the test is skipped with the reason."""
+    if isinstance(spark_cluster_or_reason, str):
+        message = f"the Spark standalone cluster could not start: {spark_cluster_or_reason}"
+        if os.environ.get("CI"):
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return spark_cluster_or_reason

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from slipstream.session import MEMORY, RETENTION, default_driver_memory, streaming_defaults
+from slipstream.session import (
+    DRIVER_HOST_ENV,
+    MEMORY,
+    RETENTION,
+    default_driver_memory,
+    driver_address,
+    is_local,
+    streaming_defaults,
+    submitted_master,
+)
 
 
 def test_driver_memory_is_a_quarter_of_ram_within_floor_and_ceiling() -> None:
@@ -20,3 +29,25 @@ def test_driver_memory_and_retention_apply_where_they_belong() -> None:
         assert local[key] == cluster[key] == value
     assert int(local["spark.sql.ui.retainedExecutions"]) < 1000  # Spark's default
     assert local["spark.buffer.pageSize"] == "4m"  # not 64 MiB per broadcast hash relation
+
+
+def test_only_a_local_master_binds_the_driver_to_the_loopback() -> None:
+    local = streaming_defaults(2, "local[2]", environ={})
+    assert local["spark.driver.host"] == local["spark.driver.bindAddress"] == "127.0.0.1"
+    for master in ("spark://10.0.0.1:7077", "yarn", "k8s://https://10.0.0.1:443"):
+        cluster = streaming_defaults(None, master, environ={})
+        # executors on other hosts connect back to the driver: Spark's own address stands
+        assert "spark.driver.host" not in cluster and "spark.driver.bindAddress" not in cluster
+
+
+def test_a_cluster_takes_the_driver_host_from_the_environment() -> None:
+    env = {DRIVER_HOST_ENV: "10.0.0.7"}
+    assert driver_address("spark://10.0.0.1:7077", env) == {"spark.driver.host": "10.0.0.7"}
+    assert driver_address("local[*]", env)["spark.driver.host"] == "127.0.0.1"  # local: loopback
+    assert driver_address("yarn", {DRIVER_HOST_ENV: " "}) == {}
+
+
+def test_no_spark_submit_means_no_submitted_master(monkeypatch) -> None:
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    assert submitted_master() is None  # and no JVM was started to find out
+    assert is_local("local") and is_local("local[4]") and not is_local("spark://h:7077")

@@ -115,7 +115,7 @@ def run(settings: Settings, out: TextIO) -> int:
             run_.wait(s.duration)
     except Exception as exc:  # noqa: BLE001 - report a failed query, exit non-zero
         # a sink's own error wrapped by Spark's foreachBatch, or memory that ran out
-        ours = find_error(str(exc)) or out_of_memory(str(exc), s.master)
+        ours = find_error(str(exc)) or out_of_memory(str(exc), spark.sparkContext.master)
         shown = ours.render() if ours else str(exc).splitlines()[0]
         print(f"slipstream: the query failed: {shown}", file=sys.stderr)
         return EXIT_FAILED

@@ -77,7 +77,7 @@ class Settings:
     duration: timedelta | None = None
     max_future: timedelta = DEFAULT_MAX_FUTURE
     max_past: timedelta | None = None
-    master: str = "local[*]"
+    master: str | None = None  # None: spark-submit's --master, else local[*] (session.py)
     conf: dict[str, str] = field(default_factory=dict)
     metrics_port: int | None = None
     dashboard: int | None = None

@@ -201,9 +201,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "master",
         values.text,
-        "Spark master URL",
+        "Spark master URL: local[*], spark://HOST:7077, yarn, k8s://https://HOST:443 "
+        "(default: spark-submit's --master under spark-submit, else local[*]; on a cluster the "
+        "driver's address comes from --conf spark.driver.host or SLIPSTREAM_DRIVER_HOST)",
         "a Spark master URL such as local[*] or spark://host:7077",
-        default="local[*]",
         metavar="URL",
         env="SLIPSTREAM_MASTER",
     ),

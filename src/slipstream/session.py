@@ -42,7 +42,17 @@ Streaming defaults, each deliberate (see docs/architecture.md and docs/benchmark
   it held 453 executions (3 per batch). Streaming progress keeps Spark's 100 recent updates per
   query (`recentProgress`, which the runner reads).
 - Python workers use the driver's interpreter (PYSPARK_PYTHON defaults to `sys.executable`), so
-  code that runs on executors sees the same packages as the driver.
+  code that runs on executors sees the same packages as the driver. On a cluster whose hosts
+  keep Python elsewhere, set `spark.pyspark.python` (it wins over PYSPARK_PYTHON).
+- Where the driver listens (docs/scaling.md). A `local` master binds the driver to 127.0.0.1
+  (`spark.driver.host`, `spark.driver.bindAddress`, SPARK_LOCAL_IP): nothing outside this host
+  needs to reach it. Any other master (`spark://`, `yarn`, `k8s://`) needs executors on other
+  hosts to connect back to the driver, so slipstream pins nothing: `--conf spark.driver.host=`
+  wins, then SLIPSTREAM_DRIVER_HOST, then Spark's own choice (SPARK_LOCAL_IP,
+  SPARK_LOCAL_HOSTNAME, else the address of this host's name).
+- Under `spark-submit` (client mode) the master is spark-submit's `--master` unless the command
+  gives its own; slipstream's defaults still apply, except those that need a JVM not yet started
+  (driver memory: give spark-submit `--driver-memory`).
 """
 
 from __future__ import annotations
@@ -54,6 +64,23 @@ from collections.abc import Mapping
 from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+#: the driver's advertised host on a cluster master, when `--conf spark.driver.host` is not given
+DRIVER_HOST_ENV = "SLIPSTREAM_DRIVER_HOST"
+LOOPBACK = "127.0.0.1"
+
+
+def is_local(master: str) -> bool:
+    """Whether `master` runs the executors inside the driver's JVM (`local`, `local[N]`)."""
+    return master == "local" or master.startswith("local[")
+
+
+def driver_address(master: str, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Where the driver listens: the loopback for a local master (no one else needs to reach
+    it); on a cluster, SLIPSTREAM_DRIVER_HOST if set, else Spark's own choice."""
+    if is_local(master):
+        return {"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK}
+    host = (os.environ if environ is None else environ).get(DRIVER_HOST_ENV, "").strip()
+    return {"spark.driver.host": host} if host else {}
 
 
 def default_shuffle_partitions(cores: int | None = None) -> int:
@@ -101,10 +128,11 @@ def default_driver_memory(total_mib: int | None = None) -> str:
     return f"{min(DRIVER_MEMORY_CEILING_MIB, max(DRIVER_MEMORY_FLOOR_MIB, share))}m"
 
 
-def streaming_defaults(cores: int | None = None, master: str = DEFAULT_MASTER) -> dict[str, str]:
-    local = master == "local" or master.startswith("local[")
+def streaming_defaults(
+    cores: int | None = None, master: str = DEFAULT_MASTER, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
     return {
-        **({"spark.driver.memory": default_driver_memory()} if local else {}),
+        **({"spark.driver.memory": default_driver_memory()} if is_local(master) else {}),
         **MEMORY,
         **RETENTION,
         "spark.sql.shuffle.partitions": str(default_shuffle_partitions(cores)),
@@ -117,8 +145,7 @@ def streaming_defaults(cores: int | None = None, master: str = DEFAULT_MASTER) -
         "spark.sql.adaptive.enabled": "false",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
+        **driver_address(master, environ),
         # Keep the metadata of completed batches short on local disks; enough to recover.
         "spark.sql.streaming.minBatchesToRetain": "50",
         # Hadoop's file system sets permissions itself (umask 022 by default, whatever the
@@ -128,26 +155,44 @@ def streaming_defaults(cores: int | None = None, master: str = DEFAULT_MASTER) -
 
 
 def build_session(
-    master: str = DEFAULT_MASTER,
+    master: str | None = None,
     conf: Mapping[str, str] | None = None,
     app_name: str = "slipstream",
     log_level: str = "WARN",
 ) -> SparkSession:
     """Build (or return the running) SparkSession with slipstream's streaming defaults.
 
-    `conf` wins over the defaults, so every default can be overridden with `--conf`."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    `master` None: spark-submit's `--master` when this process runs under spark-submit, else
+    local[*]. `conf` wins over the defaults, so every default can be overridden with `--conf`."""
+    submitted = submitted_master() if master is None else None
+    master = master or submitted or DEFAULT_MASTER
+    if is_local(master):
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
     # Python workers run the driver's interpreter (its packages: psycopg, pandas, slipstream),
     # not whatever `python3` is first on PATH. Set PYSPARK_PYTHON to choose another.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     cores = _cores_of(master)
     settings = {**streaming_defaults(cores, master), **dict(conf or {})}
-    builder = SparkSession.builder.master(master).appName(app_name)
+    builder = SparkSession.builder.appName(app_name)
+    if not submitted:  # spark-submit's own master stands as it is
+        builder = builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
+
+
+def submitted_master() -> str | None:
+    """spark-submit's `--master` when this Python process was started by spark-submit (its JVM
+    is up and waiting: PYSPARK_GATEWAY_PORT), read from that JVM; None otherwise (no JVM is
+    started here: driver memory must reach the JVM's command line first)."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM, starts nothing
+    return SparkConf().get("spark.master", None)
 
 
 def _cores_of(master: str) -> int | None:
