@@ -47,7 +47,15 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from slipstream import values
-from slipstream.pipelines.base import Input, Output, Param, Params, Pipeline, duration_param
+from slipstream.pipelines.base import (
+    Input,
+    Output,
+    Param,
+    Params,
+    Pipeline,
+    duration_param,
+    not_null,
+)
 from slipstream.quality.expectations import Expectation, not_in_future
 from slipstream.specs import spark_interval
 
@@ -359,4 +367,5 @@ class ActivityPipeline(Pipeline):
                 F.col("count").alias("actions"),
             )
         )
+        status = not_null(status, "user_id")
         return {"user_status": status, "user_alerts": alerts, "user_sessions": sessions}

@@ -43,6 +43,7 @@ from slipstream.pipelines.base import (
     Pipeline,
     check_windows,
     duration_param,
+    not_null,
 )
 from slipstream.quality.expectations import Expectation, not_in_future
 from slipstream.specs import spark_interval
@@ -172,4 +173,8 @@ class SensorsPipeline(Pipeline):
             F.avg("value").alias("baseline_value"),
             error_codes(),
         )
-        return {"sensor_stats": stats, "sensor_alerts": alerts, "sensor_baseline": baseline}
+        return {
+            "sensor_stats": not_null(stats, *WINDOW_KEY),
+            "sensor_alerts": alerts,
+            "sensor_baseline": not_null(baseline, "sensor_id"),
+        }
