@@ -289,7 +289,7 @@ class ActivityPipeline(Pipeline):
             values.positive_int,
             30,
             "actions a user may make in a minute before a burst alert",
-            "a positive whole number",
+            f"an integer from 1 to {values.MAX_COUNT:,}",
             "N",
         ),
         Param(

@@ -88,7 +88,7 @@ class SensorsPipeline(Pipeline):
             values.positive_number,
             1.0,
             "readings a sensor may send per minute before it is alerted on",
-            "a positive number",
+            f"a number above 0 and at most {values.MAX_COUNT:,}",
             "N",
         ),
     )
