@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
 from slipstream.pipelines import Input, Output, Params, Pipeline
-from slipstream.pipelines.base import check_windows, duration_param
+from slipstream.pipelines.base import check_windows, duration_param, not_null
 from slipstream.specs import spark_interval
 
 
@@ -69,14 +69,13 @@ class Windows(Pipeline):
             .groupBy(F.window("time", spark_interval(params.window), slide))
             .agg(F.sum("value").alias("total"), F.avg("value").alias("average"))
         )
-        return {
-            "sums": sums.select(
-                F.col("window.start").alias("window_start"),
-                F.col("window.end").alias("window_end"),
-                "total",
-                "average",
-            )
-        }
+        sums = sums.select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "total",
+            "average",
+        )
+        return {"sums": not_null(sums, "window_start")}
 
 
 class UserLogCount(Pipeline):
@@ -102,7 +101,7 @@ class UserLogCount(Pipeline):
     def build(
         self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
     ) -> dict[str, DataFrame]:
-        return {"counts": inputs["logs"].groupBy("userId").count()}
+        return {"counts": not_null(inputs["logs"].groupBy("userId").count(), "userId")}
 
 
 class OpenActions(Pipeline):

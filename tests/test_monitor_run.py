@@ -47,8 +47,9 @@ def test_a_stop_request_names_the_run_holding_the_checkpoint(tmp_path: Path) -> 
 
 _HOLD = """
 import fcntl, sys, time
+from slipstream.checkpoints import ofd_lock
 handle = open(sys.argv[1], "a+")
-fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+assert ofd_lock(handle.fileno(), fcntl.F_WRLCK)  # the lock a run takes
 print("locked", flush=True)
 if sys.argv[2] == "write-later":
     sys.stdin.readline()  # the test says when: the pid is written after the lock is taken

@@ -5,8 +5,15 @@ one sub-folder per query of the run (`results`, `quarantine`, `archive`, ...). R
 command again resumes every query where it stopped.
 
 Two runs on one checkpoint corrupt it (both write the same offset and commit logs), so a run
-holds an exclusive `flock` on ROOT/.slipstream.lock for its lifetime. The kernel releases it
-when the process dies, even by SIGKILL, so a crash never leaves a stale lock behind."""
+holds an exclusive lock on ROOT/.slipstream.lock for its lifetime: an open-file-description
+lock (Linux `F_OFD_SETLK`), which the kernel releases when the process dies, even by SIGKILL,
+so a crash never leaves a stale lock behind. Unlike `flock`, such a lock can be *tested*
+(`F_OFD_GETLK`) without being taken: looking at a lock (`is_locked`, `status`, `stop`) never
+makes a run that starts at that moment find it taken.
+
+Whatever deletes state of a checkpoint (reset, the demos' fresh start) does it inside
+`clearing(root)`: the lock is held while the outputs and then the checkpoint are deleted, and
+the lock file goes last, still held."""
 
 from __future__ import annotations
 
@@ -15,6 +22,8 @@ import fcntl
 import json
 import os
 import shutil
+import struct
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -23,6 +32,40 @@ from typing import IO
 from slipstream.errors import CheckpointError
 
 LOCK_FILE = ".slipstream.lock"
+
+# struct flock on 64-bit Linux: l_type, l_whence (short), l_start, l_len (off_t), l_pid (pid_t)
+_FLOCK = struct.Struct("hhqqi4x")
+
+
+def ofd_lock(fd: int, kind: int) -> bool:
+    """Take (F_WRLCK) or drop (F_UNLCK) the whole-file lock of this open file; False when
+    another open file holds a conflicting one."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _FLOCK.pack(kind, os.SEEK_SET, 0, 0, 0))
+    except (BlockingIOError, PermissionError):  # EAGAIN / EACCES: held elsewhere
+        return False
+    return True
+
+
+def _ofd_held(fd: int) -> bool:
+    """Whether another open file holds a write lock: tested, nothing taken."""
+    answer = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, _FLOCK.pack(fcntl.F_RDLCK, os.SEEK_SET, 0, 0, 0))
+    return bool(_FLOCK.unpack(answer)[0] != fcntl.F_UNLCK)
+
+
+def in_use(root: Path, holder: str) -> CheckpointError:
+    try:
+        who = json.loads(holder or "{}")
+    except json.JSONDecodeError:
+        who = {}
+    who = who if isinstance(who, dict) else {}
+    return CheckpointError(
+        "CHECKPOINT_IN_USE",
+        f"checkpoint {root} is in use by another run (pid {who.get('pid', '?')}, "
+        f"since {who.get('since', '?')}); two runs on one checkpoint corrupt it",
+        "wait for that run to finish or stop it (`slipstream stop PIPELINE`), or give "
+        "this run its own --checkpoint DIR",
+    )
 
 
 class CheckpointLock:
@@ -33,23 +76,11 @@ class CheckpointLock:
     def acquire(self) -> CheckpointLock:
         self.root.mkdir(parents=True, exist_ok=True)
         handle = open(self.root / LOCK_FILE, "a+")  # noqa: SIM115 - held for the run
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not ofd_lock(handle.fileno(), fcntl.F_WRLCK):
             handle.seek(0)
-            holder = handle.read().strip() or "{}"
+            holder = handle.read().strip()
             handle.close()
-            try:
-                who = json.loads(holder)
-            except json.JSONDecodeError:
-                who = {}
-            raise CheckpointError(
-                "CHECKPOINT_IN_USE",
-                f"checkpoint {self.root} is in use by another run (pid {who.get('pid', '?')}, "
-                f"since {who.get('since', '?')}); two runs on one checkpoint corrupt it",
-                "wait for that run to finish or stop it (`slipstream stop PIPELINE`), or give "
-                "this run its own --checkpoint DIR",
-            ) from None
+            raise in_use(self.root, holder)
         handle.seek(0)
         handle.truncate()
         handle.write(json.dumps({"pid": os.getpid(), "since": datetime.now(UTC).isoformat()}))
@@ -59,7 +90,7 @@ class CheckpointLock:
 
     def release(self) -> None:
         if self._handle is not None:
-            fcntl.flock(self._handle.fileno(), fcntl.LOCK_UN)
+            ofd_lock(self._handle.fileno(), fcntl.F_UNLCK)
             self._handle.close()
             self._handle = None
 
@@ -73,19 +104,26 @@ class CheckpointLock:
 
 
 def is_locked(root: Path) -> bool:
-    """Whether a run holds the checkpoint at `root`. Looking neither creates the lock file nor
-    writes to it (a probe must not leave slipstream's mark in a folder it only looked at)."""
+    """Whether a run holds the checkpoint at `root`. Looking neither creates the lock file,
+    nor writes to it, nor takes the lock even for an instant (`F_OFD_GETLK` only tests it), so
+    a run starting at the same moment is never refused because of a look."""
     try:
         handle = open(Path(root) / LOCK_FILE)  # noqa: SIM115 - read-only, never creates
     except (FileNotFoundError, NotADirectoryError):
         return False
     with handle:
+        return _ofd_held(handle.fileno())
+
+
+def refuse_in_use(root: Path) -> None:
+    """CHECKPOINT_IN_USE when a run holds `root`; looks without taking the lock (a run's
+    early check, before Spark starts; `runner.start` takes the lock for real)."""
+    if is_locked(root):
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-        return False
+            holder = (Path(root) / LOCK_FILE).read_text()
+        except OSError:
+            holder = ""
+        raise in_use(Path(root), holder)
 
 
 def query_checkpoint(root: Path, query: str) -> Path:
@@ -128,17 +166,20 @@ def checkpoint_is_ours(root: Path) -> bool:
     return root.is_dir() and (not any(root.iterdir()) or (root / LOCK_FILE).is_file())
 
 
-def delete_checkpoint(root: Path) -> bool:
-    """Delete a run's checkpoint root, holding its lock the whole time; refuses while a run
-    holds it, and refuses a folder slipstream did not make (every run takes the lock file in
-    the root before any query writes there: the lock file is the mark)."""
+@contextlib.contextmanager
+def clearing(root: Path) -> Iterator[bool]:
+    """Hold `root`'s lock while the caller deletes what belongs to this checkpoint (its
+    outputs, quarantines), then delete the checkpoint itself, the lock file last and still
+    held: no run can start in between. Yields whether a checkpoint was there. Refused while a
+    run holds it (CHECKPOINT_IN_USE), and for a folder slipstream did not make (every run takes
+    the lock file in the root before any query writes there: the lock file is the mark)."""
     root = Path(root)
-    if not root.exists():
-        return False
     if not checkpoint_is_ours(root):
         raise not_ours(root, "checkpoint")
+    existed = root.is_dir() and any(p.name != LOCK_FILE for p in root.iterdir())
     lock = CheckpointLock(root).acquire()
     try:
+        yield existed
         for child in root.iterdir():
             if child.name == LOCK_FILE:
                 continue
@@ -151,4 +192,12 @@ def delete_checkpoint(root: Path) -> bool:
         lock.release()
     with contextlib.suppress(OSError):  # not empty: a run started meanwhile; it keeps its root
         root.rmdir()
-    return True
+
+
+def delete_checkpoint(root: Path) -> bool:
+    """Delete a run's checkpoint root under its lock (see `clearing`); False when absent."""
+    if not Path(root).exists():
+        return False
+    with clearing(root) as existed:
+        pass
+    return existed

@@ -133,7 +133,7 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
         _add_param_flags(p, pipeline)
     p = sub.add_parser("feed", help="serve lines to the socket source (instead of netcat)")
     p.add_argument("file", nargs="?", type=Path, help="file of lines (default: standard input)")
-    p.add_argument("--port", type=int, default=9999)
+    p.add_argument("--port", type=values.flag_type(values.port), default=9999)
     p.add_argument("--host", default="127.0.0.1")
     _add_monitor_commands(sub)
     p = sub.add_parser("samples", help="copy a pipeline's bundled sample files into a folder")
@@ -159,7 +159,11 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--pipeline", dest="demo_pipeline", help=argparse.SUPPRESS)
     p.add_argument("--duration", help="stop after this long (default: until Ctrl-C)")
-    p.add_argument("--rate", type=float, help="events/s of a generated stream (default 2000)")
+    p.add_argument(
+        "--rate",
+        type=values.flag_type(values.positive_number),
+        help="events/s of a generated stream (default 2000)",
+    )
     return parser
 
 
@@ -183,11 +187,21 @@ def _add_monitor_commands(sub: Any) -> None:
     _state_dir_flag(p)
     p.add_argument("--checkpoint", type=Path, metavar="DIR", help="the run's --checkpoint")
     p.add_argument("--no-wait", action="store_true", help="ask, and return at once")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (default 120)")
+    p.add_argument(
+        "--timeout",
+        type=values.flag_type(values.number(0, 86_400)),
+        default=120.0,
+        help="seconds to wait, up to a day (default 120)",
+    )
     p = sub.add_parser("dashboard", help="serve the live dashboard of a state directory")
     p.add_argument("pipeline", nargs="?", help="whose results to show (default: latest active)")
     _state_dir_flag(p)
-    p.add_argument("--port", type=int, default=DEFAULT_DASHBOARD_PORT, help="0 picks a free port")
+    p.add_argument(
+        "--port",
+        type=values.flag_type(values.port),
+        default=DEFAULT_DASHBOARD_PORT,
+        help="0 picks a free port",
+    )
     p.add_argument("--bind", default="127.0.0.1", help="address to listen on (127.0.0.1)")
 
 

@@ -11,18 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from slipstream import runner
-from slipstream.checkpoints import (
-    CheckpointLock,
-    checkpoint_is_ours,
-    delete_checkpoint,
-    is_locked,
-    not_ours,
-)
+from slipstream.checkpoints import checkpoint_is_ours, clearing, is_locked, not_ours, refuse_in_use
 from slipstream.config import Settings
 from slipstream.control import StopControl
 from slipstream.errors import CheckpointError, find_error, out_of_memory
 from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
 from slipstream.monitor.listener import ConsoleReporter
+from slipstream.ownership import every_output, refuse_foreign_outputs
 from slipstream.pipelines.registry import discover
 
 if TYPE_CHECKING:
@@ -86,8 +81,10 @@ def run(settings: Settings, out: TextIO) -> int:
 
     prepared = runner.prepare(settings)  # every check that needs no plan, before Spark starts
     s = prepared.settings
-    # Refuse a checkpoint in use now, not after ~10 s of Spark start-up (start() holds the lock).
-    CheckpointLock(s.checkpoint_root).acquire().release()
+    # Refuse a checkpoint in use now, not after ~10 s of Spark start-up (start() takes the lock;
+    # looking here never takes it, so a run starting meanwhile is not refused because of us).
+    refuse_in_use(s.checkpoint_root)
+    refuse_foreign_outputs(prepared)  # again under the lock when the queries start
     if not s.quiet:
         print(prepared.explain(), file=out, flush=True)
         print("", file=out, flush=True)
@@ -192,10 +189,9 @@ def reset(
             f"stop it first: slipstream stop {s.pipeline}",
         )
     targets = [f"checkpoint {root}"]
+    every = every_output(prepared) if outputs else []  # also those earlier runs recorded
     if outputs:
-        targets += [
-            f"output {out.name}: {out.sink.describe(out.ctx)}" for out in prepared.outputs.values()
-        ]
+        targets += [f"output {out.name}: {out.sink.describe(out.ctx)}" for out in every]
         targets.append(f"event log {s.event_log}")
     if not yes:
         print("This deletes:\n  " + "\n  ".join(targets), file=out)
@@ -211,18 +207,19 @@ def reset(
     if not checkpoint_is_ours(root):
         raise not_ours(root, "checkpoint")
     if outputs:
-        for out_ in prepared.outputs.values():
+        for out_ in every:
             if not out_.sink.owns(out_.ctx):
                 raise not_ours(out_.sink.describe(out_.ctx), f"output {out_.name}")
-    removed = []
-    if delete_checkpoint(root):
-        removed.append(str(root))
-    if outputs:
-        for out_ in prepared.outputs.values():
-            removed += out_.sink.reset(out_.ctx)
-        if s.event_log.exists():
-            s.event_log.unlink()
-            removed.append(str(s.event_log))
+    removed: list[str] = []
+    with clearing(root) as existed:  # the lock held while anything is deleted
+        if outputs:
+            for out_ in every:
+                removed += out_.sink.reset(out_.ctx)
+            if s.event_log.exists():
+                s.event_log.unlink()
+                removed.append(str(s.event_log))
+    if existed:
+        removed.insert(0, str(root))
     print("removed: " + (", ".join(removed) if removed else "nothing (already clean)"), file=out)
     return EXIT_OK
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from slipstream import runner
-from slipstream.checkpoints import delete_checkpoint
+from slipstream.checkpoints import clearing
 from slipstream.config import DEFAULT_DASHBOARD_PORT, load_settings
 from slipstream.console import render, table
 from slipstream.errors import ConfigError
@@ -51,6 +51,20 @@ def format_table(rows: list[dict[str, object]], columns: list[str]) -> str:
     return render(table(columns, [[r[c] for c in columns] for r in rows], framed=True))
 
 
+def fresh_start(prepared: runner.Prepared, landing: Path) -> None:
+    """A fresh start for this pipeline only (other demos share the state dir and database):
+    its landing folder, quarantine, outputs, event log and checkpoint go, all under the
+    checkpoint's lock (CHECKPOINT_IN_USE while a run holds it, and nothing is deleted)."""
+    with clearing(prepared.settings.checkpoint_root):
+        shutil.rmtree(landing, ignore_errors=True)
+        shutil.rmtree(prepared.settings.quarantine_root, ignore_errors=True)
+        for out in prepared.outputs.values():
+            if out.spec is not None:
+                out.sink.reset(out.ctx)
+        for log in log_files(prepared.settings.event_log):  # a fresh run: fresh charts
+            log.unlink()
+
+
 def demo(
     state_dir: Path,
     out: TextIO,
@@ -65,19 +79,13 @@ def demo(
 
     state_dir = Path(state_dir).resolve()
     landing = state_dir / "landing" / "mobile"
-    # A fresh start for this pipeline only: other demos share the state dir and database. The
-    # checkpoint goes under its lock (refused while a mobile run holds it).
-    delete_checkpoint(state_dir / "checkpoints" / "mobile")
-    for stale in (landing, state_dir / "quarantine" / "mobile"):
-        shutil.rmtree(stale, ignore_errors=True)
-    landing.mkdir(parents=True)
     settings = load_settings(
         "mobile", {"input": str(landing), "state_dir": state_dir, "dashboard": dashboard}
     )
-    for log in log_files(settings.event_log):  # a fresh run: fresh charts
-        log.unlink()
+    prepared = runner.prepare(settings, check_source=False)
+    fresh_start(prepared, landing)
+    landing.mkdir(parents=True)
     prepared = runner.prepare(settings)
-    prepared.sink.reset(prepared.ctx)
     print(prepared.explain(), file=out)
     monitoring = start_monitoring(prepared.settings, prepared.results_view)
     print("", file=out)

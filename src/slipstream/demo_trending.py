@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -36,12 +35,11 @@ from rich.console import Group, RenderableType
 
 import slipstream
 from slipstream import runner
-from slipstream.checkpoints import delete_checkpoint
 from slipstream.config import DEFAULT_DASHBOARD_PORT, load_settings
 from slipstream.console import console_for, is_terminal, render, table
+from slipstream.demo import fresh_start
 from slipstream.errors import ConfigError
 from slipstream.generators.trending import TrendingSpec, write_catalog
-from slipstream.monitor.eventlog import log_files
 from slipstream.monitor.listener import Record, progress_summary
 from slipstream.monitor.serve import start_monitoring
 from slipstream.pipelines.trending import TrendingPipeline
@@ -224,16 +222,6 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _fresh(state_dir: Path, landing: Path, prepared: runner.Prepared) -> None:
-    """Remove this demo's previous outputs only."""
-    shutil.rmtree(landing, ignore_errors=True)
-    delete_checkpoint(prepared.settings.checkpoint_root)
-    shutil.rmtree(prepared.settings.quarantine_root, ignore_errors=True)
-    prepared.sink.reset(prepared.ctx)
-    for log in log_files(prepared.settings.event_log):  # fresh charts on the dashboard
-        log.unlink()
-
-
 def demo(
     state_dir: Path,
     out: TextIO,
@@ -273,7 +261,7 @@ def demo(
         },
     )
     prepared = runner.prepare(settings)  # every check that needs no plan, before Spark
-    _fresh(state_dir, landing, prepared)
+    fresh_start(prepared, landing)
     monitoring = start_monitoring(prepared.settings, prepared.results_view)  # a taken port: now
     landing.mkdir(parents=True, exist_ok=True)
     db_path = prepared.settings.default_database

@@ -50,6 +50,9 @@ CODES: dict[str, str] = {
     "CHECKPOINT_IN_USE": "another run holds this checkpoint",
     "RESET_REFUSED": "reset was not confirmed",
     "RESET_NOT_OURS": "reset deletes only what slipstream made; this path or table has no mark",
+    "OUTPUT_BELONGS_TO_OTHER_CHECKPOINT": (
+        "an output holds batches of another checkpoint; a new query would lose or repeat rows"
+    ),
     "STOP_TIMEOUT": "a run asked to stop did not stop in time",
     "LOCK_HOLDER_UNKNOWN": "a checkpoint is locked, but the lock file names no running process",
     "OUT_OF_MEMORY": "a query ran out of memory (the driver's, or an executor's on a cluster)",
@@ -57,6 +60,8 @@ CODES: dict[str, str] = {
     # sinks
     "SINK_UNKNOWN": "no sink of that kind",
     "SINK_BAD_TARGET": "the sink's target cannot be used",
+    "SINK_KEY_NULLABLE": "a database output's key column may be NULL (NULL keys never conflict)",
+    "SINK_NEEDS_KEY": "update or complete mode into a database needs the output's key",
     "SINK_UNREACHABLE": "the sink's database cannot be reached",
     "SINK_WRITE_FAILED": "the sink's database refused or lost a write",
     "EXPECTATION_FAILED": "a data-quality expectation of strength 'fail' was violated",

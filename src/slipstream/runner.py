@@ -20,6 +20,7 @@ from slipstream.control import StopControl
 from slipstream.errors import ValidationError
 from slipstream.monitor.listener import Handler, RunListener, RunTotals
 from slipstream.monitor.recorder import RunRecorder
+from slipstream.ownership import record_outputs, refuse_foreign_outputs
 from slipstream.plan import plan_of
 from slipstream.prepare import BoundInput, BoundOutput, Prepared, prepare
 from slipstream.quality.expectations import enforce, route
@@ -27,7 +28,7 @@ from slipstream.quality.parse import check_typed, parse_csv, parse_json
 from slipstream.quality.quarantine import QUALITY_METRICS, accepted, quality_metrics, rejected
 from slipstream.run import Run, batch_boundaries
 from slipstream.specs import TriggerSpec, spark_interval
-from slipstream.validate import violations
+from slipstream.validate import key_violations, violations
 
 __all__ = ["Prepared", "Run", "batch_boundaries", "build", "check", "prepare", "start"]
 
@@ -126,7 +127,11 @@ def check(prepared: Prepared, queries: list[Query]) -> list[ValidationError]:
         plan = prepared.plans[out.name]
         offered = out.spec.modes if out.spec is not None else None
         source = _source_of(prepared, out)
-        for v in violations(plan, out.ctx.mode, out.sink.spec, s.trigger, source, offered):
+        found = violations(plan, out.ctx.mode, out.sink.spec, s.trigger, source, offered)
+        if out.spec is not None:
+            nullable = {f.name: f.nullable for f in query.frame.schema.fields}
+            found += key_violations(out.ctx.mode, out.sink.spec, out.ctx.key, nullable)
+        for v in found:
             problems.append(
                 ValidationError(v.code, f"output {out.ctx.query_name}: {v.message}", v.fix)
             )
@@ -162,8 +167,8 @@ def start(
     *,
     origin: str = "api",
 ) -> Run:
-    """Start the run's queries (outputs, then quarantines). Refuses a checkpoint in use, and
-    any query a rule refuses, before starting any.
+    """Start the run's queries (outputs, then quarantines). Refuses a checkpoint in use, an
+    output another checkpoint wrote, and any query a rule refuses, before starting any.
 
     Every run records its events in the pipeline's event log (`settings.event_log`);
     `origin` (cli, demo, harness, api) is the reason given in its `run_started` record."""
@@ -178,10 +183,12 @@ def start(
     spark.streams.addListener(listener)
     queries: dict[str, StreamingQuery] = {}
     try:
+        refuse_foreign_outputs(prepared)  # under the lock: no reset can run meanwhile
         built = build(spark, prepared)
         refused = check(prepared, built)
         if refused:
             raise refused[0]
+        record_outputs(prepared)
         recorder.run_started([q.output.ctx.query_name for q in built], origin)
         for query in built:
             out = query.output

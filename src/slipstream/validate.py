@@ -172,3 +172,49 @@ def _offered(mode: OutputMode, offered_modes: Iterable[OutputMode] | None) -> li
             )
         ]
     return []
+
+
+DATABASE_SINKS = frozenset({"sqlite", "postgresql"})
+
+
+def key_violations(
+    mode: OutputMode, sink: SinkSpec, key: tuple[str, ...], nullable: dict[str, bool]
+) -> list[ValidationError]:
+    """Update and complete modes upsert into a database on the output's key: without a key
+    every batch inserts its rows again, and a key column that may be NULL never conflicts (a
+    new row each batch). `nullable` is each column of the output's analyzed schema."""
+    if sink.kind not in DATABASE_SINKS or mode == "append":
+        return []
+    if not key:
+        return [
+            ValidationError(
+                "SINK_NEEDS_KEY",
+                f"{mode} mode into {sink.kind} upserts on the output's key, and this output "
+                "declares none: every batch would insert its rows again",
+                "declare the key in the pipeline (Output(key=(...))) or use --mode append",
+            )
+        ]
+    missing = [k for k in key if k not in nullable]
+    if missing:
+        return [
+            ValidationError(
+                "SINK_NEEDS_KEY",
+                f"key column(s) {', '.join(missing)} are not columns of the output "
+                f"({', '.join(nullable)})",
+                "declare the key as columns the pipeline's frame has",
+            )
+        ]
+    maybe_null = [k for k in key if nullable[k]]
+    if not maybe_null:
+        return []
+    return [
+        ValidationError(
+            "SINK_KEY_NULLABLE",
+            f"key column(s) {', '.join(maybe_null)} may be NULL in the output's schema, and a "
+            f"NULL key never conflicts: {mode} mode would add a row each batch instead of "
+            "updating one",
+            "declare them never NULL in the pipeline: return not_null(frame, *KEY) "
+            "(slipstream.pipelines.base; a NULL then fails its batch loudly), or use --mode "
+            "append",
+        )
+    ]

@@ -20,38 +20,79 @@ T = TypeVar("T")
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def positive_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError("a positive integer")
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ValueError("a positive integer") from None
-    if number <= 0 or (isinstance(value, float) and value != number):
-        raise ValueError("a positive integer")
-    return number
+#: the largest count or rate any flag takes (events/s, files per trigger, rows per second,
+#: bursts, generated users...): more is a typo, and would exhaust memory or overflow rather than
+#: fail with a message
+MAX_COUNT = 1_000_000_000
+#: seeds are any 64-bit integer
+MAX_SEED = 2**63 - 1
 
 
-def positive_number(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError("a positive number")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError("a positive number") from None
-    if not number > 0 or number == float("inf"):
-        raise ValueError("a positive number")
-    return number
+def integer(low: int, high: int) -> Callable[[Any], int]:
+    """A parser of whole numbers from `low` to `high`; the error names both bounds."""
+    allowed = f"an integer from {low:,} to {high:,}"
+
+    def parse(value: Any) -> int:
+        if isinstance(value, bool):
+            raise ValueError(allowed)
+        try:
+            number = int(value)
+        except (TypeError, ValueError, OverflowError):  # text, NaN, infinity
+            raise ValueError(allowed) from None
+        if not low <= number <= high or (isinstance(value, float) and value != number):
+            raise ValueError(allowed)
+        return number
+
+    return parse
+
+
+def _shown(bound: float) -> str:
+    return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
+
+
+def number(low: float, high: float, *, above: bool = True) -> Callable[[Any], float]:
+    """A parser of numbers up to `high` and above `low` (or from `low`, with above=False);
+    NaN and infinity are refused; the error names both bounds."""
+    allowed = (
+        f"a number above {_shown(low)} and at most {_shown(high)}"
+        if above
+        else f"a number from {_shown(low)} to {_shown(high)}"
+    )
+
+    def parse(value: Any) -> float:
+        if isinstance(value, bool):
+            raise ValueError(allowed)
+        try:
+            parsed = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(allowed) from None
+        if not (low < parsed <= high if above else low <= parsed <= high):  # also NaN
+            raise ValueError(allowed)
+        return parsed
+
+    return parse
+
+
+positive_int = integer(1, MAX_COUNT)
+positive_number = number(0, MAX_COUNT)
+_port = integer(0, 65535)
 
 
 def port(value: Any) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ValueError("a TCP port 0-65535") from None
-    if not 0 <= number <= 65535 or isinstance(value, bool):
-        raise ValueError("a TCP port 0-65535")
-    return number
+    return _port(value)
+
+
+def flag_type(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An argparse `type=` from a parser: its message (the bounds) becomes argparse's."""
+    import argparse
+
+    def convert(text: str) -> T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r}: allowed is {exc}") from None
+
+    return convert
 
 
 def choice(*allowed: str) -> Callable[[Any], str]:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from slipstream.errors import ConfigError
+from slipstream.generators import streams
 from slipstream.generators.streams import moment
 from slipstream.generators.trending import (
     SpecError,
@@ -105,13 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _number(name: str, text: str, kind: type) -> Any:
-    try:
-        return kind(text)
-    except ValueError:
-        noun = "an integer" if kind is int else "a number"
-        raise ConfigError(
-            "CONFIG_BAD_VALUE", f"{_flag(name)} has value {text!r}", f"give {_flag(name)} {noun}"
-        ) from None
+    return streams.number(name, text, kind, None)
 
 
 def spec_from_args(args: argparse.Namespace) -> tuple[TrendingSpec, bool]:

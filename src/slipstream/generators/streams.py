@@ -39,6 +39,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, TextIO
 
+from slipstream import values
 from slipstream.errors import ConfigError
 from slipstream.generators.files import write_atomically
 from slipstream.generators.trending import Clock, SystemClock, _stop_on_sigint
@@ -383,16 +384,22 @@ def add_arguments(parser: argparse.ArgumentParser, defaults: StreamSpec) -> None
 
 
 def number(name: str, text: str | None, kind: type, default: Any) -> Any:
-    """A flag's number, or its default; a bad value fails naming the flag."""
+    """A flag's number, or its default; a bad value, or one beyond the bounds every number
+    flag has (values.MAX_COUNT, seeds 64 bits), fails naming the flag and the bounds. What
+    each generator allows inside them (a positive rate, a share in [0, 1)) it checks itself."""
     if text is None:
         return default
+    top = values.MAX_SEED if name == "seed" else values.MAX_COUNT
+    if kind is int:
+        parse: Callable[[Any], Any] = values.integer(-top, top)
+    else:
+        parse = values.number(-top, top, above=False)
     try:
-        return kind(text)
-    except ValueError:
-        noun = "an integer" if kind is int else "a number"
+        return parse(text)
+    except ValueError as exc:
         flag = "--" + name.replace("_", "-")
         raise ConfigError(
-            "CONFIG_BAD_VALUE", f"{flag} has value {text!r}", f"give {flag} {noun}"
+            "CONFIG_BAD_VALUE", f"{flag} has value {text!r}", f"give {flag} {exc}"
         ) from None
 
 

@@ -47,7 +47,15 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from slipstream import values
-from slipstream.pipelines.base import Input, Output, Param, Params, Pipeline, duration_param
+from slipstream.pipelines.base import (
+    Input,
+    Output,
+    Param,
+    Params,
+    Pipeline,
+    duration_param,
+    not_null,
+)
 from slipstream.quality.expectations import Expectation
 from slipstream.specs import spark_interval
 
@@ -281,7 +289,7 @@ class ActivityPipeline(Pipeline):
             values.positive_int,
             30,
             "actions a user may make in a minute before a burst alert",
-            "a positive whole number",
+            f"an integer from 1 to {values.MAX_COUNT:,}",
             "N",
         ),
         Param(
@@ -356,4 +364,5 @@ class ActivityPipeline(Pipeline):
                 F.col("count").alias("actions"),
             )
         )
+        status = not_null(status, "user_id")
         return {"user_status": status, "user_alerts": alerts, "user_sessions": sessions}

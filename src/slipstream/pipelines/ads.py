@@ -47,6 +47,7 @@ from slipstream.pipelines.base import (
     Pipeline,
     check_windows,
     duration_param,
+    not_null,
 )
 from slipstream.specs import spark_interval
 
@@ -190,7 +191,9 @@ class AdsPipeline(Pipeline):
         return {
             "ad_clicks_attributed": attributed,
             "ad_impressions_outcome": outcome,
-            "campaign_stats": campaign_stats(inputs, catalog, params),
+            "campaign_stats": not_null(
+                campaign_stats(inputs, catalog, params), "window_start", "campaign"
+            ),
         }
 
 

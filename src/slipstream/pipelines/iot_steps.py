@@ -37,7 +37,15 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from slipstream.pipelines.base import Input, Output, Params, Pipeline, check_windows, duration_param
+from slipstream.pipelines.base import (
+    Input,
+    Output,
+    Params,
+    Pipeline,
+    check_windows,
+    duration_param,
+    not_null,
+)
 from slipstream.specs import spark_interval
 
 # seed 004's device_schema, field for field
@@ -97,10 +105,9 @@ class IotStepsPipeline(Pipeline):
             .groupBy(F.window("timestamp", spark_interval(params.window)))
             .agg(F.sum("num_steps").alias("num_steps"))
         )
-        return {
-            "steps": sums.select(
-                F.col("window.start").alias("window_start"),
-                F.col("window.end").alias("window_end"),
-                "num_steps",
-            )
-        }
+        steps = sums.select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "num_steps",
+        )
+        return {"steps": not_null(steps, "window_start")}

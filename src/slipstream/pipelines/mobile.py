@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from slipstream import values
-from slipstream.pipelines.base import Input, Output, Param, Params, Pipeline
+from slipstream.pipelines.base import Input, Output, Param, Params, Pipeline, not_null
 from slipstream.specs import DURATION_HELP, spark_interval
 
 SCHEMA = StructType(
@@ -86,11 +86,10 @@ class MobilePipeline(Pipeline):
             .groupBy(F.window("ts", spark_interval(params.window)), F.col("action"))
             .count()
         )
-        return {
-            "counts": counts.select(
-                F.col("window.start").alias("window_start"),
-                F.col("window.end").alias("window_end"),
-                "action",
-                "count",
-            )
-        }
+        counts = counts.select(
+            F.col("window.start").alias("window_start"),
+            F.col("window.end").alias("window_end"),
+            "action",
+            "count",
+        )
+        return {"counts": not_null(counts, "window_start", "action")}

@@ -43,6 +43,7 @@ from slipstream.pipelines.base import (
     Pipeline,
     check_windows,
     duration_param,
+    not_null,
 )
 from slipstream.specs import spark_interval
 
@@ -86,7 +87,7 @@ class SensorsPipeline(Pipeline):
             values.positive_number,
             1.0,
             "readings a sensor may send per minute before it is alerted on",
-            "a positive number",
+            f"a number above 0 and at most {values.MAX_COUNT:,}",
             "N",
         ),
     )
@@ -168,4 +169,8 @@ class SensorsPipeline(Pipeline):
             F.avg("value").alias("baseline_value"),
             error_codes(),
         )
-        return {"sensor_stats": stats, "sensor_alerts": alerts, "sensor_baseline": baseline}
+        return {
+            "sensor_stats": not_null(stats, *WINDOW_KEY),
+            "sensor_alerts": alerts,
+            "sensor_baseline": not_null(baseline, "sensor_id"),
+        }

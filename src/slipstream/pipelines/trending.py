@@ -57,6 +57,7 @@ from slipstream.pipelines.base import (
     Pipeline,
     check_windows,
     duration_param,
+    not_null,
 )
 from slipstream.quality.expectations import Expectation
 from slipstream.sinks.base import Sink, SinkContext
@@ -217,6 +218,7 @@ class TrendingPipeline(Pipeline):
             "views",
             F.coalesce(F.col("in_catalog"), F.lit(False)).alias("in_catalog"),
         )
+        views = not_null(views, *KEY)
         return {"views": views, "archive": views}
 
     def results_view(self, sink: Sink, ctx: SinkContext) -> dict[str, Any] | None:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.pipelines.base import Input, Output, Params, Pipeline
+from slipstream.pipelines.base import Input, Output, Params, Pipeline, not_null
 
 
 class WordCountPipeline(Pipeline):
@@ -32,4 +32,5 @@ class WordCountPipeline(Pipeline):
         self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
     ) -> dict[str, DataFrame]:
         words = inputs["lines"].select(F.explode(F.split(F.col("value"), r"\s+")).alias("word"))
-        return {"counts": words.filter(F.col("word") != "").groupBy("word").count()}
+        counts = words.filter(F.col("word") != "").groupBy("word").count()
+        return {"counts": not_null(counts, "word")}

@@ -106,6 +106,17 @@ class Sink(ABC):
         output before `reset` deletes anything)."""
         return True
 
+    def foreign_batches(self, ctx: SinkContext) -> str | None:
+        """What this output holds of another query's batches, which a query on
+        `ctx.checkpoint` would silently skip or write a second time; None when nothing (a
+        sink that keeps no record of batches, a resume, a restart after a crash)."""
+        return None
+
+    def location(self, ctx: SinkContext) -> str | None:
+        """The output as `--sink` takes it, never with a password (recorded in the checkpoint
+        so that `reset --outputs` finds it later); None for sinks that keep nothing."""
+        return None
+
     def preview(
         self, ctx: SinkContext, *, limit: int = 50, order_by: str | None = None
     ) -> dict[str, Any] | None:
@@ -119,6 +130,14 @@ class Sink(ABC):
 def checkpoint_query_id(checkpoint: Path) -> str:
     """Spark's persistent query id, from the checkpoint's `metadata` file (written at start)."""
     return str(json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"])
+
+
+def known_query_id(checkpoint: Path) -> str | None:
+    """The query id of a checkpoint that started once; None for a new (or reset) one."""
+    try:
+        return checkpoint_query_id(checkpoint)
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
 
 
 def iso_utc(column: str) -> Any:
@@ -255,6 +274,38 @@ class DatabaseSink(BatchSink):
         except BaseException:
             conn.rollback()
             raise
+
+    def ledger_exists(self, conn: Any) -> bool:
+        """Whether the database has slipstream's ledger table."""
+        raise NotImplementedError
+
+    def foreign_batches(self, ctx: SinkContext) -> str | None:
+        """Ledger rows of another query id for this table, while this checkpoint has
+        committed no batch (new, or reset without its outputs): the new query's batch ids
+        start at 0 under a new id, so the ledger would let every re-read row in again."""
+        from slipstream.checkpoints import last_committed_batch
+
+        if last_committed_batch(ctx.checkpoint) is not None:
+            return None  # a resume: this query's own rows
+        mine = known_query_id(ctx.checkpoint) or ""
+        p = self.placeholder
+        with closing(self.connect()) as conn:
+            if not self.ledger_exists(conn):
+                return None
+            cur = conn.cursor()
+            cur.execute(
+                f"SELECT count(DISTINCT query_id), count(*) FROM {LEDGER_TABLE} "
+                f"WHERE target_table = {p} AND query_id <> {p}",
+                (ctx.table, mine),
+            )
+            queries, batches = cur.fetchone() or (0, 0)
+        if not batches:
+            return None
+        return (
+            f"{batches} batches of {queries} other quer{'y' if queries == 1 else 'ies'} in its "
+            "ledger; a new query would write every row it reads again (duplicates in append "
+            "mode, older values in update mode)"
+        )
 
     def committed(self, conn: Any, info: BatchInfo) -> bool:
         cur = conn.cursor()

@@ -54,8 +54,6 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -78,9 +76,12 @@ from slipstream.sinks.postgres_io import (
     _cause,
     _copy_partition,
     _copy_rows,
+    _plain,
     _reason,
     connect,
     pg_type,
+    read_table,
+    retry_advice,
     scrub,
     stage_partitions,
     staging_table,
@@ -289,9 +290,7 @@ class PostgresSink(DatabaseSink):
                 "SINK_UNREACHABLE" if unreachable else "SINK_WRITE_FAILED",
                 f"PostgreSQL at {self.target.where()} failed while writing batch "
                 f"{info.batch_id} into {info.ctx.table}: {_reason(exc, self.target.password)}",
-                FIX_CONNECT
-                if unreachable
-                else "see the PostgreSQL server log; the batch is retried when the query restarts",
+                FIX_CONNECT if unreachable else retry_advice(exc),
             ) from None
 
     def _stage_on_executors(self, stored: DataFrame, info: BatchInfo, attempt: str) -> int:
@@ -313,7 +312,8 @@ class PostgresSink(DatabaseSink):
             raise SlipstreamError(
                 "SINK_WRITE_FAILED",
                 f"staging batch {info.batch_id} from the executors failed: {_cause(text, exc)}",
-                "see the executor log; the batch is retried when the query restarts",
+                "see the executor log: a restart retries the batch, and fails the same way if "
+                "the batch's data is the cause",
             ) from None
         self.parallel_batches += 1
         return sum(counts)
@@ -355,6 +355,13 @@ class PostgresSink(DatabaseSink):
         rows = read_table(self.target, ctx.table)
         return spark.createDataFrame(rows) if rows else None
 
+    def ledger_exists(self, conn: psycopg.Connection) -> bool:
+        found = conn.execute("SELECT to_regclass(%s)", (LEDGER_TABLE,)).fetchone()
+        return bool(found and found[0])
+
+    def location(self, ctx: SinkContext) -> str | None:
+        return self.spec.target or "postgresql"  # never the password: it is not in target
+
     def owns(self, ctx: SinkContext) -> bool:
         """No such table, or the ledger lists batches slipstream wrote to it."""
         with self.connect() as conn:
@@ -383,26 +390,3 @@ class PostgresSink(DatabaseSink):
             if exists and exists[0]:
                 conn.execute(f"DELETE FROM {LEDGER_TABLE} WHERE target_table = %s", (ctx.table,))
         return [f"table {ctx.table} in {self.target.describe()}"]
-
-
-def read_table(target: PgTarget, table: str, order_by: str | None = None) -> list[dict[str, Any]]:
-    """Rows of a table as dicts ([] when it does not exist): tests, the terminal view."""
-    from psycopg.rows import dict_row
-
-    with connect(target) as conn:
-        exists = conn.execute("SELECT to_regclass(%s)", (quote_ident(table),)).fetchone()
-        if not exists or not exists[0]:
-            return []
-        order = f" ORDER BY {order_by}" if order_by else ""
-        with conn.cursor(row_factory=dict_row) as cur:
-            return list(cur.execute(f"SELECT * FROM {quote_ident(table)}{order}"))
-
-
-def _plain(value: Any) -> Any:
-    """JSON-friendly: timestamps as ISO-8601 UTC text, decimals as numbers."""
-    if isinstance(value, datetime):
-        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
-        return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-    if isinstance(value, Decimal):
-        return float(value)
-    return value

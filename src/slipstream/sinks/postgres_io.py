@@ -12,6 +12,8 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -151,6 +153,25 @@ def _reason(exc: BaseException, password: Secret | None) -> str:
     return scrub(" / ".join(lines[:3]) or type(exc).__name__, password)
 
 
+#: SQLSTATE classes a later attempt can get past: connection (08), transaction rollback such as
+#: a deadlock or serialization failure (40), resources (53), operator intervention (57)
+TRANSIENT_CLASSES = ("08", "40", "53", "57")
+
+
+def retry_advice(exc: BaseException) -> str:
+    """What a restart does about a psycopg error, said truthfully: a data or schema error
+    (a value the column refuses, a constraint, a changed table) fails the same batch the same
+    way on every restart."""
+    state = str(getattr(exc, "sqlstate", "") or "")
+    if not state or state[:2] in TRANSIENT_CLASSES:
+        return "a restart retries the batch (the error is transient: nothing was committed)"
+    return (
+        f"a restart will fail on this batch the same way (SQLSTATE {state}: the data or the "
+        "table is refused, not the connection); fix the table (or reset the output) first, "
+        "see the PostgreSQL server log"
+    )
+
+
 def _cause(text: str, exc: BaseException) -> str:
     """The innermost `SomeError: message` line of a (Python worker's) traceback."""
     lines = re.findall(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception): .+)$", text, re.M)
@@ -277,4 +298,27 @@ def _copy_rows(
     return count
 
 
-# --- the sink --------------------------------------------------------------------------------
+# --- reading back ------------------------------------------------------------------------------
+
+
+def read_table(target: PgTarget, table: str, order_by: str | None = None) -> list[dict[str, Any]]:
+    """Rows of a table as dicts ([] when it does not exist): tests, the terminal view."""
+    from psycopg.rows import dict_row
+
+    with connect(target) as conn:
+        exists = conn.execute("SELECT to_regclass(%s)", (quote_ident(table),)).fetchone()
+        if not exists or not exists[0]:
+            return []
+        order = f" ORDER BY {order_by}" if order_by else ""
+        with conn.cursor(row_factory=dict_row) as cur:
+            return list(cur.execute(f"SELECT * FROM {quote_ident(table)}{order}"))
+
+
+def _plain(value: Any) -> Any:
+    """JSON-friendly: timestamps as ISO-8601 UTC text, decimals as numbers."""
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, Decimal):
+        return float(value)
+    return value

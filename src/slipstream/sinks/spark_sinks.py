@@ -114,11 +114,43 @@ class FileSink(Sink):
         shutil.rmtree(folder)
         return [str(folder)]
 
+    def location(self, ctx: SinkContext) -> str | None:
+        return f"{self.spec.kind}:{self.directory.resolve()}"
+
+    def foreign_batches(self, ctx: SinkContext) -> str | None:
+        """Batches in the `_spark_metadata` log that this checkpoint never planned: Spark's
+        file sink skips every batch id at or below the highest in its log, so a new query
+        (batch ids from 0) would lose its first batches without a word. A resume, or a restart
+        after a crash between the sink's commit and the checkpoint's, has planned them."""
+        from slipstream.checkpoints import last_planned_batch
+
+        held = last_sink_batch(self.directory)
+        if held is None:
+            return None
+        planned = last_planned_batch(ctx.checkpoint)
+        if planned is not None and held <= planned:
+            return None
+        ran = "has planned no batch" if planned is None else f"planned batches up to {planned}"
+        return (
+            f"batches up to {held} in its _spark_metadata log while checkpoint "
+            f"{ctx.checkpoint} {ran}: Spark's file sink would skip the new batches up to "
+            f"{held} without a word"
+        )
+
     def owns(self, ctx: SinkContext) -> bool:
         folder = self.directory
         if not folder.exists():
             return True
         return folder.is_dir() and (not any(folder.iterdir()) or (folder / OUTPUT_MARK).is_file())
+
+
+def last_sink_batch(directory: Path) -> int | None:
+    """The highest batch id in a file sink's `_spark_metadata` log (`N`, `N.compact`)."""
+    log = directory / "_spark_metadata"
+    if not log.is_dir():
+        return None
+    ids = [int(p.name.split(".")[0]) for p in log.iterdir() if p.name.split(".")[0].isdigit()]
+    return max(ids, default=None)
 
 
 def committed_files(directory: Path) -> list[Path]:

@@ -134,6 +134,15 @@ class SqliteSink(DatabaseSink):
             return None
         return spark.createDataFrame(rows)
 
+    def ledger_exists(self, conn: sqlite3.Connection) -> bool:
+        return has_table(conn, LEDGER_TABLE)
+
+    def foreign_batches(self, ctx: SinkContext) -> str | None:
+        return super().foreign_batches(ctx) if self.path.exists() else None
+
+    def location(self, ctx: SinkContext) -> str | None:
+        return f"sqlite:{self.path.resolve()}"
+
     def owns(self, ctx: SinkContext) -> bool:
         """No such table, or the ledger lists batches slipstream wrote to it."""
         if not self.path.exists():
