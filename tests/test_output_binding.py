@@ -245,3 +245,19 @@ class NullableKey(Pipeline):
 class NoKey(NullableKey):
     name = "no_key"
     outputs = (Output("counts", modes=("update",)),)
+
+
+def test_database_errors_say_whether_a_restart_helps() -> None:
+    """A lost connection or a deadlock passes on a later attempt; a value or constraint the
+    table refuses fails the same batch the same way on every restart (no Spark)."""
+    from slipstream.sinks.postgres_io import retry_advice
+
+    class PgError(Exception):
+        def __init__(self, sqlstate: str) -> None:
+            self.sqlstate = sqlstate
+
+    for transient in ("08006", "40P01", "40001", "53300", "57P01"):
+        assert "restart retries the batch" in retry_advice(PgError(transient))
+    for permanent in ("23505", "22001", "42703"):
+        advice = retry_advice(PgError(permanent))
+        assert "fail on this batch the same way" in advice and permanent in advice
