@@ -63,7 +63,9 @@ def check(settings: Settings, out: TextIO, spark: SparkSession | None = None) ->
 
     began = time.monotonic()
     started_here = spark is None and SparkContext._active_spark_context is None
-    spark = spark or build_session(s.master, s.conf, app_name=f"slipstream-check-{s.pipeline}")
+    spark = spark or build_session(
+        s.master, s.conf, app_name=f"slipstream-check-{s.pipeline}", remote=s.remote
+    )
     try:
         problems = runner.check(prepared, runner.build(spark, prepared))
     finally:
@@ -103,6 +105,7 @@ def run(settings: Settings, out: TextIO) -> int:
         s.conf,
         app_name=f"slipstream-{s.pipeline}",
         log_level="WARN" if s.verbose else "ERROR",
+        remote=s.remote,
     )
     handlers = [] if s.quiet else [ConsoleReporter(out, verbose=s.verbose)]
     bar = backfill_bar(prepared, out)
