@@ -8,6 +8,14 @@ PYSPARK_PYTHON when set) with this checkout's src first on PYTHONPATH, so they i
 slipstream under test. It starts in its own working directory, not the tests', so a relative
 path that reached it unresolved would land somewhere else.
 
+The server's Python (PYSPARK_PYTHON) is a small launcher written into the server's folder: it
+runs every Python worker with this interpreter unchanged, except Spark Connect's foreachBatch
+worker, which it starts so that it connects back to the server *before* importing pyspark's
+Connect client (pandas, pyarrow, grpc: 1-2 s of CPU). Spark gives that connection a fixed 10 s,
+and on this shared 2-core machine at a load of 30-50 the stock worker took 13-14 s to import
+(also at nice -15), so every foreachBatch query failed to start ("Python worker failed to
+connect back"). The worker's own `main` then runs as it would; only the order differs.
+
 Start-up waits, bounded, until the port accepts connections (about 11 s here) or the process
 exits; `stop()` ends its process group (SIGTERM, then SIGKILL) and removes its folder. When it
 cannot start, `unavailable()` fails the test under CI and skips it locally, with the reason."""
@@ -35,6 +43,16 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 
+FOREACH_BATCH_WORKER = "pyspark.sql.connect.streaming.worker.foreach_batch_worker"
+FOREACH_BATCH_SHIM = f"""from pyspark.worker_util import get_sock_file_to_executor
+
+with get_sock_file_to_executor(timeout=None) as sock_file:
+    from {FOREACH_BATCH_WORKER} import main
+
+    main(sock_file, sock_file)
+"""
+
+
 class ConnectServer:
     def __init__(self, start_timeout: float = 180.0) -> None:
         self.home = Path(pyspark.__file__).parent
@@ -52,7 +70,7 @@ class ConnectServer:
         env = {
             **os.environ,
             "SPARK_HOME": str(self.home),
-            "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON") or sys.executable,
+            "PYSPARK_PYTHON": str(self._launcher()),
             "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "TZ": "UTC",
@@ -83,6 +101,22 @@ class ConnectServer:
             tail = self.log.read_text(errors="replace")[-2000:]
             raise RuntimeError(f"exited with {self.process.returncode}:\n{tail}")
         return self
+
+    def _launcher(self) -> Path:
+        """PYSPARK_PYTHON for the server: the foreachBatch worker connects back first."""
+        python = os.environ.get("PYSPARK_PYTHON") or sys.executable
+        shim = self.base / "foreach_batch_worker.py"
+        shim.write_text(FOREACH_BATCH_SHIM)
+        launcher = self.base / "python"
+        launcher.write_text(
+            "#!/bin/sh\n"
+            f'if [ "$1" = -m ] && [ "$2" = {FOREACH_BATCH_WORKER} ]; then\n'
+            f'  shift 2; exec "{python}" "{shim}" "$@"\n'
+            "fi\n"
+            f'exec "{python}" "$@"\n'
+        )
+        launcher.chmod(0o755)
+        return launcher
 
     def _listening(self) -> bool:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 1):

@@ -39,8 +39,9 @@ SLIDE = timedelta(minutes=1)
 SPEC = TrendingSpec(
     articles=30,
     users=200,
-    rate=300.0,
-    events=900,
+    rate=0.5,  # 900 events over 30 minutes of event time, one file a minute: the archive
+    events=900,  # (append) gets the windows the watermark (newest - 10m) has finalised
+    file_every=timedelta(minutes=1),
     seed=15,
     out_of_order=0.05,
     late=0.0,
