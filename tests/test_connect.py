@@ -135,6 +135,13 @@ def test_mobile_to_sqlite_through_connect_and_its_status(
     got = got.sort_values(["window_start", "action"]).reset_index(drop=True)
     pd.testing.assert_frame_equal(got, mobile_counts(lines), check_dtype=False)
     assert f"summary mobile.counts: 2 batches, {len(lines)} rows" in stdout
+    # the listener ran in the client: its events carry the pid that wrote run_started
+    records = [
+        json.loads(x) for x in (tmp_path / "st/events/mobile.jsonl").read_text().splitlines()
+    ]
+    kinds = [r["event"] for r in records]
+    assert kinds[0] == "run_started" and kinds.count("progress") >= 3
+    assert {r["pid"] for r in records} == {records[0]["pid"]}
     # status reads the event log the client's listener wrote
     out = io.StringIO()
     assert commands.status(tmp_path / "st", "mobile", True, out) == 0
