@@ -25,6 +25,7 @@ from pyspark.sql import SparkSession
 
 from slipstream import commands, runner
 from slipstream.config import load_settings
+from slipstream.connect import start_query
 from slipstream.errors import SlipstreamError
 from slipstream.generators.trending import TrendingSpec, generate, write_catalog
 from slipstream.sinks.sqlite import read_table
@@ -234,3 +235,29 @@ def test_remote_from_spark_remote_makes_every_path_absolute(tmp_path: Path) -> N
     assert settings.sink[""].target == str(Path.cwd() / "out")
     classic = load_settings("mobile", flags, environ={})
     assert classic.remote is None and classic.state_dir == Path("st")
+
+
+class _Writer:
+    """A DataStreamWriter whose start() fails with `errors` in turn, then starts."""
+
+    def __init__(self, *errors: str) -> None:
+        self.errors = list(errors)
+        self.calls = 0
+
+    def start(self) -> str:
+        self.calls += 1
+        if self.errors:
+            raise RuntimeError(self.errors.pop(0))
+        return "started"
+
+
+def test_a_query_whose_server_worker_was_slow_to_connect_back_is_started_again() -> None:
+    slow = "[PYTHON] Python worker failed to connect back."
+    writer = _Writer(slow, slow)
+    assert start_query(writer) == "started" and writer.calls == 3
+    with pytest.raises(RuntimeError, match="connect back"):
+        start_query(_Writer(slow, slow, slow))  # at most 3 attempts
+    other = _Writer("[STREAM_FAILED] something else")
+    with pytest.raises(RuntimeError, match="STREAM_FAILED"):
+        start_query(other)
+    assert other.calls == 1  # any other failure is not retried
