@@ -198,9 +198,9 @@ class PostgresServer:
             return list(conn.execute(statement).fetchall())
 
 
-def unavailable(reason: str) -> None:
-    """Under CI the PostgreSQL tests must run: fail with the reason. Locally: skip with it."""
-    message = f"PostgreSQL for the tests could not start: {reason}"
+def unavailable(reason: str, service: str = "PostgreSQL for the tests") -> None:
+    """Under CI the tests of a service must run: fail with the reason. Locally: skip with it."""
+    message = f"{service} could not start: {reason}"
     if os.environ.get("CI"):
         pytest.fail(message, pytrace=False)
     pytest.skip(message)

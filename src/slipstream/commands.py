@@ -58,7 +58,9 @@ def check(settings: Settings, out: TextIO, spark: SparkSession | None = None) ->
 
     began = time.monotonic()
     started_here = spark is None and SparkContext._active_spark_context is None
-    spark = spark or build_session(s.master, s.conf, app_name=f"slipstream-check-{s.pipeline}")
+    spark = spark or build_session(
+        s.master, s.conf, app_name=f"slipstream-check-{s.pipeline}", remote=s.remote
+    )
     try:
         problems = runner.check(prepared, runner.build(spark, prepared))
     finally:
@@ -100,6 +102,7 @@ def run(settings: Settings, out: TextIO) -> int:
         s.conf,
         app_name=f"slipstream-{s.pipeline}",
         log_level="WARN" if s.verbose else "ERROR",
+        remote=s.remote,
     )
     handlers = [] if s.quiet else [ConsoleReporter(out, verbose=s.verbose)]
     bar = backfill_bar(prepared, out)
@@ -112,7 +115,9 @@ def run(settings: Settings, out: TextIO) -> int:
             run_.wait(s.duration)
     except Exception as exc:  # noqa: BLE001 - report a failed query, exit non-zero
         # a sink's own error wrapped by Spark's foreachBatch, or memory that ran out
-        ours = find_error(str(exc)) or out_of_memory(str(exc), spark.sparkContext.master)
+        ours = find_error(str(exc)) or out_of_memory(
+            str(exc), s.remote or spark.sparkContext.master
+        )
         shown = ours.render() if ours else str(exc).splitlines()[0]
         print(f"slipstream: the query failed: {shown}", file=sys.stderr)
         return EXIT_FAILED

@@ -78,6 +78,7 @@ class Settings:
     max_future: timedelta = DEFAULT_MAX_FUTURE
     max_past: timedelta | None = None
     master: str | None = None  # None: spark-submit's --master, else local[*] (session.py)
+    remote: str | None = None  # a Spark Connect URL (sc://...): no JVM in this process
     conf: dict[str, str] = field(default_factory=dict)
     metrics_port: int | None = None
     dashboard: int | None = None
@@ -257,6 +258,10 @@ def load_settings(
             "shift them",
             "drop that --conf (results are UTC; convert to local time where you read them)",
         )
+    if settings.remote is not None:
+        from slipstream.connect import remote_settings
+
+        settings = remote_settings(settings, master_given="master" in merged)
     if settings.quiet and settings.verbose:
         raise ConfigError(
             "CONFIG_BAD_VALUE",

@@ -46,6 +46,9 @@ CODES: dict[str, str] = {
     ),
     "SOURCE_NOT_SUPPORTED": "the pipeline cannot read from this source kind",
     "SOURCE_NOT_AVAILABLE": "the source's connector is not installed",
+    "CONNECT_NOT_SUPPORTED": (
+        "a feature or setting that does not work from a Spark Connect client (--remote)"
+    ),
     # checkpoints and runs
     "CHECKPOINT_IN_USE": "another run holds this checkpoint",
     "RESET_REFUSED": "reset was not confirmed",

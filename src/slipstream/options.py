@@ -215,6 +215,15 @@ OPTIONS: tuple[Option, ...] = (
         env="SLIPSTREAM_MASTER",
     ),
     Option(
+        "remote",
+        values.connect_url,
+        "run through a Spark Connect server instead of a local JVM (not with --master); paths "
+        "are the server's",
+        "a Spark Connect URL such as sc://127.0.0.1:15002",
+        metavar="sc://HOST:PORT",
+        env="SPARK_REMOTE",
+    ),
+    Option(
         "conf",
         values.conf,
         "Spark configuration pass-through (repeatable)",

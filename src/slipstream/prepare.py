@@ -15,6 +15,7 @@ from typing import Any
 
 from slipstream.checkpoints import query_checkpoint
 from slipstream.config import Settings
+from slipstream.connect import sink_violations
 from slipstream.errors import ConfigError, ValidationError
 from slipstream.pipelines import Pipeline, get_pipeline
 from slipstream.pipelines.base import Input, Output, Params
@@ -200,6 +201,7 @@ def prepare(
         for out in outputs.values()
         if out.spec is not None
         for v in settings_violations(out.ctx.mode, out.sink.spec, out.spec.modes)
+        + (sink_violations(out.sink.spec) if settings.remote else [])
     ]
     if problems and check_rules:
         raise problems[0]

@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from slipstream.checkpoints import CheckpointLock
+from slipstream.connect import sink_violations, start_query
 from slipstream.control import StopControl
 from slipstream.errors import ValidationError
 from slipstream.monitor.listener import Handler, RunListener, RunTotals
@@ -131,6 +132,8 @@ def check(prepared: Prepared, queries: list[Query]) -> list[ValidationError]:
         if out.spec is not None:
             nullable = {f.name: f.nullable for f in query.frame.schema.fields}
             found += key_violations(out.ctx.mode, out.sink.spec, out.ctx.key, nullable)
+        if s.remote is not None:
+            found += sink_violations(out.sink.spec)
         for v in found:
             problems.append(
                 ValidationError(v.code, f"output {out.ctx.query_name}: {v.message}", v.fix)
@@ -195,7 +198,7 @@ def start(
             writer = query.frame.writeStream.queryName(out.ctx.query_name)
             writer = writer.outputMode(out.ctx.mode)
             writer = writer.option("checkpointLocation", str(out.ctx.checkpoint))
-            started = apply_trigger(out.sink.attach(writer, out.ctx), settings.trigger).start()
+            started = start_query(apply_trigger(out.sink.attach(writer, out.ctx), settings.trigger))
             listener.register(str(started.id), out.ctx.query_name)
             queries[out.name] = started
     except BaseException as exc:

@@ -41,6 +41,10 @@ Streaming defaults, each deliberate (see docs/architecture.md and docs/benchmark
   Spark's limits, trending's live heap was 202, 174 and 158 MiB at batches 50, 100 and 150 while
   it held 453 executions (3 per batch). Streaming progress keeps Spark's 100 recent updates per
   query (`recentProgress`, which the runner reads).
+- Under Spark Connect (`remote`, `--remote sc://HOST:PORT`) no JVM starts here: the session
+  takes only the session-level (`spark.sql.*`, `spark.hadoop.*`) defaults above, minus the
+  static retention ones; memory, UI, retention and log level belong to the server's start
+  (see slipstream.connect).
 - Python workers use the driver's interpreter (PYSPARK_PYTHON defaults to `sys.executable`), so
   code that runs on executors sees the same packages as the driver. On a cluster whose hosts
   keep Python elsewhere, set `spark.pyspark.python` (it wins over PYSPARK_PYTHON).
@@ -159,11 +163,15 @@ def build_session(
     conf: Mapping[str, str] | None = None,
     app_name: str = "slipstream",
     log_level: str = "WARN",
+    remote: str | None = None,
 ) -> SparkSession:
     """Build (or return the running) SparkSession with slipstream's streaming defaults.
 
     `master` None: spark-submit's `--master` when this process runs under spark-submit, else
-    local[*]. `conf` wins over the defaults, so every default can be overridden with `--conf`."""
+    local[*]. `conf` wins over the defaults, so every default can be overridden with `--conf`.
+    With `remote` (sc://HOST:PORT) the session is a Spark Connect client: no JVM starts here."""
+    if remote is not None:
+        return remote_session(remote, conf or {})
     submitted = submitted_master() if master is None else None
     master = master or submitted or DEFAULT_MASTER
     if is_local(master):
@@ -193,6 +201,32 @@ def submitted_master() -> str | None:
 
     SparkContext._ensure_initialized()  # connects to spark-submit's JVM, starts nothing
     return SparkConf().get("spark.master", None)
+
+
+def remote_session(url: str, conf: Mapping[str, str]) -> SparkSession:
+    """A Spark Connect session on the server at `url` with the session-level defaults (the
+    server's own settings, memory and UI included, are the server's to choose; its log level
+    too). A setting the server refuses fails here, naming it, instead of being ignored."""
+    from slipstream.connect import session_conf
+    from slipstream.errors import SlipstreamError
+
+    defaults = {k: v for k, v in streaming_defaults().items() if k not in RETENTION}
+    # pyspark's builder: it also switches this process to Connect mode, which `functions`
+    # (F.col, ...) follow; a process is either classic or Connect (a classic session already
+    # running here makes it refuse, SESSION_ALREADY_EXIST).
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    for key, value in session_conf(defaults, conf).items():
+        try:
+            spark.conf.set(key, value)
+        except Exception as exc:  # noqa: BLE001 - Spark's error names the config
+            spark.stop()
+            raise SlipstreamError(
+                "CONNECT_NOT_SUPPORTED",
+                f"the Spark Connect server at {url} refused --conf {key}: "
+                f"{str(exc).splitlines()[0]}",
+                f"set {key} where the server starts (spark-submit ... --conf {key}=VALUE)",
+            ) from None
+    return spark
 
 
 def _cores_of(master: str) -> int | None:

@@ -147,6 +147,15 @@ def text(value: Any) -> str:
     return out
 
 
+def connect_url(value: Any) -> str:
+    """A Spark Connect URL: sc://HOST[:PORT][/;param=value...]."""
+    url = str(value).strip()
+    host = url[5:].split("/", 1)[0].split(":", 1)[0] if url.startswith("sc://") else ""
+    if not host:
+        raise ValueError("a Spark Connect URL such as sc://127.0.0.1:15002")
+    return url
+
+
 def duration(value: Any) -> timedelta:
     return parse_duration(value)
 

@@ -45,6 +45,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from slipstream.connect import is_connect
 from slipstream.errors import SlipstreamError
 from slipstream.specs import OutputMode, SinkSpec
 
@@ -183,7 +184,13 @@ def local_rows(batch: DataFrame) -> Iterator[Any]:
     read from a heap dump). The RDD's iterator runs its jobs under the micro-batch's own
     execution id, which Spark cleans when the batch ends. The rows are the same `Row`s.
     Consume the iterator fully before returning from the batch: a stateful batch commits its
-    state stores only when every partition ran."""
+    state stores only when every partition ran.
+
+    Under Spark Connect (the function runs in the server's Python worker, and a Connect
+    DataFrame has no RDD) it is `DataFrame.toLocalIterator`, which streams the result's Arrow
+    batches from the server; the leak above is one of the JVM's classic `toLocalIterator`."""
+    if is_connect(batch):
+        return iter(batch.toLocalIterator(prefetchPartitions=True))
     return batch.rdd.toLocalIterator(prefetchPartitions=True)  # type: ignore[no-any-return]
 
 
