@@ -8,6 +8,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -36,6 +37,22 @@ def slipstream(
         env=env or cli_env(),
         cwd=cwd,
     )
+
+
+def check_in_process(spark: Any, pipeline: str, workdir: Path, *args: str) -> str:
+    """What `slipstream check PIPELINE ARGS` prints, parsed by the CLI's own parser and run in
+    this process on the test's session (it builds the queries and reads their plans; none
+    starts). The `--input` folders are made."""
+    from slipstream.cli import build_parser, pipeline_of, settings_from_args
+    from slipstream.commands import check
+
+    argv = ["check", pipeline, "--state-dir", str(workdir / "state"), *args]
+    parsed = build_parser(pipeline_of(argv)).parse_args(argv)
+    for value in parsed.input or []:
+        Path(value.rpartition("=")[2]).mkdir(parents=True, exist_ok=True)
+    out = io.StringIO()
+    assert check(settings_from_args(parsed), out, spark) == 0, out.getvalue()
+    return out.getvalue()
 
 
 def _utc(text: str) -> datetime:

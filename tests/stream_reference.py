@@ -136,11 +136,29 @@ def iso_exact(moment: datetime) -> str:
     return (text[:-7] if text.endswith(".000000") else text) + "Z"
 
 
-def sensor_stats(readings: list[dict[str, Any]], length: timedelta) -> dict[tuple[str, str], dict]:
+def window_starts(moment: datetime, length: timedelta, slide: timedelta) -> list[datetime]:
+    """The starts of every window `[start, start + length)` holding `moment`, windows starting
+    at every multiple of `slide` since the epoch (tumbling when `slide == length`)."""
+    start, out = window_start(moment, slide), []
+    while start + length > moment:
+        out.append(start)
+        start -= slide
+    return out
+
+
+def sensor_stats(
+    readings: list[dict[str, Any]], length: timedelta, slide: timedelta | None = None
+) -> dict[tuple[str, str], dict]:
     """(window_start, sensor_id) -> readings, mean, min, max, stddev (sample; None for one
-    reading) and the sorted error codes; tumbling windows of `length`."""
-    frame = pd.DataFrame(readings)
-    frame["window_start"] = [iso(window_start(t, length)) for t in frame["event_time"]]
+    reading) and the sorted error codes; windows of `length` every `slide` (default: tumbling)."""
+    step = slide or length
+    frame = pd.DataFrame(
+        [
+            {**r, "window_start": iso(start)}
+            for r in readings
+            for start in window_starts(r["event_time"], length, step)
+        ]
+    )
     out = {}
     for (start, sensor), group in frame.groupby(["window_start", "sensor_id"]):
         std = group["value"].std(ddof=1)

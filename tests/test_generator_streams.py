@@ -3,7 +3,10 @@ same seed same bytes, exact counts, the arrival model, and the `generate` comman
 
 from __future__ import annotations
 
+import io
 import json
+import re
+import sys
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -185,3 +188,21 @@ def test_generate_ads_and_activity_before_their_pipelines_exist(tmp_path: Path) 
     assert main(["generate", "activity", "--out", str(tmp_path / "u"), "--duration", "10m",
                  "--quiet"]) == 0  # fmt: skip
     assert list((tmp_path / "u").glob("actions-*.jsonl"))
+
+
+def test_the_progress_bar_counts_every_line_written_on_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Tty()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    spec = StreamSpec(duration=timedelta(minutes=5))
+    report = generate(spec, temperature_load.Locations(3), tmp_path / "bar", progress=True)
+    last = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", terminal.getvalue().rstrip("\n").splitlines()[-1])
+    written = sum(len(_lines(tmp_path / "bar" / s)) for s in ("temperature", "load"))
+    assert last.startswith(f"temperature_load: {written:,} in ") and written == report.total_lines
+    generate(spec, temperature_load.Locations(3), tmp_path / "quiet", progress=False)
+    assert terminal.getvalue().count("temperature_load: ") == 1  # --quiet: no bar

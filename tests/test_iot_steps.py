@@ -21,6 +21,7 @@ from slipstream.generators.streams import StreamSpec, generate
 from slipstream.pipelines import get_pipeline
 from slipstream.testing import PipelineHarness
 from tests import stream_reference as ref
+from tests.helpers import check_in_process
 
 pytestmark = pytest.mark.spark
 
@@ -122,6 +123,7 @@ def test_the_seed_rows_are_read_with_the_seed_schema_from_gzipped_json(
     ) as h:
         h.process()
         totals = h.totals["iot_steps.steps"]
+        view = h.prepared.results_view()  # what the dashboard shows, read from the files
     assert (totals["rows"], totals["quarantined"]) == (10, 0)
     # the seed's own query, as a batch job over the same file
     seed = (
@@ -142,3 +144,21 @@ def test_the_seed_rows_are_read_with_the_seed_schema_from_gzipped_json(
         for r in spark.read.parquet(str(out)).collect()
     }
     assert len(expected) == 9 and got == expected  # all but the newest window are final
+    assert view is not None and view["columns"] == ["window_start", "window_end", "num_steps"]
+    shown = {row[0]: row[2] for row in view["rows"]}
+    assert {ref.parse_time(start): n for start, n in shown.items()} == expected
+
+
+def test_check_explains_that_a_window_is_written_once_final(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The delay follows the parameters: with --window 2m --watermark 7m a window is final 7m
+    after its end, so the newest written one ends about 9m behind the newest input."""
+    text = check_in_process(spark, "iot_steps", tmp_path, "--input", str(tmp_path / "in"),
+                            "--window", "2m", "--watermark", "7m")  # fmt: skip
+    assert "output      steps: append to parquet" in text
+    assert (
+        "final       a window is written once, when final: when the newest timestamp seen "
+        "passes its end + 7m; the newest written window ends about 9m of event time behind "
+        "the newest input"
+    ) in text

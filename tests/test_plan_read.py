@@ -80,3 +80,14 @@ def test_the_analyzed_section_is_cut_from_an_extended_explain() -> None:
     )
     assert analyzed_section(text).strip() == PLANS["dedup"].strip()
     assert read_plan(text).dedup
+
+
+def test_join_buffers_come_from_the_plans_watermarks_and_time_condition() -> None:
+    """`ts2 >= ts AND ts2 <= ts + 1 hour` under watermarks of 2h (ts) and 3h (ts2): Spark keeps
+    the slower one (3h). A left row can meet a right row until the watermark passes ts + 1h
+    (3h + 1h behind the newest input); a right row until it passes ts2 (3h behind)."""
+    hour = timedelta(hours=1)
+    assert read_plan(PLANS["ss_join"]).join_buffers == (
+        ("ts", hour, 3 * hour + hour),
+        ("ts2", timedelta(0), 3 * hour),
+    )

@@ -7,6 +7,7 @@ Batch boundaries are controlled (one file per micro-batch); nothing waits by sle
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,6 @@ from pyspark.sql import SparkSession
 
 from slipstream.generators import sensors as sensors_generator
 from slipstream.generators.streams import Report, StreamSpec, generate
-from slipstream.quality.quarantine import read_quarantine
 from slipstream.testing import PipelineHarness
 from tests import stream_reference as ref
 
@@ -36,40 +36,50 @@ SPEC = StreamSpec(
 )
 
 
-# one reading dated 9999 in the second batch: the event-time guard quarantines it, or it would
-# move the watermark to year 9999 and every later reading would be dropped as late
-POISON = json.dumps({"sensor_id": "s-poison", "event_time": "9999-12-31T00:00:00Z", "value": 1.0})
-
-
 def _batches(folder: Path) -> list[list[str]]:
-    batches = [p.read_text().splitlines() for p in sorted(folder.glob("readings-*.jsonl"))]
-    batches[1].append(POISON)
-    return batches
+    return [p.read_text().splitlines() for p in sorted(folder.glob("readings-*.jsonl"))]
+
+
+def _run(
+    spark: SparkSession,
+    root: Path,
+    spec: StreamSpec,
+    fleet: sensors_generator.Sensors,
+    lateness: timedelta = WATERMARK,
+    **settings: Any,
+) -> dict[str, Any]:
+    """Generate `spec`'s readings, run every output over them to SQLite, one file per batch,
+    and replay the same files through the independent model."""
+    report = generate(spec, fleet, root / "landing")
+    batches = _batches(root / "landing")
+    with PipelineHarness(
+        spark, "sensors", root, sink="sqlite", max_files_per_trigger=1, **settings
+    ) as h:
+        for batch in batches:
+            h.feed(batch)
+        h.process()
+        tables = {name: h.results(name) for name in h.prepared.outputs}
+        totals = dict(h.totals)
+        view = h.prepared.results_view()  # what the dashboard shows
+    now = datetime.now(UTC)
+    readings, stats = ref.counted(
+        batches,
+        lambda line: ref.sensor_reading(line, now),
+        "event_time",
+        lambda r: (r["sensor_id"], r["event_time"]),
+        lateness,
+    )
+    malformed = [x for b in batches for x in b if ref.sensor_reading(x, now) is None]
+    return {"report": report, "tables": tables, "totals": totals, "readings": readings,
+            "stats": stats, "view": view, "malformed": malformed}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def dirty(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One run over 40 minutes of readings from 12 sensors (2 noisy, 2 drifting, 2 erroring),
     one file per minute of arrival and one file per batch, all outputs to SQLite."""
-    root = tmp_path_factory.mktemp("sensors")
     fleet = sensors_generator.Sensors(12, 2, 2, 2, seed=SPEC.seed)
-    report = generate(SPEC, fleet, root / "landing")
-    with PipelineHarness(spark, "sensors", root, sink="sqlite", max_files_per_trigger=1) as h:
-        for batch in _batches(root / "landing"):
-            h.feed(batch)
-        h.process()
-        tables = {name: h.results(name) for name in h.prepared.outputs}
-        totals = dict(h.totals)
-        quarantine = read_quarantine(spark, h.prepared.inputs["readings"].quarantine).collect()
-    readings, stats = ref.counted(
-        _batches(root / "landing"),
-        lambda line: ref.sensor_reading(line, datetime.now(UTC)),
-        "event_time",
-        lambda r: (r["sensor_id"], r["event_time"]),
-        WATERMARK,
-    )
-    return {"report": report, "tables": tables, "totals": totals, "readings": readings,
-            "stats": stats, "quarantine": quarantine}  # fmt: skip
+    return _run(spark, tmp_path_factory.mktemp("sensors"), SPEC, fleet)
 
 
 def test_the_generator_made_every_kind_of_dirt(dirty: dict[str, Any]) -> None:
@@ -78,23 +88,48 @@ def test_the_generator_made_every_kind_of_dirt(dirty: dict[str, Any]) -> None:
     # the independent model sees exactly what the generator says it wrote
     stats = dirty["stats"]
     assert (stats["invalid"], stats["late"], stats["duplicates"]) == (
-        counts.malformed + 1,  # + POISON
+        counts.malformed,
         counts.late,
         counts.duplicates,
     )
 
 
-def test_sensor_stats_equal_an_independent_computation(dirty: dict[str, Any]) -> None:
-    expected = ref.sensor_stats(dirty["readings"], WINDOW)
-    table = {(r["window_start"], r["sensor_id"]): r for r in dirty["tables"]["sensor_stats"]}
+def _assert_stats_equal(rows: list[dict[str, Any]], expected: dict, window: timedelta) -> None:
+    table = {(r["window_start"], r["sensor_id"]): r for r in rows}
+    assert len(table) == len(rows), "a window's row twice"
     assert set(table) == set(expected)
     for key, want in expected.items():
         got = table[key]
         assert got["readings"] == want["readings"], key
-        assert got["window_end"] == ref.iso(datetime.fromisoformat(key[0]) + WINDOW)
+        assert got["window_end"] == ref.iso(datetime.fromisoformat(key[0]) + window)
         for column in ("mean_value", "min_value", "max_value", "stddev_value"):
             assert ref.close(got[column], want[column]), (key, column, got[column], want[column])
         assert json.loads(got["error_codes"]) == want["error_codes"], key
+
+
+def _assert_alerts(run: dict[str, Any], window: timedelta, slide: timedelta | None = None) -> None:
+    """Alerted: exactly the final windows (end at or before the last watermark) in which a
+    sensor sent more than one reading per minute of window, each once; those sensors are the
+    ones the generator made noisy."""
+    stats = ref.sensor_stats(run["readings"], window, slide)
+    most = window / timedelta(minutes=1)
+    final = run["stats"]["watermark"]
+    expected = {
+        key: row["readings"]
+        for key, row in stats.items()
+        if row["readings"] > most and datetime.fromisoformat(key[0]) + window <= final
+    }
+    alerts = run["tables"]["sensor_alerts"]
+    got = {(r["window_start"], r["sensor_id"]): r["readings"] for r in alerts}
+    assert len(got) == len(alerts), "a window was alerted twice"
+    assert got == expected
+    assert all(r["expected"] == most for r in alerts)
+    assert {sensor for _, sensor in got} == set(run["report"].info["noisy"])
+
+
+def test_sensor_stats_equal_an_independent_computation(dirty: dict[str, Any]) -> None:
+    expected = ref.sensor_stats(dirty["readings"], WINDOW)
+    _assert_stats_equal(dirty["tables"]["sensor_stats"], expected, WINDOW)
 
 
 def test_sensor_baseline_is_the_running_aggregate_over_all_counted_readings(
@@ -114,38 +149,64 @@ def test_sensor_baseline_is_the_running_aggregate_over_all_counted_readings(
 def test_the_alert_fires_for_exactly_the_noisy_sensors_once_per_final_window(
     dirty: dict[str, Any],
 ) -> None:
-    stats = ref.sensor_stats(dirty["readings"], WINDOW)
-    final = dirty["stats"]["watermark"]
-    expected = {
-        key: row["readings"]
-        for key, row in stats.items()
-        if row["readings"] > 5 and datetime.fromisoformat(key[0]) + WINDOW <= final
-    }
-    alerts = dirty["tables"]["sensor_alerts"]
-    got = {(r["window_start"], r["sensor_id"]): r["readings"] for r in alerts}
-    assert len(got) == len(alerts), "a window was alerted twice"
-    assert got == expected
-    assert all(r["expected"] == 5.0 for r in alerts)
-    assert {sensor for _, sensor in got} == set(dirty["report"].info["noisy"])
+    _assert_alerts(dirty, WINDOW)
 
 
 def test_valid_quarantined_late_and_duplicates_add_up_to_the_lines_sent(
     dirty: dict[str, Any],
 ) -> None:
     counts = dirty["report"].streams["readings"]
-    sent = counts.lines + 1  # + POISON
     valid = sum(r["readings"] for r in dirty["tables"]["sensor_baseline"])
     for output in ("sensor_stats", "sensor_alerts", "sensor_baseline"):
         t = dirty["totals"][f"sensors.{output}"]
-        assert t["rows"] == sent
+        assert t["rows"] == counts.lines
         assert (t["quarantined"], t["late"], t["duplicates"]) == (
-            counts.malformed + 1,
+            counts.malformed,
             counts.late,
             counts.duplicates,
         ), output
-        assert valid + t["quarantined"] + t["late"] + t["duplicates"] == sent
-    poisoned = [r.reason for r in dirty["quarantine"] if r.raw == POISON]
-    assert len(poisoned) == 1 and poisoned[0].startswith("event_time_too_far_in_future:")
+        assert valid + t["quarantined"] + t["late"] + t["duplicates"] == counts.lines
+    # the quarantine holds exactly the lines the independent parser rejects
+    quarantined = dirty["tables"]["quarantine.readings"]
+    assert sorted(r["raw"] for r in quarantined) == sorted(dirty["malformed"])
+    assert len(quarantined) == counts.malformed
+
+
+def test_the_dashboard_shows_all_three_outputs(dirty: dict[str, Any]) -> None:
+    view = dirty["view"]
+    assert view["title"] == "sensor_stats, latest windows first"
+    assert view["columns"][:3] == ["window_start", "window_end", "sensor_id"]
+    starts = [row[0] for row in view["rows"]]
+    newest = max(r["window_start"] for r in dirty["tables"]["sensor_stats"])
+    assert starts == sorted(starts, reverse=True) and starts[0] == newest
+    more = {panel["title"]: panel for panel in view["more"]}
+    assert set(more) == {"sensor_alerts: sensor_alerts, newest rows",
+                         "sensor_baseline: sensor_baseline, newest rows"}  # fmt: skip
+    for name in ("sensor_alerts", "sensor_baseline"):
+        panel, table = more[f"{name}: {name}, newest rows"], dirty["tables"][name]
+        shown = [dict(zip(panel["columns"], row, strict=True)) for row in panel["rows"]]
+        assert 0 < len(shown) <= len(table)
+        assert all(row in table for row in shown), name
+
+
+def test_sliding_windows_under_another_watermark_equal_an_independent_computation(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """--window 6m --slide 2m --watermark 4m: each reading counts in three windows; late,
+    out-of-order, duplicate and malformed readings over 25 batches."""
+    window, slide, watermark = timedelta(minutes=6), timedelta(minutes=2), timedelta(minutes=4)
+    spec = replace(SPEC, duration=timedelta(minutes=24), seed=8, watermark=watermark,
+                   window=window)  # fmt: skip
+    run = _run(
+        spark, tmp_path, spec, sensors_generator.Sensors(8, 1, 1, 1, seed=spec.seed),
+        watermark, window="6m", slide="2m", watermark="4m",
+    )  # fmt: skip
+    counts = run["report"].streams["readings"]
+    assert run["stats"]["late"] == counts.late > 0 and counts.out_of_order > 0
+    expected = ref.sensor_stats(run["readings"], window, slide)
+    assert {len(ref.window_starts(r["event_time"], window, slide)) for r in run["readings"]} == {3}
+    _assert_stats_equal(run["tables"]["sensor_stats"], expected, window)
+    _assert_alerts(run, window, slide)
 
 
 # --- output modes on sensor_stats, as seed 000 teaches them ----------------------------------
@@ -196,12 +257,32 @@ def _state_rows(h: PipelineHarness, output: str) -> list[int]:
 def test_update_drops_window_state_once_the_watermark_passes_and_complete_keeps_it(
     spark: SparkSession, tmp_path: Path, mode: str
 ) -> None:
-    """One reading of each of 3 sensors per minute for 60 minutes, one file per 5 minutes."""
-    with PipelineHarness(spark, "sensors", tmp_path, mode=mode, max_files_per_trigger=1) as h:
+    """Sensors a and b report once a minute, c twice, for 60 minutes, one file per 5 minutes.
+    sensor_baseline runs in the same mode: not time-based, its state is one row per sensor."""
+    modes = {"sensor_stats": mode, "sensor_baseline": mode}
+    with PipelineHarness(spark, "sensors", tmp_path, mode=modes, max_files_per_trigger=1) as h:
         for start in range(0, 60, 5):
-            h.feed([_reading(s, m) for m in range(start, start + 5) for s in ("a", "b", "c")])
+            h.feed([_reading(s, m, second, value=m % 7) for m in range(start, start + 5)
+                    for s, second in (("a", 0), ("b", 0), ("c", 0), ("c", 30))])  # fmt: skip
         h.process()
         state = _state_rows(h, "sensor_stats")
+        baseline = {r["sensor_id"]: r for r in h.results("sensor_baseline")}
+        alerts = h.results("sensor_alerts")
+        assert h.collector is not None
+        first = h.collector.batches[min(h.collector.batches)][0]
+    assert list(first) == ["window_start", "window_end", "sensor_id", "readings", "mean_value",
+                           "min_value", "max_value", "stddev_value", "error_codes"]  # fmt: skip
+    mean = sum(m % 7 for m in range(60)) / 60
+    assert {s: r["readings"] for s, r in baseline.items()} == {"a": 60, "b": 60, "c": 120}
+    assert all(ref.close(r["baseline_value"], mean) for r in baseline.values())
+    assert list(baseline["a"]) == ["sensor_id", "readings", "baseline_value", "error_codes"]
+    # c sends 10 readings per 5-minute window, twice the 5 allowed; a window is alerted once
+    # final: its end at or before the last watermark, 59:30 - 10m
+    assert sorted((r["window_start"][11:16], r["sensor_id"], r["readings"]) for r in alerts) == [
+        (f"00:{m:02d}", "c", 10) for m in range(0, 45, 5)
+    ]
+    assert list(alerts[0]) == ["window_start", "window_end", "sensor_id", "readings", "expected"]
+    assert all(r["expected"] == 5.0 for r in alerts)
     assert len(state) == 12
     if mode == "complete":  # every window of every sensor, for ever
         assert state == [3 * (k + 1) for k in range(12)]
@@ -229,15 +310,31 @@ def test_check_warns_that_complete_mode_keeps_all_window_state(tmp_path: Path) -
 def test_generated_readings_report_names_the_misbehaving_sensors(tmp_path: Path) -> None:
     fleet = sensors_generator.Sensors(10, 1, 1, 1, seed=3)
     report: Report = generate(
-        StreamSpec(duration=timedelta(minutes=10), seed=3, late=0, malformed=0, duplicates=0),
+        StreamSpec(duration=timedelta(minutes=30), seed=3, late=0, malformed=0, duplicates=0),
         fleet,
         tmp_path,
     )
-    per_sensor: dict[str, int] = {}
+    readings: dict[str, list[dict[str, Any]]] = {}
     for path in sorted(tmp_path.glob("readings-*.jsonl")):
         for line in path.read_text().splitlines():
-            sensor = json.loads(line)["sensor_id"]
-            per_sensor[sensor] = per_sensor.get(sensor, 0) + 1
-    noisy = report.info["noisy"]
-    assert len(noisy) == 1 and per_sensor[noisy[0]] == 60  # every 10 s
-    assert all(n == 10 for s, n in per_sensor.items() if s not in noisy)  # once a minute
+            doc = json.loads(line)
+            readings.setdefault(doc["sensor_id"], []).append(doc)
+    noisy, drifting, erroring = (report.info[k] for k in ("noisy", "drifting", "erroring"))
+    assert len(noisy) == len(drifting) == len(erroring) == 1
+    assert len({*noisy, *drifting, *erroring}) == 3
+    assert len(readings[noisy[0]]) == 180  # every 10 s
+    assert all(len(r) == 30 for s, r in readings.items() if s not in noisy)  # once a minute
+
+    def slope(docs: list[dict[str, Any]]) -> float:
+        """Least-squares change of value per minute of event time."""
+        points = [(ref.parse_time(d["event_time"]).timestamp() / 60, d["value"]) for d in docs]  # type: ignore[union-attr]
+        mx = sum(x for x, _ in points) / len(points)
+        my = sum(y for _, y in points) / len(points)
+        covariance = sum((x - mx) * (y - my) for x, y in points)
+        return covariance / sum((x - mx) ** 2 for x, _ in points)
+
+    # drifting: +0.5 a minute (the default --drift); the others hold their baseline
+    assert {s for s, docs in readings.items() if slope(docs) > 0.25} == set(drifting)
+    assert all(abs(slope(docs)) < 0.1 for s, docs in readings.items() if s not in drifting)
+    coded = {s for s, docs in readings.items() if any(d["error_code"] for d in docs)}
+    assert coded == set(erroring)

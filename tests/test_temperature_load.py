@@ -20,6 +20,7 @@ from slipstream.generators import temperature_load as generator
 from slipstream.generators.streams import generate
 from slipstream.testing import PipelineHarness
 from tests import stream_reference as ref
+from tests.helpers import check_in_process
 
 pytestmark = pytest.mark.spark
 
@@ -97,6 +98,9 @@ def test_a_temperature_without_load_is_written_once_when_the_watermark_passes_it
         unmatched = [r for r in rows if r["load_taken_time"] is None]
         assert [(r["location_id"], r["temp_taken_time"]) for r in unmatched] == [("a", ref.iso(T0))]
         assert unmatched[0]["load"] is None and unmatched[0]["temp"] == 20.0
+        assert list(unmatched[0]) == [
+            "location_id", "temp", "temp_taken_time", "load", "load_taken_time"
+        ]  # fmt: skip
         # later batches never write it again, and b (matched) never gets a NULL row; rows
         # that come too late for the join are dropped and counted: a temperature at or before
         # the previous watermark - 1h (00:30), a load at or before it (01:30)
@@ -128,24 +132,37 @@ def test_the_generated_stream_joins_as_pandas_does_and_the_buffers_stop_growing(
         assert h.run is not None
         progress = h.run.queries["temperature_load"].recentProgress
         totals = h.totals["temperature_load.temperature_load"]
+        quarantined = {s: h.results(f"quarantine.{s}") for s in ("temperature", "load")}
     malformed = sum(c.malformed for c in report.streams.values())
     assert totals["quarantined"] == malformed > 0
+    sent = sum(c.lines for c in report.streams.values())
+    assert totals["rows"] == sent
 
-    def frame(stream: str, time: str) -> pd.DataFrame:
-        records = []
-        for path in files[stream]:
-            for line in path.read_text().splitlines():
-                try:
-                    doc = json.loads(line)
-                except ValueError:
-                    continue
-                value = doc.get("temp" if stream == "temperature" else "load")
-                moment = ref.parse_time(doc.get(time))
-                if isinstance(doc.get("location_id"), str) and moment and ref._number(value):
-                    records.append({"location_id": doc["location_id"], time: moment})
-        return pd.DataFrame(records)
+    def reading(stream: str, line: str) -> dict[str, Any] | None:
+        """A line's valid reading (strict JSON types, a readable time), or None."""
+        doc = ref.json_object(line)
+        time = "temp_taken_time" if stream == "temperature" else "load_taken_time"
+        if doc is None:
+            return None
+        value = doc.get("temp" if stream == "temperature" else "load")
+        moment = ref.parse_time(doc.get(time))
+        if not isinstance(doc.get("location_id"), str) or moment is None:
+            return None
+        return {"location_id": doc["location_id"], time: moment} if ref._number(value) else None
 
-    temps, loads = frame("temperature", "temp_taken_time"), frame("load", "load_taken_time")
+    parsed: dict[str, list[dict[str, Any]]] = {}
+    for stream in ("temperature", "load"):
+        lines = [x for p in files[stream] for x in p.read_text().splitlines()]
+        parsed[stream] = [r for r in (reading(stream, x) for x in lines) if r is not None]
+        # each input's quarantine holds exactly its own lines the independent parse rejects
+        rejected = [x for x in lines if reading(stream, x) is None]
+        assert sorted(r["raw"] for r in quarantined[stream]) == sorted(rejected)
+        assert len(rejected) == report.streams[stream].malformed  # this seed: none in load
+    # valid + quarantined + late + duplicates = sent (no late or duplicate rows generated)
+    valid = len(parsed["temperature"]) + len(parsed["load"])
+    assert valid + totals["quarantined"] + totals["late"] + totals["duplicates"] == sent
+    assert totals["late"] == totals["duplicates"] == 0
+    temps, loads = pd.DataFrame(parsed["temperature"]), pd.DataFrame(parsed["load"])
     pairs = temps.merge(loads, on="location_id")
     hour = pd.Timedelta(hours=1)
     pairs = pairs[
@@ -188,3 +205,25 @@ def test_check_prints_how_long_each_side_is_buffered(tmp_path: Path) -> None:
         "buffer      right (load_taken_time): a row is held until the watermark passes "
         "load_taken_time: about 2h of event time behind the newest input"
     ) in result.stdout
+
+
+def test_the_buffers_check_prints_follow_the_watermarks_and_the_time_bound(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Other values than the seed's: watermarks 20m and 45m, loads within 30m. The query keeps
+    the slower watermark (45m): a temperature is held until it passes temp_taken_time + 30m,
+    about 45m + 30m behind the newest input; a load about 45m."""
+    text = check_in_process(
+        spark, "temperature_load", tmp_path, "--input", f"temperature={tmp_path / 't'}",
+        "--input", f"load={tmp_path / 'l'}", "--temp-watermark", "20m",
+        "--load-watermark", "45m", "--within", "30m",
+    )  # fmt: skip
+    assert "join        stream-stream Inner (bounded by watermarks)" in text
+    assert (
+        "buffer      left (temp_taken_time): a row is held until the watermark passes "
+        "temp_taken_time + 30m: about 75m of event time behind the newest input"
+    ) in text
+    assert (
+        "buffer      right (load_taken_time): a row is held until the watermark passes "
+        "load_taken_time: about 45m of event time behind the newest input"
+    ) in text
