@@ -263,10 +263,12 @@ def test_the_joins_buffered_state_stops_growing_as_the_watermarks_move_on(
     """Ten hours of a steady stream, 30 minutes of event time per batch: 6 impressions and 3
     clicks (10 minutes after theirs) each. An impression is held about 4 hours and a click
     about 3 (check's arithmetic), so the join's rows level off near (4 x 12 + 3 x 6) while the
-    input keeps growing; read from progress after each batch."""
+    input keeps growing: the total read from progress after each batch, each side from the
+    checkpoint's state (Spark's state reader) over the last batches."""
     settings = {"sink": "sqlite", "catalog": catalog, "max_files_per_trigger": 1}
-    join_rows, fed = [], 0
+    join_rows, sides, fed = [], [], 0
     with PipelineHarness(spark, "ads", tmp_path, **settings) as h:
+        checkpoint = str(h.prepared.outputs["ad_clicks_attributed"].ctx.checkpoint)
         for step in range(20):
             base = 30 * step
             imps = [impression(f"i{step}-{n}", base + 5 * n) for n in range(6)]
@@ -281,9 +283,28 @@ def test_the_joins_buffered_state_stops_growing_as_the_watermarks_move_on(
                     if "Join" in o["operatorName"]
                 )  # fmt: skip
             )
+            if step >= 15 and step % 2 == 1:  # the last batches, where it has levelled
+                sides.append(
+                    tuple(_join_side_rows(spark, checkpoint, s) for s in ("left", "right"))
+                )
         attributed = h.results("ad_clicks_attributed")
     assert len(attributed) == 60  # every click matched, none lost to the eviction
     tail = join_rows[-8:]
     assert max(tail) <= 4 * 12 + 3 * 6 + 9, join_rows  # about 4h of impressions, 3h of clicks
     assert max(tail) - min(tail) <= 9, join_rows  # level: one batch's rows at most
     assert fed == 180 and max(tail) < fed / 2
+    impressions_held, clicks_held = zip(*sides, strict=True)
+    assert sum(sides[-1]) == join_rows[-1], (sides, join_rows)  # the same rows, side by side
+    assert max(impressions_held) <= 4 * 12 + 6, sides  # 4h of impressions and one batch
+    assert max(clicks_held) <= 3 * 6 + 3, sides  # 3h of clicks and one batch
+    assert max(impressions_held) - min(impressions_held) <= 6, sides  # level
+    assert max(clicks_held) - min(clicks_held) <= 3, sides
+    assert min(clicks_held) > 2 * 6, sides  # held longer than the seed's 2h: Spark's one watermark
+
+
+def _join_side_rows(spark: SparkSession, checkpoint: str, side: str) -> int:
+    """Rows one side of the query's stream-stream join holds, in its last committed state."""
+    meta = spark.read.format("state-metadata").load(checkpoint).collect()
+    join = next(r["operatorId"] for r in meta if "Join" in r["operatorName"])
+    reader = spark.read.format("statestore").option("operatorId", join).option("joinSide", side)
+    return reader.load(checkpoint).count()
