@@ -77,6 +77,7 @@ def test_processing_time_timeout_runs_on_the_clock_and_each_action_rearms_it() -
     assert [(r["status"], r["last_action"], r["actions"]) for r in gone] == [
         ("inactive", "click", 2)
     ]
+    assert clock.value_state("status", "u") is None  # the state is gone with the timer
 
 
 def test_alerts_one_per_crash_and_one_per_minute_that_passes_the_burst_bound() -> None:

@@ -67,30 +67,47 @@ def test_a_click_one_hour_after_matches_and_one_millisecond_later_does_not(
 def test_late_clicks_inside_the_watermark_match_and_unmatched_impressions_wait(
     spark: SparkSession, tmp_path: Path, catalog: Path
 ) -> None:
-    """The watermark is the slower input's: min(newest impression - 2h, newest click - 3h)."""
+    """The watermark is the slower input's: min(newest impression - 2h, newest click - 3h). A
+    click behind the newest by almost 3 hours but not behind the watermark still matches; one
+    behind the watermark does not. An impression without a click is written once the watermark
+    passes impression_time + 1h (a click at exactly + 1h would still match), and only once."""
     settings = {"sink": "sqlite", "catalog": catalog, "max_files_per_trigger": 1}
+    ms = 1 / 60_000
+
+    def outcome() -> dict[str, list[Any]]:
+        return outcome_rows(h.results("ad_impressions_outcome"))
+
     with PipelineHarness(spark, "ads", tmp_path, **settings) as h:
-        h.feed([impression("i1", 0), impression("i2", 0)], input="impressions")
-        h.feed([click("z", "none", 0)], input="clicks")
-        h.process()
-        # newest impression 03:00, newest click 03:30: watermark min(01:00, 00:30) = 00:30
-        h.feed([impression("x", 180)], input="impressions")
-        h.feed([click("c1", "i1", 40), click("y", "none", 210)], input="clicks")  # c1 late
-        h.process()
-        outcome = {r["impression_id"]: r for r in h.results("ad_impressions_outcome")}
-        assert "i2" not in outcome  # 00:00 + 1h is not yet behind the watermark
-        assert outcome["i1"]["click_id"] == "c1"  # matched although it came late
-        # newest impression 05:00, newest click 05:30: watermark 02:30, past i2's 01:00
-        h.feed([impression("x2", 300)], input="impressions")
-        h.feed([click("y2", "none", 330)], input="clicks")
-        h.process()
-        h.feed([impression("x3", 600)], input="impressions")
-        h.feed([click("y3", "none", 630)], input="clicks")
-        h.process()
+        h.step(impressions=[impression("i1", 0), impression("i2", 0), impression("i3", 0)],
+               clicks=[click("z", "none", 0)])  # fmt: skip
+        h.step(impressions=[impression("x", 180)], clicks=[click("y", "none", 210)])
+        assert h.watermark("ad_impressions_outcome") == T0 + timedelta(minutes=30)
+        # c1: 2h50m behind the newest click, 10m ahead of the watermark: matches i1.
+        # c2: 10m behind the watermark: dropped as late, so i2 stays unclicked.
+        h.step(clicks=[click("c1", "i1", 40), click("c2", "i2", 20)])
+        attributed = {r["click_id"]: r["impression_id"] for r in h.results()}
+        assert attributed == {"c1": "i1"}
+        assert outcome() == {"i1": ["c1"]}  # i2, i3: 00:00 + 1h is ahead of the watermark
+        h.step(clicks=[click("y2", "none", 240 - ms)])  # watermark 00:59:59.999
+        assert h.watermark("ad_impressions_outcome") == T0 + timedelta(minutes=60 - ms)
+        assert outcome() == {"i1": ["c1"]}
+        h.step(clicks=[click("y3", "none", 240)])  # watermark 01:00 = i2 + 1h: not passed
+        assert h.watermark("ad_impressions_outcome") == T0 + timedelta(minutes=60)
+        assert outcome() == {"i1": ["c1"]}
+        h.step(impressions=[impression("x1", 181)], clicks=[click("y4", "none", 240 + ms)])
+        assert h.watermark("ad_impressions_outcome") == T0 + timedelta(minutes=60 + ms)  # passed
+        assert outcome() == {"i1": ["c1"], "i2": [None], "i3": [None]}
+        h.step(impressions=[impression("x2", 600)], clicks=[click("y5", "none", 630)])
         rows = h.results("ad_impressions_outcome")
-    i2 = [r for r in rows if r["impression_id"] == "i2"]
-    assert len(i2) == 1 and i2[0]["click_id"] is None and not i2[0]["clicked"]
-    assert [r["click_id"] for r in rows if r["impression_id"] == "i1"] == ["c1"]
+    assert outcome_rows(rows) == {i: [None] for i in ("i2", "i3", "x", "x1")} | {"i1": ["c1"]}
+    assert {r["impression_id"] for r in rows if r["clicked"]} == {"i1"}
+
+
+def outcome_rows(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    grouped: dict[str, list[Any]] = {}
+    for r in rows:
+        grouped.setdefault(r["impression_id"], []).append(r["click_id"])
+    return grouped
 
 
 def test_the_generated_stream_against_pandas(spark: SparkSession, tmp_path: Path) -> None:
@@ -110,6 +127,7 @@ def test_the_generated_stream_against_pandas(spark: SparkSession, tmp_path: Path
         attributed = h.results("ad_clicks_attributed")
         stats = h.results("campaign_stats")
         outcome = h.results("ad_impressions_outcome")
+        watermark = h.watermark("ad_impressions_outcome")
 
     def records(stream: str, time: str) -> pd.DataFrame:
         rows: dict[str, dict[str, Any]] = {}
@@ -135,21 +153,32 @@ def test_the_generated_stream_against_pandas(spark: SparkSession, tmp_path: Path
     pairs = imps.merge(clicks, on=["impression_id", "ad_id"], suffixes=("", "_c"))
     delay = pairs["click_time"] - pairs["impression_time"]
     pairs = pairs[(delay >= pd.Timedelta(0)) & (delay <= pd.Timedelta(hours=1))]
+    costs = {row["ad_id"]: row for row in generator.read_catalog(catalog)}
     assert {r["click_id"] for r in attributed} == set(pairs["click_id"])
     assert len(attributed) == len(pairs) > 0
+    want = {
+        row.click_id: (row.impression_id, row.ad_id, ref.iso_exact(row.impression_time),
+                       ref.iso_exact(row.click_time), costs[row.ad_id]["campaign"],
+                       float(costs[row.ad_id]["cost_per_click"]))
+        for row in pairs.itertuples()
+    }  # fmt: skip
+    fields = ("impression_id", "ad_id", "impression_time", "click_time", "campaign")
+    assert {
+        r["click_id"]: (*(r[f] for f in fields), r["cost_per_click"]) for r in attributed
+    } == want
 
-    # every impression at most once: with its click, or (once final) with none
+    # every impression at most once: with its click, or, once the watermark has passed
+    # impression_time + 1h, with none
     assert len({r["impression_id"] for r in outcome}) == len(outcome)
     clicked = dict(zip(pairs["impression_id"], pairs["click_id"], strict=True))
     assert {r["impression_id"]: r["click_id"] for r in outcome if r["clicked"]} == clicked
     final = min(imps["impression_time"].max() - pd.Timedelta(hours=2),
                 clicks["click_time"].max() - pd.Timedelta(hours=3))  # fmt: skip
+    assert watermark == final.to_pydatetime()
     unclicked = {r["impression_id"] for r in outcome if not r["clicked"]}
-    due = imps["impression_time"] + pd.Timedelta(hours=1, minutes=1) < final
-    assert set(imps.loc[due, "impression_id"]) - set(clicked) <= unclicked
-    assert unclicked <= set(imps["impression_id"]) - set(clicked) and unclicked
+    due = imps["impression_time"] + pd.Timedelta(hours=1) < final
+    assert unclicked == set(imps.loc[due, "impression_id"]) - set(clicked) != set()
 
-    costs = {row["ad_id"]: row for row in generator.read_catalog(catalog)}
     expected: dict[tuple[str, str], list[float]] = {}
     for frame, time, is_click in ((imps, "impression_time", 0), (clicks, "click_time", 1)):
         for row in frame.itertuples():
@@ -162,6 +191,7 @@ def test_the_generated_stream_against_pandas(spark: SparkSession, tmp_path: Path
     for key, (n_imp, n_click, revenue) in expected.items():
         assert (got[key]["impressions"], got[key]["clicks"]) == (n_imp, n_click), key
         assert got[key]["revenue"] == pytest.approx(round(revenue, 2))
+        assert got[key]["ctr"] == (pytest.approx(n_click / n_imp) if n_imp else None), key
 
 
 def test_check_prints_how_long_the_join_holds_each_side(tmp_path: Path, catalog: Path) -> None:
@@ -184,6 +214,47 @@ def test_check_prints_how_long_the_join_holds_each_side(tmp_path: Path, catalog:
         "buffer      right (click_time): a row is held until the watermark passes "
         "click_time: about 3h of event time behind the newest input"
     ) in attributed
+    # seed 000's arithmetic, each input late by its own watermark: 3h + 1h and 2h
+    assert (
+        "buffer      left (impression_time): up to 4h of event time by seed 000's arithmetic "
+        "(click_time's watermark 3h + the condition's 1h)"
+    ) in attributed
+    assert (
+        "buffer      right (click_time): up to 2h of event time by seed 000's arithmetic "
+        "(impression_time's watermark 2h)"
+    ) in attributed
+    outcome = result.stdout.split("output      ad_impressions_outcome")[1].split("output ")[0]
+    assert "up to 4h" in outcome and "up to 2h" in outcome
+
+
+def test_the_buffers_follow_the_watermarks_and_the_bound_in_the_plan(
+    spark: SparkSession, tmp_path: Path, catalog: Path
+) -> None:
+    """Other flags, other figures: read from the plan Spark analyzed, not written down."""
+    from slipstream.pipelines.ads import CATALOG, CLICKS, IMPRESSIONS, AdsPipeline
+    from slipstream.plan import plan_of
+
+    pipeline = AdsPipeline()
+    frames = pipeline.build(
+        spark,
+        {
+            "impressions": spark.readStream.schema(IMPRESSIONS).json(str(tmp_path)),
+            "clicks": spark.readStream.schema(CLICKS).json(str(tmp_path)),
+            "catalog": spark.read.schema(CATALOG).option("header", True).csv(str(catalog)),
+        },
+        pipeline.parse_params(
+            {"impression_watermark": "40m", "click_watermark": "90m", "within": "25m"}
+        ),
+    )
+    minutes = timedelta(minutes=1)
+    for name in ("ad_clicks_attributed", "ad_impressions_outcome"):
+        left, right = plan_of(frames[name]).join_buffers
+        assert (left.column, left.own, left.held) == (
+            "impression_time",
+            115 * minutes,
+            115 * minutes,
+        )
+        assert (right.column, right.own, right.held) == ("click_time", 40 * minutes, 90 * minutes)
 
 
 def test_the_joins_buffered_state_stops_growing_as_the_watermarks_move_on(
@@ -192,10 +263,12 @@ def test_the_joins_buffered_state_stops_growing_as_the_watermarks_move_on(
     """Ten hours of a steady stream, 30 minutes of event time per batch: 6 impressions and 3
     clicks (10 minutes after theirs) each. An impression is held about 4 hours and a click
     about 3 (check's arithmetic), so the join's rows level off near (4 x 12 + 3 x 6) while the
-    input keeps growing; read from progress after each batch."""
+    input keeps growing: the total read from progress after each batch, each side from the
+    checkpoint's state (Spark's state reader) over the last batches."""
     settings = {"sink": "sqlite", "catalog": catalog, "max_files_per_trigger": 1}
-    join_rows, fed = [], 0
+    join_rows, sides, fed = [], [], 0
     with PipelineHarness(spark, "ads", tmp_path, **settings) as h:
+        checkpoint = str(h.prepared.outputs["ad_clicks_attributed"].ctx.checkpoint)
         for step in range(20):
             base = 30 * step
             imps = [impression(f"i{step}-{n}", base + 5 * n) for n in range(6)]
@@ -210,9 +283,28 @@ def test_the_joins_buffered_state_stops_growing_as_the_watermarks_move_on(
                     if "Join" in o["operatorName"]
                 )  # fmt: skip
             )
+            if step >= 15 and step % 2 == 1:  # the last batches, where it has levelled
+                sides.append(
+                    tuple(_join_side_rows(spark, checkpoint, s) for s in ("left", "right"))
+                )
         attributed = h.results("ad_clicks_attributed")
     assert len(attributed) == 60  # every click matched, none lost to the eviction
     tail = join_rows[-8:]
     assert max(tail) <= 4 * 12 + 3 * 6 + 9, join_rows  # about 4h of impressions, 3h of clicks
     assert max(tail) - min(tail) <= 9, join_rows  # level: one batch's rows at most
     assert fed == 180 and max(tail) < fed / 2
+    impressions_held, clicks_held = zip(*sides, strict=True)
+    assert sum(sides[-1]) == join_rows[-1], (sides, join_rows)  # the same rows, side by side
+    assert max(impressions_held) <= 4 * 12 + 6, sides  # 4h of impressions and one batch
+    assert max(clicks_held) <= 3 * 6 + 3, sides  # 3h of clicks and one batch
+    assert max(impressions_held) - min(impressions_held) <= 6, sides  # level
+    assert max(clicks_held) - min(clicks_held) <= 3, sides
+    assert min(clicks_held) > 2 * 6, sides  # held longer than the seed's 2h: Spark's one watermark
+
+
+def _join_side_rows(spark: SparkSession, checkpoint: str, side: str) -> int:
+    """Rows one side of the query's stream-stream join holds, in its last committed state."""
+    meta = spark.read.format("state-metadata").load(checkpoint).collect()
+    join = next(r["operatorId"] for r in meta if "Join" in r["operatorName"])
+    reader = spark.read.format("statestore").option("operatorId", join).option("joinSide", side)
+    return reader.load(checkpoint).count()

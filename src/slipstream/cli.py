@@ -144,7 +144,7 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
         "workload",
         metavar="NAME",
         help="a pipeline with a generator, or the generator's name: trending, sensors, iot, "
-        "temperature_load",
+        "temperature_load, ads, activity",
     )
     if pipeline is not None and pipeline.generator is not None:
         importlib.import_module(pipeline.generator).add_arguments(p)

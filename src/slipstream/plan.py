@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal
 
-from slipstream.plan_joins import join_buffers
+from slipstream.plan_joins import JoinBuffer, join_buffers
 
 WindowKind = Literal["none", "tumbling", "sliding", "session"]
 StreamOp = Literal["limit", "distinct", "sort"]
@@ -47,10 +47,8 @@ class Plan:
     # event-time columns of both sides under watermarks, which bounds its state
     stream_join_kind: str | None = None
     stream_join_bounded: bool = False
-    # how long each side of a stream-stream join holds a row (left side first): its event-time
-    # column, the offset past it the watermark must pass, and so how far behind the newest
-    # input a row is held (None, None: no time bound, held for ever)
-    join_buffers: tuple[tuple[str, timedelta | None, timedelta | None], ...] = ()
+    # how long each side of a stream-stream join holds a row (left side first): plan_joins.py
+    join_buffers: tuple[JoinBuffer, ...] = ()
 
     @property
     def stateful(self) -> bool:
@@ -79,15 +77,8 @@ class Plan:
             joins.append(f"stream-stream {self.stream_join_kind} ({bound})")
         if joins:
             lines.append("join        " + ", ".join(joins))
-        for side, (column, offset, held) in zip(("left", "right"), self.join_buffers, strict=False):
-            if held is None or offset is None:
-                lines.append(f"buffer      {side} ({column}): held for ever, no time bound")
-                continue
-            past = f" {'+' if offset >= timedelta(0) else '-'} {dur(abs(offset))}" if offset else ""
-            lines.append(
-                f"buffer      {side} ({column}): a row is held until the watermark passes "
-                f"{column}{past}: about {dur(held)} of event time behind the newest input"
-            )
+        for buffer in self.join_buffers:
+            lines += buffer.describe()
         if self.arbitrary_state:
             lines.append(
                 "state       per-key state of a stateful processor: it emits its own rows, and "
@@ -351,9 +342,7 @@ def _both_sides_stream(nodes: list[PlanNode], join: PlanNode) -> bool:
     return len(children) >= 2 and all(c[0].streaming for c in children[:2])
 
 
-def _join_buffers(
-    nodes: list[PlanNode], join: PlanNode
-) -> tuple[tuple[str, timedelta | None, timedelta | None], ...]:
+def _join_buffers(nodes: list[PlanNode], join: PlanNode) -> tuple[JoinBuffer, ...]:
     children = _children(nodes, join)
     if len(children) < 2:
         return ()

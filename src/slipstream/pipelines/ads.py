@@ -22,11 +22,12 @@ campaign_stats          per campaign and hour (`--window`): impressions (by impr
                         (a union under a 3-hour watermark), not the join: a join of two streams
                         only appends, and these figures change as late rows come.
 
-`check ads` prints how long the join holds each side, read from the plan: Spark keeps one
-watermark for the query, the slower input's (clicks: newest - 3h), so an impression is held
-until it passes impression_time + 1h (about 4h behind the newest input) and a click until it
-passes click_time (about 3h). Seed 000's arithmetic, with a watermark per input, says 4h and
-2h; Spark's single watermark keeps clicks an hour longer."""
+`check ads` prints how long the join holds each side, read from the plan (plan_joins.py). Seed
+000's arithmetic, each input late by its own watermark: impressions up to 4h (a click may be
+3h late and 1h after its impression), clicks up to 2h (an impression may be 2h late). Spark
+keeps one watermark for the query, the slower input's (clicks: newest - 3h), so it holds an
+impression until that passes impression_time + 1h (about 4h behind the newest input) and a
+click until it passes click_time (about 3h): clicks an hour longer than the seed says."""
 
 from __future__ import annotations
 
