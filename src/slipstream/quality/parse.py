@@ -1,8 +1,11 @@
 """Turn raw records into typed rows, or into a rejection with its reason. Built-in functions only.
 
-Every record comes out as exactly one row: typed columns plus `_raw` (the record as received),
-`_source` (the file it came from, or the source kind) and `_reason` (NULL when valid). Nothing is
-dropped here, so valid + rejected always equals what was read."""
+Every record comes out as exactly one row: typed columns plus `_raw` (the record as received;
+bytes that are not UTF-8 as U+FFFD), `_source` (the file it came from, or the source kind) and
+`_reason` (NULL when valid). A blank line (nothing but spaces, tabs and line ends) is not a
+record and is skipped, as Spark's own JSON and CSV readers do; nothing else is dropped here, so
+valid + rejected always equals the records read. tests/test_hostile.py streams a corpus of
+hostile input through these rules (tests/fixtures/hostile/expected.json says each fate)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ from pyspark.sql.types import (
     BooleanType,
     DataType,
     DateType,
+    FractionalType,
+    IntegralType,
     NumericType,
     StringType,
     StructType,
@@ -23,12 +28,49 @@ SOURCE = "_source"
 REASON = "_reason"
 META_COLUMNS = (RAW, SOURCE, REASON)
 _JSON_SPACE = " \t\r\n"  # what JSON allows before a value
+# Spark's variant holds at most 16 MiB: a longer record cannot parse, so it is not tried
+MAX_JSON_BYTES = 16 * 1024 * 1024
+# a timestamp or date given as text starts with a whole date: Spark's cast would read a bare
+# time ("10:02:33") as that time today, and "2018" as the start of the year
+_DATE_FIRST = r"^\s*[+-]?[0-9]{4,}-[0-9]{2}-[0-9]{2}([T ]|\s*$)"
+
+
+def _records(raw: DataFrame) -> DataFrame:
+    """Text lines (`value`, `_source`) -> `value` as valid UTF-8 and `_utf8` (whether it was),
+    blank lines skipped."""
+    utf8 = F.is_valid_utf8(F.col("value"))
+    return raw.filter(F.trim(F.col("value"), F.lit(_JSON_SPACE)) != F.lit("")).select(
+        F.when(utf8, F.col("value")).otherwise(F.make_valid_utf8(F.col("value"))).alias("value"),
+        F.col(SOURCE),
+        utf8.alias("_utf8"),
+    )
+
+
+def _not_utf8() -> tuple[Column, Column]:
+    return ~F.col("_utf8"), F.lit("not valid UTF-8 (bytes shown as U+FFFD in raw)")
+
+
+def _dated(text: Column, target: DataType) -> Column:
+    """FALSE when a timestamp or date field's text does not start with a whole date."""
+    if isinstance(target, TimestampType | DateType):
+        return F.coalesce(text.rlike(_DATE_FIRST), F.lit(True))
+    return F.lit(True)
+
+
+def _finite(typed: Column, target: DataType) -> Column:
+    """A number beyond a double's range (1e400) becomes infinity: out of range; so is NaN."""
+    if isinstance(target, FractionalType):
+        return ~(F.isnan(typed) | typed.isin(float("inf"), float("-inf")))
+    return F.lit(True)
 
 
 def _variant_kind_ok(kind: Column, target: DataType) -> Column:
-    """Which JSON value kinds a target type accepts (strict: a number is not a string)."""
+    """Which JSON value kinds a target type accepts (strict: a number is not a string, and an
+    integer field takes no fraction: 1.5 is not truncated to 1)."""
     if isinstance(target, StringType | TimestampType | DateType):
         return kind == F.lit("STRING")
+    if isinstance(target, IntegralType):
+        return kind.rlike(r"^(BIGINT|INT|SMALLINT|TINYINT|DECIMAL\([0-9]+,0\))$")
     if isinstance(target, NumericType):
         return kind.rlike("^(BIGINT|INT|SMALLINT|TINYINT|DOUBLE|FLOAT|DECIMAL)")
     if isinstance(target, BooleanType):
@@ -47,6 +89,12 @@ def evaluated_once(parsed: DataFrame) -> DataFrame:
     `inline(array(struct(...)))` yields the one row it is given, computed once. Continuous
     processing refuses generators; validation says so before start."""
     return parsed.select(F.inline(F.array(F.struct(*[F.col(c) for c in parsed.columns]))))
+
+
+def _kind_name(kind: Column) -> Column:
+    """A value's kind without what it holds (`object`, not the whole nested type of a deeply
+    nested one: a reason stays short)."""
+    return F.regexp_extract(F.lower(kind), r"^[a-z_]+(\([0-9, ]+\))?", 0)
 
 
 def _first_reason(checks: list[tuple[Column, Column]]) -> Column:
@@ -72,7 +120,9 @@ def _field_checks(
     bad_type = [
         (
             present & ~kind_ok,
-            F.concat(F.lit(f"wrong type for '{name}': expected {type_name}, got "), F.lower(kind)),
+            F.concat(
+                F.lit(f"wrong type for '{name}': expected {type_name}, got "), _kind_name(kind)
+            ),
         )
     ]
     if isinstance(target, TimestampType | DateType):
@@ -100,13 +150,28 @@ def parse_json(raw: DataFrame, schema: StructType, required: tuple[str, ...]) ->
     `schema_of_variant` (which only runs to word the reason of a rejected one); see
     docs/benchmarks.md for the measurements."""
     doc = F.col("_doc")
-    with_doc = raw.select(
-        F.col("value").alias(RAW), F.col(SOURCE), F.try_parse_json(F.col("value")).alias("_doc")
+    size = F.octet_length(F.col("value"))
+    with_doc = _records(raw).select(
+        F.col("value").alias(RAW),
+        F.col(SOURCE),
+        F.col("_utf8"),
+        size.alias("_size"),
+        F.when(size <= MAX_JSON_BYTES, F.try_parse_json(F.col("value"))).alias("_doc"),
     )
     is_object = F.ltrim(F.col(RAW), F.lit(_JSON_SPACE)).startswith("{")
+    keys = F.json_object_keys(F.col(RAW))
     checks: list[tuple[Column, Column]] = [
+        _not_utf8(),
+        (
+            F.col("_size") > MAX_JSON_BYTES,
+            F.format_string(f"record too large: %d bytes (at most {MAX_JSON_BYTES})", "_size"),
+        ),
+        (
+            doc.isNull() & (F.size(keys) > F.size(F.array_distinct(keys))),
+            F.lit("not JSON: a key appears twice in an object"),
+        ),
         (doc.isNull(), F.lit("not JSON")),
-        (~is_object, F.concat(F.lit("not a JSON object: "), F.lower(F.schema_of_variant(doc)))),
+        (~is_object, F.concat(F.lit("not a JSON object: "), _kind_name(F.schema_of_variant(doc)))),
     ]
     typed_cols = []
     missing_checks: list[tuple[Column, Column]] = []
@@ -116,6 +181,8 @@ def parse_json(raw: DataFrame, schema: StructType, required: tuple[str, ...]) ->
         present = node.isNotNull() & ~F.is_variant_null(node)
         kind = F.schema_of_variant(node)
         typed = F.try_variant_get(doc, f"$.{f.name}", f.dataType.simpleString())
+        text = F.try_variant_get(doc, f"$.{f.name}", "string")
+        typed = F.when(_dated(text, f.dataType) & _finite(typed, f.dataType), typed)
         raw_value = F.coalesce(F.to_json(node), F.lit("null"))
         m, t = _field_checks(
             f.name,
@@ -139,20 +206,31 @@ def parse_json(raw: DataFrame, schema: StructType, required: tuple[str, ...]) ->
 def parse_csv(
     raw: DataFrame, schema: StructType, required: tuple[str, ...], header: bool = True
 ) -> DataFrame:
-    """CSV lines -> typed columns. A header line equal to the field names is skipped."""
+    """CSV lines -> typed columns, by position. A header line equal to the field names is
+    skipped; any other line is a record of exactly as many fields (a quoted comma is part of its
+    field). A record is one line: a quote not closed on its line (a quoted newline) rejects
+    each piece."""
     names = [f.name for f in schema.fields]
     strings = ", ".join(f"`{n}` STRING" for n in names)
-    lines = raw
+    lines = _records(raw)
     if header:
-        lines = raw.filter(F.col("value") != F.lit(",".join(names)))
+        lines = lines.filter(F.trim(F.col("value")) != F.lit(",".join(names)))
+    unquoted = F.regexp_replace(F.col("value"), r'"([^"]|"")*"', "")
     parsed = lines.select(
         F.col("value").alias(RAW),
         F.col(SOURCE),
-        F.from_csv(F.col("value"), strings, {"mode": "PERMISSIVE"}).alias("_rec"),
-        (F.size(F.split(F.col("value"), ",")) < len(names)).alias("_short"),
+        F.col("_utf8"),
+        F.from_csv(F.col("value"), strings, {"mode": "PERMISSIVE", "escape": '"'}).alias("_rec"),
+        F.size(F.split(unquoted, ",", -1)).alias("_fields"),
+        unquoted.contains('"').alias("_open_quote"),
     )
     checks: list[tuple[Column, Column]] = [
-        (F.col("_short"), F.lit(f"not a CSV record of {len(names)} fields"))
+        _not_utf8(),
+        (F.col("_open_quote"), F.lit("CSV quote not closed on its line (a record is one line)")),
+        (
+            F.col("_fields") != len(names),
+            F.format_string(f"not a CSV record of {len(names)} fields: %d fields", "_fields"),
+        ),
     ]
     typed_cols = []
     missing_checks: list[tuple[Column, Column]] = []
@@ -161,6 +239,7 @@ def parse_csv(
         text = F.col(f"_rec.{f.name}")
         present = text.isNotNull() & (text != F.lit(""))
         typed = text.try_cast(f.dataType)
+        typed = F.when(_dated(text, f.dataType) & _finite(typed, f.dataType), typed)
         m, t = _field_checks(
             f.name,
             f.dataType,

@@ -39,7 +39,10 @@ def quality_metrics() -> list[Column]:
 
 
 def read_quarantine(spark: SparkSession, directory: Path) -> DataFrame:
-    """The quarantined records written so far (committed batches only)."""
-    return spark.read.schema(
-        "raw string, reason string, source string, quarantined_at timestamp"
-    ).json(str(directory))
+    """The quarantined records written so far (committed batches only). A raw record may be
+    longer than the 20 million characters Spark's JSON reader takes by default."""
+    return (
+        spark.read.schema("raw string, reason string, source string, quarantined_at timestamp")
+        .option("maxStringLen", str(2**31 - 1))
+        .json(str(directory))
+    )

@@ -2,7 +2,11 @@
 
 Files must appear atomically (write elsewhere, then rename in): Spark lists the directory each
 trigger and reads a file once. Line formats are read as text so that a malformed line can be
-quarantined with its raw text instead of being silently turned into NULLs."""
+quarantined with its raw text instead of being silently turned into NULLs.
+
+A file deleted after Spark listed it and before a batch read it is skipped (Spark's
+`ignoreMissingFiles`, with a warning in Spark's log naming it) instead of failing the query: its
+records were taken back before they were read. tests/test_hostile.py deletes one at that moment."""
 
 from __future__ import annotations
 
@@ -50,7 +54,7 @@ class FilesSource(Source):
 
     def read(self, spark: SparkSession, settings: Settings, binding: Binding) -> RawInput:
         fmt, schema = binding.format, binding.schema
-        reader = spark.readStream
+        reader = spark.readStream.option("ignoreMissingFiles", "true")
         if settings.max_files_per_trigger:
             reader = reader.option("maxFilesPerTrigger", settings.max_files_per_trigger)
         if settings.latest_first:
