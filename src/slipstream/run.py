@@ -6,6 +6,7 @@ Run.wait() until the queries finish (finite triggers), --duration passes, Ctrl-C
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ from slipstream.monitor.listener import RunListener, RunTotals
 from slipstream.monitor.recorder import RunRecorder
 from slipstream.quality.expectations import as_expectation_failure
 from slipstream.specs import format_duration
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from slipstream.prepare import Prepared
@@ -70,11 +73,14 @@ class Run:
         Only executed batches count: an idle query also appends progress entries (no
         `addBatch` timing, carrying the id of the batch it has not run yet) that reach
         listeners as idle events, not progress events, so waiting for `lastProgress` would
-        time out (60 s) whenever a query had been idle for noDataProgressEventInterval."""
+        time out whenever a query had been idle for noDataProgressEventInterval."""
         for name, query in self.queries.items():
             executed = [p["batchId"] for p in query.recentProgress if "addBatch" in p["durationMs"]]
-            if executed:
-                self.totals.wait_for(f"{self.prepared.pipeline.name}.{name}", max(executed))
+            query_name = f"{self.prepared.pipeline.name}.{name}"
+            if executed and not self.totals.wait_for(query_name, max(executed)):
+                # never silent: the summary would undercount what the query processed
+                log.warning("progress of %s up to batch %d not seen: totals may be short",
+                            query_name, max(executed))  # fmt: skip
 
     def wait(self, duration: timedelta | None = None, poll: float = 0.5) -> None:
         """Until the queries finish (finite triggers: all of them; otherwise: any of them),

@@ -175,8 +175,10 @@ class RunTotals:
         self.last_batch: dict[str, int] = {}
         self._changed = threading.Condition()
 
-    def wait_for(self, query: str, batch_id: int, timeout: float = 60.0) -> bool:
-        """Block until the progress event of `batch_id` has been seen (events are async)."""
+    def wait_for(self, query: str, batch_id: int, timeout: float = 600.0) -> bool:
+        """Block until the progress event of `batch_id` has been seen (events are async);
+        False if it has not come within `timeout` seconds (a loaded machine delivers them
+        late: 60 s was seen to be too short at a load of 40 on 2 cores)."""
         with self._changed:
             return self._changed.wait_for(
                 lambda: self.last_batch.get(query, -1) >= batch_id, timeout
