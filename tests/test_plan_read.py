@@ -87,7 +87,9 @@ def test_join_buffers_come_from_the_plans_watermarks_and_time_condition() -> Non
     the slower one (3h). A left row can meet a right row until the watermark passes ts + 1h
     (3h + 1h behind the newest input); a right row until it passes ts2 (3h behind)."""
     hour = timedelta(hours=1)
-    assert read_plan(PLANS["ss_join"]).join_buffers == (
-        ("ts", hour, 3 * hour + hour),
-        ("ts2", timedelta(0), 3 * hour),
-    )
+    left, right = read_plan(PLANS["ss_join"]).join_buffers
+    assert (left.column, left.offset, left.held) == ("ts", hour, 3 * hour + hour)
+    assert (right.column, right.offset, right.held) == ("ts2", timedelta(0), 3 * hour)
+    # seed 000's arithmetic, each input late by its own watermark: the other side's delay plus
+    # how far the condition lets its time pass this side's (3h + 1h; 2h - 0)
+    assert (left.own, right.own) == (3 * hour + hour, 2 * hour)
