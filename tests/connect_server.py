@@ -31,7 +31,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyspark
@@ -144,16 +143,6 @@ def unavailable(reason: str) -> None:
     services.unavailable(reason, "the Spark Connect server for the tests")
 
 
-@contextlib.contextmanager
-def running_connect_server() -> Iterator[ConnectServer | str]:
+def running_connect_server() -> contextlib.AbstractContextManager[ConnectServer | str]:
     """A started server, or the reason it could not start."""
-    server = ConnectServer()
-    try:
-        try:
-            server.start()
-        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
-            yield str(exc)
-            return
-        yield server
-    finally:
-        server.destroy()
+    return services.running(ConnectServer, (RuntimeError, OSError, subprocess.SubprocessError))

@@ -23,8 +23,9 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 import pytest
 
@@ -32,6 +33,14 @@ APP_USER = "slipstream_app"
 # A password with URL-special characters, so quoting is exercised too.
 APP_PASSWORD = "s3cret-Pw!x7#q"
 OS_USER = "postgres"
+
+
+class _Startable(Protocol):
+    def start(self) -> Any: ...
+    def destroy(self) -> None: ...
+
+
+Service = TypeVar("Service", bound=_Startable)
 
 
 class ServiceUnavailable(RuntimeError):
@@ -207,19 +216,27 @@ def unavailable(reason: str, service: str = "PostgreSQL for the tests") -> None:
 
 
 @contextlib.contextmanager
-def running_postgres() -> Iterator[PostgresServer | str]:
-    """A started server, or the reason it could not start (as a string)."""
+def running(
+    make: Callable[[], Service], failures: tuple[type[BaseException], ...]
+) -> Iterator[Service | str]:
+    """A service made and started, or the reason it could not be (as a string); it is
+    destroyed at the end either way."""
     try:
-        server = PostgresServer()
-    except (ServiceUnavailable, OSError, subprocess.SubprocessError) as exc:
+        server = make()
+    except failures as exc:
         yield str(exc)
         return
     try:
         try:
             server.start()
-        except (ServiceUnavailable, OSError, subprocess.SubprocessError) as exc:
+        except failures as exc:
             yield str(exc)
             return
         yield server
     finally:
         server.destroy()
+
+
+def running_postgres() -> contextlib.AbstractContextManager[PostgresServer | str]:
+    """A started server, or the reason it could not start (as a string)."""
+    return running(PostgresServer, (ServiceUnavailable, OSError, subprocess.SubprocessError))
