@@ -102,7 +102,11 @@ class TopView:
         self.rate = rate
         self.tty = is_terminal(out)
         self.console = console_for(out)
-        self.batches: list[dict[str, Any]] = []  # progress summaries of data batches
+        # running totals of data batches, not a list of them: the demo may run for days
+        self.batches = 0
+        self.events = 0
+        self.busy_s = 0.0
+        self.rps_sum = 0.0
         self.first_batch_at: float | None = None
         self.started = time.monotonic()
         self.dashboard_url: str | None = None  # shown in the header (a redraw clears the screen)
@@ -117,7 +121,10 @@ class TopView:
         with self._lock:
             if self.first_batch_at is None:
                 self.first_batch_at = time.monotonic() - self.started
-            self.batches.append(s)
+            self.batches += 1
+            self.events += s["rows"]
+            self.busy_s += s["duration_s"]
+            self.rps_sum += s["processed_rps"]
             self.draw(s)
 
     def draw(self, s: dict[str, Any]) -> None:
@@ -146,15 +153,13 @@ class TopView:
         """What the pipeline sustained: events over the time spent processing them, and the
         mean of Spark's per-batch processedRowsPerSecond."""
         with self._lock:
-            rows = sum(b["rows"] for b in self.batches)
-            busy = sum(b["duration_s"] for b in self.batches)
-            rates = [b["processed_rps"] for b in self.batches]
+            batches, rows, busy, rps = self.batches, self.events, self.busy_s, self.rps_sum
         return {
-            "batches": len(self.batches),
+            "batches": batches,
             "events": rows,
             "busy_s": busy,
             "events_per_s": rows / busy if busy else 0.0,
-            "mean_batch_rps": sum(rates) / len(rates) if rates else 0.0,
+            "mean_batch_rps": rps / batches if batches else 0.0,
         }
 
 
@@ -285,7 +290,7 @@ def demo(
             )
             run_ = runner.start(spark, prepared, [*monitoring.handlers, view], origin="demo")
             if max_batches is not None:
-                run_.stop_requested = lambda: len(view.batches) >= max_batches
+                run_.stop_requested = lambda: view.batches >= max_batches
             run_.wait(limit)
     except KeyboardInterrupt:
         interrupted = True
