@@ -252,6 +252,49 @@ def _row(start_min: int, article: str, views: int, known: bool = True) -> tuple[
     return (start.strftime(fmt), end.strftime(fmt), article, title, "tech", views, known)
 
 
+def _top_by_full_scan(db: Path, now: datetime) -> dict[str, str | None]:
+    """The windows top_articles must choose, from every row (the reference: no index range)."""
+    with sqlite3.connect(db) as conn:
+        pairs = set(conn.execute("SELECT window_start, window_end FROM article_views"))
+    parse = lambda t: datetime.fromisoformat(t.replace("Z", "+00:00"))  # noqa: E731
+    windows = [(parse(s), parse(e), s) for s, e in pairs]
+    length = max(windows)[1] - max(windows)[0]
+    windows = [w for w in windows if w[1] - w[0] == length]
+    open_ = [w for w in windows if w[0] <= now < w[1]]
+    closed = [w for w in windows if w[1] <= now]
+    return {
+        "current": min(open_, key=lambda w: w[1])[2] if open_ else None,
+        "latest_complete": max(closed, key=lambda w: w[1])[2] if closed else None,
+    }
+
+
+def _stored(t: datetime) -> str:
+    """A time as the sinks store it: whole seconds `...:SSZ`, fractions `...:SS.ffffffZ`."""
+    whole = t.strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{whole}.{t.microsecond:06d}Z" if t.microsecond else f"{whole}Z"
+
+
+def test_top_articles_reads_an_index_range_yet_chooses_as_a_full_scan(tmp_path: Path) -> None:
+    # windows of 90.5 s sliding by 30.25 s (a fraction sorts '.' before a whole second's 'Z'),
+    # with an hour without data in the middle
+    t0, slide, length = (
+        datetime(2026, 1, 1, tzinfo=UTC),
+        timedelta(seconds=30.25),
+        timedelta(seconds=90.5),
+    )
+    rows = [
+        (_stored(t0 + i * slide), _stored(t0 + i * slide + length), a, a, "x", v + i, True)
+        for i in [*range(0, 40), *range(160, 200)]
+        for a, v in (("a1", 1), ("a2", 5))
+    ]
+    db = _views_db(tmp_path / "v.db", rows)
+    for now in [t0 + timedelta(seconds=7 * k) for k in range(1000)]:
+        tops = top_articles(db, n=1, now=now)
+        got = {k: (v[0]["window_start"] if v else None) for k, v in tops.items()}
+        assert got == _top_by_full_scan(db, now), now
+    assert top_articles(db, n=1)["current"][0]["window_start"] == _stored(t0 + 197 * slide)
+
+
 def test_top_articles_current_and_latest_complete(tmp_path: Path) -> None:
     # windows of 10 min sliding by 1 min; the latest start is 00:12, so the latest event time is
     # in [00:12, 00:13): current = the window ending 00:13, latest complete = ending 00:12

@@ -18,7 +18,7 @@ Reads open the database read-only and never block the writer (WAL mode).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,34 @@ COLUMNS = ("window_start", "window_end", "article_id", "title", "section", "view
 def _parse(text: str) -> datetime:
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _windows_since(
+    conn: Any, table: str, since: datetime | None
+) -> list[tuple[datetime, datetime, str]]:
+    """Distinct (start, end, start as stored) with a start at or after `since`, read through
+    the key's index on window_start; `since=None`: those of the newest start's second.
+
+    Stored times are ISO text, whole seconds as `...:SSZ` and fractions as `...:SS.ffffffZ`, so
+    text order is time order except within one second (`.` sorts before `Z`): the bound is
+    taken a second early and the rows are filtered on their parsed times."""
+    if since is None:
+        row = conn.execute(
+            f"SELECT window_start FROM {table} ORDER BY window_start DESC LIMIT 1"
+        ).fetchone()
+        if row is None:
+            return []
+        since = _parse(row[0]).replace(microsecond=0)
+    bound = "0001-01-01T00:00:00Z"
+    if since > datetime.min.replace(tzinfo=since.tzinfo) + timedelta(seconds=1):
+        early = since.replace(microsecond=0) - timedelta(seconds=1)
+        bound = early.replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
+    rows = conn.execute(
+        f"SELECT DISTINCT window_start, window_end FROM {table} WHERE window_start >= ?",
+        (bound,),
+    )
+    since = since if since.tzinfo else since.replace(tzinfo=UTC)
+    return [(b, _parse(e), s) for s, e in rows if (b := _parse(s)) >= since]
 
 
 def top_articles(
@@ -47,21 +75,25 @@ def top_articles(
         if conn is None or not has_table(conn, table):
             return empty
         t = quote_ident(table)
-        windows = [
-            (_parse(start), _parse(end), start)
-            for start, end in conn.execute(f"SELECT DISTINCT window_start, window_end FROM {t}")
-        ]
-        if not windows:
+        newest = _windows_since(conn, t, None)  # the newest window_start's second
+        if not newest:
             return empty
-        latest = max(windows)
+        latest = max(newest)
         length = latest[1] - latest[0]
-        windows = [w for w in windows if w[1] - w[0] == length]  # one window length only
         if now is None:
             anchor = latest[0]
         else:  # a naive `now` is UTC, like every timestamp slipstream stores
             anchor = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+        # The open windows start after anchor - length, and with windows that slide by at most
+        # their length the latest closed one after anchor - 2 x length: an index range, not a
+        # scan of the whole table (the dashboard asks every 1.5 s for as long as the run lasts).
+        windows = _windows_since(conn, t, anchor - 2 * length)
+        windows = [w for w in windows if w[1] - w[0] == length]  # one window length only
         open_ = [w for w in windows if w[1] > anchor and w[0] <= anchor]
         closed = [w for w in windows if w[1] <= anchor]
+        if not closed:  # a gap in the data: the latest complete window is older
+            windows = [w for w in _windows_since(conn, t, datetime.min) if w[1] - w[0] == length]
+            closed = [w for w in windows if w[1] <= anchor]
         result: dict[str, list[dict[str, Any]]] = {}
         for name, chosen in (
             ("current", min(open_, key=lambda w: w[1]) if open_ else None),
