@@ -9,6 +9,7 @@ import io
 import json
 import sqlite3
 import subprocess
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -417,3 +418,23 @@ def test_demo_view_renders_the_top_ten(tmp_path: Path) -> None:
     assert "batch 2: 500 events" in text and "late 9" in text and "duplicates 12" in text
     assert "a0 " in text and "a9 " in text and "a10 " not in text
     assert view.throughput()["events"] == 500
+
+
+def test_the_demo_prunes_landing_files_every_query_has_long_read(tmp_path: Path) -> None:
+    import os
+
+    from slipstream.demo_trending import RESULTS_QUERY, LandingJanitor
+
+    now = time.time()
+    ages = {"old.jsonl": 3600, "edge-old.jsonl": 1801, "edge-new.jsonl": 1799, "new.jsonl": 5}
+    for name in [*ages, ".tmp-old.jsonl", "_spark_metadata"]:
+        (tmp_path / name).write_text("{}\n")
+        os.utime(tmp_path / name, (now - ages.get(name, 7200),) * 2)
+    janitor = LandingJanitor(tmp_path, keep_s=1800, every_s=0)
+    janitor({"event": "progress", "query": "trending.quarantine.events", "progress": PROGRESS})
+    assert len(list(tmp_path.iterdir())) == 6  # only the results query's batches prune
+    janitor({"event": "progress", "query": RESULTS_QUERY, "progress": PROGRESS})
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".tmp-old.jsonl", "_spark_metadata", "edge-new.jsonl", "new.jsonl",
+    ]  # fmt: skip
+    assert janitor.removed == 2

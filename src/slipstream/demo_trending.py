@@ -39,6 +39,7 @@ from slipstream.config import DEFAULT_DASHBOARD_PORT, load_settings
 from slipstream.console import console_for, is_terminal, render, table
 from slipstream.demo import fresh_start
 from slipstream.errors import ConfigError
+from slipstream.generators.files import prune_older_than
 from slipstream.generators.trending import TrendingSpec, write_catalog
 from slipstream.monitor.listener import Record, progress_summary
 from slipstream.monitor.serve import start_monitoring
@@ -48,6 +49,10 @@ from slipstream.specs import parse_duration
 
 PIPELINE = "trending"
 DEMO_SEED = 2  # seed 002: the news site
+# Landing files older than this are deleted (once a minute): Spark lists the whole folder on
+# every trigger, and a folder that only grows made every batch slower (run K in
+# docs/benchmarks.md). Three watermarks: every query has read such a file long before.
+LANDING_KEEP_S = 30 * 60
 RESULTS_QUERY = f"{PIPELINE}.{TrendingPipeline.outputs[0].name}"
 
 
@@ -90,6 +95,23 @@ def render_top(tops: dict[str, list[dict[str, Any]]], n: int = 10) -> Renderable
             f"{_short_time(done[0]['window_end'])}: {leaders}"
         )
     return Group(*parts)
+
+
+class LandingJanitor:
+    """A listener handler: at most once a minute, after a batch of the results query, delete
+    the landing files older than `keep_s` (the demo feeds and owns that folder)."""
+
+    def __init__(self, landing: Path, keep_s: float = LANDING_KEEP_S, every_s: float = 60) -> None:
+        self.landing, self.keep_s, self.every_s = landing, keep_s, every_s
+        self.removed = 0
+        self._last = time.monotonic()
+
+    def __call__(self, record: Record) -> None:
+        if record["event"] != "progress" or record["query"] != RESULTS_QUERY:
+            return
+        if time.monotonic() - self._last >= self.every_s:
+            self._last = time.monotonic()
+            self.removed += prune_older_than(self.landing, self.keep_s, time.time())
 
 
 class TopView:
@@ -288,7 +310,8 @@ def demo(
             spark = build_session(
                 settings.master, settings.conf, app_name="slipstream-demo", log_level="ERROR"
             )
-            run_ = runner.start(spark, prepared, [*monitoring.handlers, view], origin="demo")
+            handlers = [*monitoring.handlers, view, LandingJanitor(landing)]
+            run_ = runner.start(spark, prepared, handlers, origin="demo")
             if max_batches is not None:
                 run_.stop_requested = lambda: view.batches >= max_batches
             run_.wait(limit)

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["write_atomically"]
+__all__ = ["prune_older_than", "write_atomically"]
 
 _FILE_MODE = 0o644
 
@@ -77,3 +77,24 @@ def _fsync_directory(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def prune_older_than(directory: Path, age: float, now: float) -> int:
+    """Delete the published files of ``directory`` last modified more than ``age`` seconds
+    before ``now``; returns how many. Temporary (``.``) and Spark-ignored (``_``) names stay.
+
+    For a live landing folder that only this process feeds: Spark lists the whole folder on
+    every trigger, so a folder that only grows makes every batch slower (measured: 110 ms at
+    1,800 files, 200 ms at 4,800, run K in docs/benchmarks.md). Only files that every query has
+    long read may go: a file deleted before a query lists it is never read (the file source
+    skips missing files)."""
+    removed = 0
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name.startswith((".", "_")) or not entry.is_file(follow_symlinks=False):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                if entry.stat(follow_symlinks=False).st_mtime < now - age:
+                    os.unlink(entry.path)
+                    removed += 1
+    return removed
