@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from slipstream.monitor.eventlog import json_safe
+
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 RESULTS_DIR = BENCH_DIR / "results"
@@ -73,19 +75,7 @@ class Result:
         self.rows.append(row)
 
     def to_dict(self) -> dict[str, Any]:
-        return _json_safe(asdict(self))
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    return value
+        return json_safe(asdict(self))
 
 
 # ---------------------------------------------------------------- the machine and the versions

@@ -183,6 +183,35 @@ def windowed_count(frame: DataFrame, keys: int = 100, window: str = "10 seconds"
     )
 
 
+def raw_lines(spark: SparkSession, folder: Path, stream: bool = False) -> DataFrame:
+    """The lines of the files in `folder` as the runner reads them: `value`, and `_source` (the
+    file's path)."""
+    reader = spark.readStream if stream else spark.read
+    return reader.text(str(folder)).select("value", F.col("_metadata.file_path").alias("_source"))
+
+
+def parsed_lines(
+    spark: SparkSession, folder: Path, schema: Any, required: Any, stream: bool = False
+) -> DataFrame:
+    """The valid records of those lines, by slipstream's parser, as one query (no quarantine)."""
+    from slipstream.quality.parse import parse_json
+    from slipstream.quality.quarantine import accepted
+
+    return accepted(parse_json(raw_lines(spark, folder, stream), schema, required))
+
+
+def start_run(
+    spark: SparkSession, pipeline: str, flags: Mapping[str, Any], declared: Any = None
+) -> Any:
+    """A slipstream run started as the CLI starts it: settings from `flags`, no environment
+    (`declared`: a Pipeline object not in the registry)."""
+    from slipstream import runner
+    from slipstream.config import load_settings
+
+    settings = load_settings(pipeline, dict(flags), environ={})
+    return runner.start(spark, runner.prepare(settings, declared))
+
+
 def start_noop(
     frame: DataFrame,
     name: str | None,

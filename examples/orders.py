@@ -27,28 +27,13 @@ from datetime import timedelta
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
-from slipstream import values
-from slipstream.pipelines import Input, Output, Param, Params, Pipeline
-from slipstream.specs import DURATION_HELP, spark_interval
+from slipstream.pipelines import Input, Output, Params, Pipeline, duration_param
+from slipstream.specs import spark_interval
 
-ORDERS = StructType(
-    [
-        StructField("order_id", StringType()),
-        StructField("customer_id", StringType()),
-        StructField("amount", DoubleType()),
-        StructField("order_time", TimestampType()),
-    ]
-)
-PAYMENTS = StructType(
-    [
-        StructField("payment_id", StringType()),
-        StructField("order_id", StringType()),
-        StructField("amount", DoubleType()),
-        StructField("paid_time", TimestampType()),
-    ]
-)
+# Spark DDL, parsed once (a pyspark StructType works as well)
+ORDERS = "order_id STRING, customer_id STRING, amount DOUBLE, order_time TIMESTAMP"
+PAYMENTS = "payment_id STRING, order_id STRING, amount DOUBLE, paid_time TIMESTAMP"
 
 
 class Orders(Pipeline):
@@ -64,13 +49,10 @@ class Orders(Pipeline):
         ),
     )
     params = (
-        Param(
+        duration_param(
             "pay_within",
-            values.duration,
             timedelta(minutes=15),
             "how long after its order a payment still counts (also how late input may be)",
-            DURATION_HELP,
-            "DURATION",
         ),
     )
     outputs = (

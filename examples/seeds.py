@@ -18,10 +18,9 @@ from datetime import timedelta
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
 from slipstream.pipelines import Input, Output, Params, Pipeline
-from slipstream.pipelines.base import check_windows, duration_param, not_null
+from slipstream.pipelines.base import check_windows, duration_param, not_null, watermarked
 from slipstream.specs import spark_interval
 
 
@@ -36,7 +35,7 @@ class Windows(Pipeline):
     inputs = (
         Input(
             "readings",
-            StructType([StructField("time", TimestampType()), StructField("value", DoubleType())]),
+            "time TIMESTAMP, value DOUBLE",
             required=("time", "value"),
             event_time="time",
             help="JSON lines {time, value}",
@@ -63,11 +62,9 @@ class Windows(Pipeline):
         self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
     ) -> dict[str, DataFrame]:
         slide = spark_interval(params.slide or params.window)
-        sums = (
-            inputs["readings"]
-            .withWatermark("time", spark_interval(params.watermark))
-            .groupBy(F.window("time", spark_interval(params.window), slide))
-            .agg(F.sum("value").alias("total"), F.avg("value").alias("average"))
+        readings = watermarked(inputs["readings"], "time", params.watermark)
+        sums = readings.groupBy(F.window("time", spark_interval(params.window), slide)).agg(
+            F.sum("value").alias("total"), F.avg("value").alias("average")
         )
         sums = sums.select(
             F.col("window.start").alias("window_start"),
@@ -86,9 +83,7 @@ class UserLogCount(Pipeline):
     inputs = (
         Input(
             "logs",
-            StructType(
-                [StructField("userId", StringType()), StructField("timestamp", TimestampType())]
-            ),
+            "userId STRING, timestamp TIMESTAMP",
             required=("userId",),
             event_time="timestamp",
             help="JSON lines {userId, timestamp}",
@@ -113,13 +108,7 @@ class OpenActions(Pipeline):
     inputs = (
         Input(
             "actions",
-            StructType(
-                [
-                    StructField("id", StringType()),
-                    StructField("action", StringType()),
-                    StructField("ts", TimestampType()),
-                ]
-            ),
+            "id STRING, action STRING, ts TIMESTAMP",
             required=("id", "action", "ts"),
             event_time="ts",
             help="JSON lines {id, action, ts} (seed 003's mobile files)",

@@ -6,7 +6,7 @@ import io
 import os
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,23 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
 MOBILE_SAMPLES = SRC / "slipstream" / "data" / "mobile"
+#: when the hand-written events of the pipeline tests start
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def at(minutes: float) -> datetime:
+    """T0 + `minutes`, to the millisecond."""
+    return T0 + timedelta(milliseconds=round(minutes * 60_000))
+
+
+def iso_at(minutes: float) -> str:
+    """`at(minutes)` as an event's time is written: ISO-8601 UTC with milliseconds."""
+    return at(minutes).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def landed_batches(folder: Path, stream: str) -> list[list[str]]:
+    """The lines of a generated stream's files (`STREAM-*.jsonl`), one list a file, in order."""
+    return [p.read_text().splitlines() for p in sorted(folder.glob(f"{stream}-*.jsonl"))]
 
 
 def cli_env(**extra: str) -> dict[str, str]:
@@ -53,6 +70,19 @@ def check_in_process(spark: Any, pipeline: str, workdir: Path, *args: str) -> st
     out = io.StringIO()
     assert check(settings_from_args(parsed), out, spark) == 0, out.getvalue()
     return out.getvalue()
+
+
+def built(spark: Any, pipeline: Any, folder: Path, params: dict[str, str], **tables: Path) -> Any:
+    """`pipeline.build` over JSON streams of its stream inputs' schemas read from `folder` and
+    the CSV `tables` given by input name: the frames whose plans `check` reads (none starts)."""
+    inputs = {
+        spec.name: spark.readStream.schema(spec.schema).json(str(folder))
+        for spec in pipeline.stream_inputs()
+    }
+    for name, path in tables.items():
+        schema = pipeline.input(name).schema
+        inputs[name] = spark.read.schema(schema).option("header", True).csv(str(path))
+    return pipeline.build(spark, inputs, pipeline.parse_params(params))
 
 
 def _utc(text: str) -> datetime:

@@ -23,13 +23,9 @@ from slipstream.generators.streams import StreamSpec, generate
 from slipstream.pipelines.activity import AlertProcessor, PandasStatusProcessor, StatusProcessor
 from slipstream.testing import PipelineHarness, ProcessorClock
 from tests import stream_reference as ref
+from tests.helpers import at, built, landed_batches
 
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
 HOUR, MS = timedelta(hours=1), timedelta(milliseconds=1)
-
-
-def at(minutes: float) -> datetime:
-    return T0 + timedelta(milliseconds=round(minutes * 60_000))
 
 
 def act(user: str, action: str, minutes: float) -> dict[str, Any]:
@@ -196,16 +192,12 @@ SPEC = StreamSpec(
 )
 
 
-def _batches(folder: Path) -> list[list[str]]:
-    return [p.read_text().splitlines() for p in sorted(folder.glob("actions-*.jsonl"))]
-
-
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("activity")
     users = generator.Users(users=40, bursty=2, idle=timedelta(minutes=45), seed=SPEC.seed)
     report = generate(SPEC, users, root / "landing")
-    return {"root": root, "report": report, "batches": _batches(root / "landing")}
+    return {"root": root, "report": report, "batches": landed_batches(root / "landing", "actions")}
 
 
 def _run(spark: SparkSession, workdir: Path, batches: list[list[str]], **params: Any) -> dict:
@@ -338,15 +330,10 @@ def test_generated_actions_name_the_bursty_users(tmp_path: Path) -> None:
 def test_the_plans_show_arbitrary_state_its_time_mode_and_the_session_gap(
     spark: SparkSession, tmp_path: Path, timeout: str
 ) -> None:
-    from slipstream.pipelines.activity import SCHEMA, ActivityPipeline
+    from slipstream.pipelines.activity import ActivityPipeline
     from slipstream.plan import plan_of
 
-    pipeline = ActivityPipeline()
-    frames = pipeline.build(
-        spark,
-        {"actions": spark.readStream.schema(SCHEMA).json(str(tmp_path))},
-        pipeline.parse_params({"timeout": timeout}),
-    )
+    frames = built(spark, ActivityPipeline(), tmp_path, {"timeout": timeout})
     status, alerts, sessions = (
         plan_of(frames[n]) for n in ("user_status", "user_alerts", "user_sessions")
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,25 +20,19 @@ from slipstream.generators import ads as generator
 from slipstream.generators.streams import generate
 from slipstream.testing import PipelineHarness
 from tests import stream_reference as ref
+from tests.helpers import T0, built, iso_at
 
 pytestmark = pytest.mark.spark
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def _at(minutes: float) -> str:
-    moment = T0 + timedelta(milliseconds=round(minutes * 60_000))
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def impression(iid: str, minutes: float, ad: str = "ad001") -> str:
     return json.dumps({"impression_id": iid, "ad_id": ad, "user_id": "u1",
-                       "impression_time": _at(minutes)})  # fmt: skip
+                       "impression_time": iso_at(minutes)})  # fmt: skip
 
 
 def click(cid: str, iid: str, minutes: float, ad: str = "ad001") -> str:
     return json.dumps({"click_id": cid, "impression_id": iid, "ad_id": ad, "user_id": "u1",
-                       "click_time": _at(minutes)})  # fmt: skip
+                       "click_time": iso_at(minutes)})  # fmt: skip
 
 
 @pytest.fixture
@@ -231,21 +225,11 @@ def test_the_buffers_follow_the_watermarks_and_the_bound_in_the_plan(
     spark: SparkSession, tmp_path: Path, catalog: Path
 ) -> None:
     """Other flags, other figures: read from the plan Spark analyzed, not written down."""
-    from slipstream.pipelines.ads import CATALOG, CLICKS, IMPRESSIONS, AdsPipeline
+    from slipstream.pipelines.ads import AdsPipeline
     from slipstream.plan import plan_of
 
-    pipeline = AdsPipeline()
-    frames = pipeline.build(
-        spark,
-        {
-            "impressions": spark.readStream.schema(IMPRESSIONS).json(str(tmp_path)),
-            "clicks": spark.readStream.schema(CLICKS).json(str(tmp_path)),
-            "catalog": spark.read.schema(CATALOG).option("header", True).csv(str(catalog)),
-        },
-        pipeline.parse_params(
-            {"impression_watermark": "40m", "click_watermark": "90m", "within": "25m"}
-        ),
-    )
+    params = {"impression_watermark": "40m", "click_watermark": "90m", "within": "25m"}
+    frames = built(spark, AdsPipeline(), tmp_path, params, catalog=catalog)
     minutes = timedelta(minutes=1)
     for name in ("ad_clicks_attributed", "ad_impressions_outcome"):
         left, right = plan_of(frames[name]).join_buffers

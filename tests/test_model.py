@@ -122,3 +122,42 @@ def test_an_output_without_a_default_sink_is_off_until_given_one(tmp_path: Path)
     with pytest.raises(ConfigError) as refused:
         runner.prepare(load_settings("trending", missing, environ={}))
     assert refused.value.code == "CONFIG_MISSING" and "--input catalog=FILE" in refused.value.fix
+
+
+def test_a_schema_in_spark_ddl_is_the_struct_it_names() -> None:
+    from pyspark.sql.types import (
+        DoubleType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    from slipstream.pipelines import Input, event_stream
+    from slipstream.pipelines.schema import parse_ddl
+
+    struct = StructType(
+        [
+            StructField("id", LongType(), False),
+            StructField("name", StringType()),
+            StructField("x", DoubleType()),
+            StructField("ts", TimestampType()),
+        ]
+    )
+    ddl = "id BIGINT NOT NULL, name string, x DOUBLE,\n ts TIMESTAMP"
+    assert parse_ddl(ddl) == struct
+    assert Input("a", ddl) == Input("a", struct)  # both spellings declare the same input
+    stream = event_stream("a", ddl, "ts", ("id", "ts"))
+    assert stream == Input(
+        "a",
+        struct,
+        required=("id", "ts"),
+        event_time="ts",
+        sources=("files", "table", "kafka"),
+        help="JSON lines {id, name, x, ts}",
+    )
+    for wrong in ("id BIGINT, tags ARRAY<STRING>", "id", "id BIGINT NULL"):
+        with pytest.raises(ConfigError) as caught:
+            parse_ddl(wrong)
+        assert caught.value.code == "PIPELINE_INVALID"

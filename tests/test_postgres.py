@@ -57,6 +57,10 @@ def table_frame(rows: list[dict]) -> pd.DataFrame:
     return frame.sort_values(["window_start", "action"]).reset_index(drop=True)
 
 
+#: the batch staged from the driver (under parallel_rows rows) and from the executors
+BOTH_WRITERS = pytest.mark.parametrize("parallel_rows", [10_000, 0], ids=["driver", "executors"])
+
+
 # --- pure logic --------------------------------------------------------------------------------
 
 
@@ -196,7 +200,7 @@ def read(postgres, database: str, table: str = "mobile_action_counts") -> list[t
 
 @pytest.mark.spark
 @pytest.mark.postgres
-@pytest.mark.parametrize("parallel_rows", [10_000, 0], ids=["driver", "executors"])
+@BOTH_WRITERS
 def test_replayed_batch_is_skipped_and_upserts_on_the_key(
     spark, postgres, pg_database: str, tmp_path, parallel_rows: int
 ) -> None:
@@ -233,7 +237,7 @@ def test_replayed_batch_is_skipped_and_upserts_on_the_key(
 
 @pytest.mark.spark
 @pytest.mark.postgres
-@pytest.mark.parametrize("parallel_rows", [10_000, 0], ids=["driver", "executors"])
+@BOTH_WRITERS
 def test_a_nul_character_is_stored_as_the_replacement_character_not_a_stuck_batch(
     spark, postgres, pg_database: str, tmp_path, parallel_rows: int
 ) -> None:

@@ -19,6 +19,7 @@ from slipstream.generators import sensors as sensors_generator
 from slipstream.generators.streams import Report, StreamSpec, generate
 from slipstream.testing import PipelineHarness
 from tests import stream_reference as ref
+from tests.helpers import landed_batches
 
 pytestmark = pytest.mark.spark
 
@@ -36,10 +37,6 @@ SPEC = StreamSpec(
 )
 
 
-def _batches(folder: Path) -> list[list[str]]:
-    return [p.read_text().splitlines() for p in sorted(folder.glob("readings-*.jsonl"))]
-
-
 def _run(
     spark: SparkSession,
     root: Path,
@@ -51,7 +48,7 @@ def _run(
     """Generate `spec`'s readings, run every output over them to SQLite, one file per batch,
     and replay the same files through the independent model."""
     report = generate(spec, fleet, root / "landing")
-    batches = _batches(root / "landing")
+    batches = landed_batches(root / "landing", "readings")
     with PipelineHarness(
         spark, "sensors", root, sink="sqlite", max_files_per_trigger=1, **settings
     ) as h:

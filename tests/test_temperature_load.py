@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +20,9 @@ from slipstream.generators import temperature_load as generator
 from slipstream.generators.streams import generate
 from slipstream.testing import PipelineHarness
 from tests import stream_reference as ref
-from tests.helpers import check_in_process
+from tests.helpers import T0, check_in_process, iso_at
 
 pytestmark = pytest.mark.spark
-
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def _at(minutes: float) -> str:
-    moment = T0 + timedelta(milliseconds=round(minutes * 60_000))
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def _out(minutes: float) -> str:
@@ -38,11 +31,11 @@ def _out(minutes: float) -> str:
 
 
 def temp(location: str, minutes: float, value: float = 20.0) -> str:
-    return json.dumps({"location_id": location, "temp": value, "temp_taken_time": _at(minutes)})
+    return json.dumps({"location_id": location, "temp": value, "temp_taken_time": iso_at(minutes)})
 
 
 def load(location: str, minutes: float, value: float = 0.5) -> str:
-    return json.dumps({"location_id": location, "load": value, "load_taken_time": _at(minutes)})
+    return json.dumps({"location_id": location, "load": value, "load_taken_time": iso_at(minutes)})
 
 
 def _pairs(rows: list[dict[str, Any]]) -> set[tuple[Any, ...]]:

@@ -50,28 +50,20 @@ def test_complete_needs_aggregation() -> None:
     assert codes(AGG, "complete") == []
 
 
-def test_append_on_aggregation_needs_window_and_watermark() -> None:
-    assert codes(AGG, "append") == ["APPEND_NEEDS_WATERMARK"]
-    no_wm = Plan(steps=(), aggregation=True, window="tumbling", window_column="ts")
-    assert codes(no_wm, "append") == ["APPEND_NEEDS_WATERMARK"]
-    other_col = Plan(
-        steps=(),
-        aggregation=True,
-        window="tumbling",
-        window_column="ts",
-        watermark_column="arrived",
-    )
-    assert codes(other_col, "append") == ["APPEND_NEEDS_WATERMARK"]
-    after = Plan(
-        steps=(),
-        aggregation=True,
-        window="tumbling",
-        window_column="ts",
-        watermark_column="ts",
-        watermark_before_aggregation=False,
-    )
-    assert codes(after, "append") == ["APPEND_NEEDS_WATERMARK"]
+@pytest.mark.parametrize(
+    "plan",
+    [
+        AGG,
+        replace(WINDOWED, watermark_column=None, watermark_delay=None),
+        replace(WINDOWED, watermark_column="arrived"),
+        replace(WINDOWED, watermark_before_aggregation=False),
+    ],
+    ids=["no window", "no watermark", "watermark on another column", "watermark after"],
+)
+def test_append_on_aggregation_needs_window_and_watermark(plan: Plan) -> None:
+    """Each plan is WINDOWED (which append takes) with one thing missing or out of place."""
     assert codes(WINDOWED, "append") == []
+    assert codes(plan, "append") == ["APPEND_NEEDS_WATERMARK"]
 
 
 def test_session_windows_refuse_update() -> None:

@@ -72,15 +72,13 @@ def batch_join(spark: Any, streams: Path, catalog: Path) -> list[Any]:
 def measure(
     ctx: Context, variant: str, streams: Path, catalog: Path, events: int, files: int
 ) -> dict[str, Any]:
-    from slipstream import runner
-    from slipstream.config import load_settings
-
     spark = inproc.session()
     scratch = ctx.scratch("ads") / f"{variant}-{inproc.unique()}"
     watch = Stopwatch()
     out: dict[str, Any] = {}
     if variant == "slipstream":
-        settings = load_settings(
+        run = inproc.start_run(
+            spark,
             "ads",
             {
                 "input": [f"impressions={streams / 'impressions'}", f"clicks={streams / 'clicks'}",
@@ -88,9 +86,7 @@ def measure(
                 "sink": "noop", "trigger": "available-now", "state_dir": scratch,
                 "max_files_per_trigger": files,
             },
-            environ={},
         )  # fmt: skip
-        run = runner.start(spark, runner.prepare(settings))
         run.wait()
         query = run.queries["ad_clicks_attributed"]
         rows = [

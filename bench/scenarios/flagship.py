@@ -49,15 +49,9 @@ def batch_job(
         events = spark.read.schema(EVENT_SCHEMA).json(str(input_dir))
     else:
         from slipstream.pipelines.trending import TrendingPipeline
-        from slipstream.quality.parse import parse_json
-        from slipstream.quality.quarantine import accepted
 
-        raw = spark.read.text(str(input_dir)).select(
-            "value", F.col("_metadata.file_path").alias("_source")
-        )
-        schema = TrendingPipeline.input("events").schema
-        assert schema is not None
-        events = accepted(parse_json(raw, schema, TrendingPipeline.input("events").required))
+        spec = TrendingPipeline.input("events")
+        events = inproc.parsed_lines(spark, input_dir, spec.schema, spec.required)
     valid = events.where(
         F.col("event_id").isNotNull()
         & F.col("article_id").isNotNull()

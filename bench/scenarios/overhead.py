@@ -57,25 +57,13 @@ def rate_pipeline() -> Any:
 
 
 def run_rate(ctx: Context, variant: str, rate: int, warmup: int, batches: int) -> dict[str, Any]:
-    from slipstream import runner
-    from slipstream.config import load_settings
-
     spark = inproc.session()
     scratch = ctx.scratch("rate") / f"{variant}-{inproc.unique()}"
     if variant == "slipstream":
-        settings = load_settings(
-            "bench_rate",
-            {
-                "source": "rate",
-                "rows_per_second": rate,
-                "sink": "noop",
-                "mode": "update",
-                "state_dir": scratch,
-            },
-            environ={},
+        flags = {"source": "rate", "rows_per_second": rate, "sink": "noop", "mode": "update"}
+        run = inproc.start_run(
+            spark, "bench_rate", {**flags, "state_dir": scratch}, rate_pipeline()
         )
-        prepared = runner.prepare(settings, rate_pipeline())
-        run = runner.start(spark, prepared)
         query = run.queries["counts"]
         try:
             return inproc.run_batches(query, warmup, batches)
@@ -98,25 +86,12 @@ def mobile_counts(records: DataFrame) -> DataFrame:
 
 
 def run_mobile(ctx: Context, variant: str, input_dir: Path, lines: int) -> dict[str, Any]:
-    from slipstream import runner
-    from slipstream.config import load_settings
-
     spark = inproc.session()
     scratch = ctx.scratch("mobile") / f"{variant}-{inproc.unique()}"
     watch = Stopwatch()
     if variant == "slipstream":
-        settings = load_settings(
-            "mobile",
-            {
-                "input": input_dir,
-                "sink": "noop",
-                "mode": "update",
-                "trigger": "available-now",
-                "state_dir": scratch,
-            },
-            environ={},
-        )
-        run = runner.start(spark, runner.prepare(settings))
+        flags = {"input": input_dir, "sink": "noop", "mode": "update", "trigger": "available-now"}
+        run = inproc.start_run(spark, "mobile", {**flags, "state_dir": scratch})
         run.wait()
         seconds = watch.seconds()
         results = run.totals.by_query.get("mobile.counts", {})
@@ -130,22 +105,10 @@ def run_mobile(ctx: Context, variant: str, input_dir: Path, lines: int) -> dict[
                 .dropna(subset=["id", "action", "ts"])
             )
         else:  # "plain+variant-parse": slipstream's parser, one query, no quarantine
-            from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+            from slipstream.pipelines.schema import parse_ddl
 
-            from slipstream.quality.parse import parse_json
-            from slipstream.quality.quarantine import accepted
-
-            schema = StructType(
-                [
-                    StructField("id", StringType()),
-                    StructField("action", StringType()),
-                    StructField("ts", TimestampType()),
-                ]
-            )
-            raw = spark.readStream.text(str(input_dir)).select(
-                "value", F.col("_metadata.file_path").alias("_source")
-            )
-            records = accepted(parse_json(raw, schema, ("id", "action", "ts")))
+            schema = parse_ddl(MOBILE_SCHEMA)
+            records = inproc.parsed_lines(spark, input_dir, schema, ("id", "action", "ts"), True)
         query = inproc.start_noop(mobile_counts(records), None, scratch / "cp", available_now=True)
         query.awaitTermination()
         seconds = watch.seconds()

@@ -83,9 +83,7 @@ def frame(variant: str, input_dir: Path, baseline: ModuleType | None) -> DataFra
     spark = inproc.session()
     if variant == "spark reader":
         return spark.read.schema(SCHEMA).json(str(input_dir)).dropna(subset=list(REQUIRED))
-    raw = spark.read.text(str(input_dir)).select(
-        "value", F.col("_metadata.file_path").alias("_source")
-    )
+    raw = inproc.raw_lines(spark, input_dir)
     if variant == "from_json":
         parsed = raw.select(F.from_json("value", SCHEMA).alias("r"), "_source").select("r.*")
         return parsed.dropna(subset=list(REQUIRED))

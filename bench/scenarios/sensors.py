@@ -76,21 +76,12 @@ def batch_tables(spark: Any, folder: Path) -> list[DataFrame]:
 
 
 def measure(ctx: Context, variant: str, folder: Path, readings: int) -> dict[str, Any]:
-    from slipstream import runner
-    from slipstream.config import load_settings
-    from slipstream.quality.parse import parse_json
-    from slipstream.quality.quarantine import accepted
-
     spark = inproc.session()
     scratch = ctx.scratch("sensors") / f"{variant.replace(' ', '-')}-{inproc.unique()}"
     watch = Stopwatch()
     if variant == "slipstream":
-        settings = load_settings(
-            "sensors",
-            {"input": folder, "sink": "noop", "trigger": "available-now", "state_dir": scratch},
-            environ={},
-        )
-        run = runner.start(spark, runner.prepare(settings))
+        flags = {"input": folder, "sink": "noop", "trigger": "available-now"}
+        run = inproc.start_run(spark, "sensors", {**flags, "state_dir": scratch})
         run.wait()
     elif variant == "batch":
         *tables, cached = batch_tables(spark, folder)
@@ -98,10 +89,7 @@ def measure(ctx: Context, variant: str, folder: Path, readings: int) -> dict[str
             table.write.format("noop").mode("overwrite").save()
         cached.unpersist()
     else:
-        raw = spark.readStream.text(str(folder)).select(
-            "value", F.col("_metadata.file_path").alias("_source")
-        )
-        records = accepted(parse_json(raw, SCHEMA, REQUIRED))
+        records = inproc.parsed_lines(spark, folder, SCHEMA, REQUIRED, stream=True)
         query = inproc.start_noop(records, None, scratch / "cp", "append", available_now=True)
         query.awaitTermination()
     seconds = watch.seconds()

@@ -130,22 +130,22 @@ def query_checkpoint(root: Path, query: str) -> Path:
     return Path(root) / query
 
 
+def _last_batch(checkpoint: Path, log: str) -> int | None:
+    folder = Path(checkpoint) / log
+    if not folder.is_dir():
+        return None
+    ids = [int(p.name) for p in folder.iterdir() if p.name.isdigit()]
+    return max(ids) if ids else None
+
+
 def last_committed_batch(checkpoint: Path) -> int | None:
     """The highest batch id in a query checkpoint's commit log, or None."""
-    commits = Path(checkpoint) / "commits"
-    if not commits.is_dir():
-        return None
-    ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()]
-    return max(ids) if ids else None
+    return _last_batch(checkpoint, "commits")
 
 
 def last_planned_batch(checkpoint: Path) -> int | None:
     """The highest batch id in a query checkpoint's offset log (planned, maybe not committed)."""
-    offsets = Path(checkpoint) / "offsets"
-    if not offsets.is_dir():
-        return None
-    ids = [int(p.name) for p in offsets.iterdir() if p.name.isdigit()]
-    return max(ids) if ids else None
+    return _last_batch(checkpoint, "offsets")
 
 
 def not_ours(path: Path | str, what: str) -> CheckpointError:

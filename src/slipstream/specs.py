@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
+from slipstream.errors import ConfigError
+
 OutputMode = Literal["append", "update", "complete"]
 OUTPUT_MODES: tuple[OutputMode, ...] = ("append", "update", "complete")
 
@@ -241,3 +243,36 @@ class SinkSpec:
     def path(self) -> Path:
         assert self.target is not None
         return Path(self.target)
+
+
+MAX_WINDOWS_PER_EVENT = 60
+
+
+def check_windows(window: timedelta, slide: timedelta | None) -> None:
+    """Before Spark starts: a window and its slide that Spark takes and that do not blow up.
+    Each event counts in ceil(window / slide) windows; beyond MAX_WINDOWS_PER_EVENT the state
+    and the output grow faster than the input for no visible gain."""
+    for name, value in (("window", window), ("slide", slide)):
+        if value is not None and value % timedelta(milliseconds=1):
+            raise ConfigError(
+                "CONFIG_BAD_VALUE",
+                f"--{name} {value} is not a whole number of milliseconds",
+                f"give --{name} in ms, s, m or h",
+            )
+    if slide is None:
+        return
+    if slide > window:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"--slide must be no longer than --window; got slide={format_duration(slide)}, "
+            f"window={format_duration(window)}",
+            f"use --slide {format_duration(window)} or less (equal gives tumbling windows)",
+        )
+    per_event = -(-window // slide)
+    if per_event > MAX_WINDOWS_PER_EVENT:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"--slide {format_duration(slide)} puts every event in {per_event} windows of "
+            f"--window {format_duration(window)} (at most {MAX_WINDOWS_PER_EVENT})",
+            f"use --slide {format_duration(window / MAX_WINDOWS_PER_EVENT)} or longer",
+        )

@@ -45,13 +45,16 @@ def pipelines_in(state_dir: Path | str) -> list[str]:
 
 
 def json_safe(value: Any) -> Any:
-    """Replace NaN and infinities (which JSON cannot carry) with null, recursively."""
+    """Replace NaN and infinities (which JSON cannot carry) with null and paths with their
+    text, recursively."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, Mapping):
         return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
     return value
 
 

@@ -44,57 +44,33 @@ from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
     TimerValues,
 )
-from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import TimestampType
 
-from slipstream import values
 from slipstream.pipelines.base import (
-    Input,
     Output,
-    Param,
     Params,
     Pipeline,
+    choice_param,
+    count_param,
     duration_param,
+    event_stream,
     not_null,
+    watermarked,
 )
+from slipstream.pipelines.schema import parse_ddl
 from slipstream.quality.expectations import Expectation
 from slipstream.specs import spark_interval
 
 ACTIONS = ("open", "click", "scroll", "purchase", "crash", "close")
-SCHEMA = StructType(
-    [
-        StructField("user_id", StringType()),
-        StructField("action", StringType()),
-        StructField("ts", TimestampType()),
-    ]
+SCHEMA = parse_ddl("user_id STRING, action STRING, ts TIMESTAMP")
+STATUS_SCHEMA = parse_ddl(
+    "user_id STRING, status STRING, last_action STRING, last_seen TIMESTAMP, actions BIGINT"
 )
-STATUS_SCHEMA = StructType(
-    [
-        StructField("user_id", StringType()),
-        StructField("status", StringType()),
-        StructField("last_action", StringType()),
-        StructField("last_seen", TimestampType()),
-        StructField("actions", LongType()),
-    ]
-)
-ALERT_SCHEMA = StructType(
-    [
-        StructField("user_id", StringType()),
-        StructField("alert", StringType()),
-        StructField("alert_time", TimestampType()),
-        StructField("detail", StringType()),
-    ]
-)
+ALERT_SCHEMA = parse_ddl("user_id STRING, alert STRING, alert_time TIMESTAMP, detail STRING")
 # per user: the newest action, its time, the count, and the timer that is set (ms)
-_STATE = StructType(
-    [
-        StructField("last_action", StringType()),
-        StructField("last_seen_ms", LongType()),
-        StructField("actions", LongType()),
-        StructField("timer_ms", LongType()),
-    ]
-)
-_MINUTE_KEY = StructType([StructField("minute_ms", LongType())])
-_MINUTE_COUNT = StructType([StructField("count", LongType())])
+_STATE = parse_ddl("last_action STRING, last_seen_ms BIGINT, actions BIGINT, timer_ms BIGINT")
+_MINUTE_KEY = parse_ddl("minute_ms BIGINT")
+_MINUTE_COUNT = parse_ddl("count BIGINT")
 _MINUTE = 60_000
 _TS = TimestampType()
 
@@ -260,12 +236,11 @@ class ActivityPipeline(Pipeline):
     name = "activity"
     description = "user status with an inactivity timeout, crash and burst alerts, sessions"
     inputs = (
-        Input(
+        event_stream(
             "actions",
             SCHEMA,
-            required=("user_id", "action", "ts"),
-            event_time="ts",
-            sources=("files", "table", "kafka"),
+            "ts",
+            ("user_id", "action", "ts"),
             help="JSON lines {user_id, action, ts}; action: " + ", ".join(ACTIONS),
         ),
     )
@@ -274,30 +249,18 @@ class ActivityPipeline(Pipeline):
         duration_param(
             "inactive_after", timedelta(hours=1), "quiet time after which a user is inactive"
         ),
-        Param(
+        choice_param(
             "timeout",
-            values.choice("event", "processing"),
-            "event",
+            ("event", "processing"),
             "event: inactivity measured in event time (the watermark); processing: in wall "
             "clock time since the user's last batch",
-            "event or processing",
-            "KIND",
         ),
         duration_param("session_gap", timedelta(minutes=30), "quiet time that ends a session"),
-        Param(
-            "burst",
-            values.positive_int,
-            30,
-            "actions a user may make in a minute before a burst alert",
-            f"an integer from 1 to {values.MAX_COUNT:,}",
-            "N",
-        ),
-        Param(
+        count_param("burst", 30, "actions a user may make in a minute before a burst alert"),
+        choice_param(
             "state_api",
-            values.choice("rows", "pandas"),
-            "rows",
+            ("rows", "pandas"),
             "user_status on transformWithState (rows) or transformWithStateInPandas (pandas)",
-            "rows or pandas",
             "API",
         ),
     )
@@ -331,10 +294,8 @@ class ActivityPipeline(Pipeline):
     def build(
         self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
     ) -> dict[str, DataFrame]:
-        actions = (
-            inputs["actions"]
-            .withWatermark("ts", spark_interval(params.watermark))
-            .dropDuplicatesWithinWatermark(["user_id", "action", "ts"])
+        actions = watermarked(
+            inputs["actions"], "ts", params.watermark, unique=("user_id", "action", "ts")
         )
         by_user = actions.groupBy("user_id")
         inactive_ms = params.inactive_after // timedelta(milliseconds=1)

@@ -31,16 +31,13 @@ click until it passes click_time (about 3h): clicks an hour longer than the seed
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
-from slipstream.errors import ConfigError
 from slipstream.pipelines.base import (
     Input,
     Output,
@@ -48,43 +45,34 @@ from slipstream.pipelines.base import (
     Pipeline,
     check_windows,
     duration_param,
+    event_stream,
     not_null,
+    watermarked,
 )
+from slipstream.pipelines.schema import check_csv_header, parse_ddl
 from slipstream.specs import spark_interval
 
-
-def _schema(*fields: tuple[str, object]) -> StructType:
-    return StructType([StructField(name, kind) for name, kind in fields])  # type: ignore[arg-type]
-
-
-IMPRESSIONS = _schema(("impression_id", StringType()), ("ad_id", StringType()),
-                      ("user_id", StringType()), ("impression_time", TimestampType()))  # fmt: skip
-CLICKS = _schema(("click_id", StringType()), ("impression_id", StringType()),
-                 ("ad_id", StringType()), ("user_id", StringType()),
-                 ("click_time", TimestampType()))  # fmt: skip
-CATALOG = _schema(("ad_id", StringType()), ("campaign", StringType()),
-                  ("cost_per_click", DoubleType()))  # fmt: skip
+IMPRESSIONS = parse_ddl(
+    "impression_id STRING, ad_id STRING, user_id STRING, impression_time TIMESTAMP"
+)
+CLICKS = parse_ddl(
+    "click_id STRING, impression_id STRING, ad_id STRING, user_id STRING, click_time TIMESTAMP"
+)
+CATALOG = parse_ddl("ad_id STRING, campaign STRING, cost_per_click DOUBLE")
 
 
 class AdsPipeline(Pipeline):
     name = "ads"
     description = "ad clicks attributed to their impressions, impression outcomes, campaign figures"
     inputs = (
-        Input(
+        event_stream(
             "impressions",
             IMPRESSIONS,
-            required=("impression_id", "ad_id", "impression_time"),
-            event_time="impression_time",
-            sources=("files", "table", "kafka"),
-            help="JSON lines {impression_id, ad_id, user_id, impression_time}",
+            "impression_time",
+            ("impression_id", "ad_id", "impression_time"),
         ),
-        Input(
-            "clicks",
-            CLICKS,
-            required=("click_id", "impression_id", "ad_id", "click_time"),
-            event_time="click_time",
-            sources=("files", "table", "kafka"),
-            help="JSON lines {click_id, impression_id, ad_id, user_id, click_time}",
+        event_stream(
+            "clicks", CLICKS, "click_time", ("click_id", "impression_id", "ad_id", "click_time")
         ),
         Input(
             "catalog",
@@ -131,39 +119,25 @@ class AdsPipeline(Pipeline):
         check_windows(params.window, None)
         catalog = paths["catalog"]
         assert catalog is not None  # the runner refuses a missing table input first
-        if not catalog.is_file():
-            raise ConfigError(
-                "CONFIG_BAD_VALUE",
-                f"--input catalog={catalog} is not a file",
-                "give the ad catalog CSV (`slipstream generate ads` writes one)",
-            )
-        with catalog.open(encoding="utf-8", newline="") as handle:
-            header = next(csv.reader(handle), None)
-        if header is None or [h.strip() for h in header] != [f.name for f in CATALOG.fields]:
-            raise ConfigError(
-                "CONFIG_BAD_VALUE",
-                f"--input catalog={catalog} has header {header!r}",
-                "start the CSV with the header ad_id,campaign,cost_per_click",
-            )
+        what = "the ad catalog CSV (`slipstream generate ads` writes one)"
+        check_csv_header(catalog, "catalog", CATALOG, what)
 
     def build(
         self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
     ) -> dict[str, DataFrame]:
-        impressions = (
-            inputs["impressions"]
-            .withWatermark("impression_time", spark_interval(params.impression_watermark))
-            .dropDuplicatesWithinWatermark(["impression_id"])
+        impressions = watermarked(
+            inputs["impressions"],
+            "impression_time",
+            params.impression_watermark,
+            unique=("impression_id",),
         )
-        clicks = (
-            inputs["clicks"]
-            .withWatermark("click_time", spark_interval(params.click_watermark))
-            .dropDuplicatesWithinWatermark(["click_id"])
-            .select(
-                "click_id",
-                F.col("impression_id").alias("clicked_impression_id"),
-                F.col("ad_id").alias("clicked_ad_id"),
-                "click_time",
-            )
+        clicks = watermarked(
+            inputs["clicks"], "click_time", params.click_watermark, unique=("click_id",)
+        ).select(
+            "click_id",
+            F.col("impression_id").alias("clicked_impression_id"),
+            F.col("ad_id").alias("clicked_ad_id"),
+            "click_time",
         )
         condition = F.expr(
             "impression_id = clicked_impression_id AND ad_id = clicked_ad_id AND "

@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -37,8 +37,15 @@ from pyspark.sql.types import (
 
 from slipstream import values
 from slipstream.errors import ConfigError
+from slipstream.pipelines.schema import parse_ddl
 from slipstream.quality.expectations import Expectation
-from slipstream.specs import DURATION_HELP, OutputMode, SinkSpec, format_duration
+from slipstream.specs import (  # noqa: F401  check_windows: pipelines import it from here
+    DURATION_HELP,
+    OutputMode,
+    SinkSpec,
+    check_windows,
+    spark_interval,
+)
 
 if TYPE_CHECKING:
     from slipstream.sinks.base import Sink, SinkContext
@@ -48,10 +55,11 @@ if TYPE_CHECKING:
 class Input:
     """One named input. A stream is read by the run's source (`--source`, files by default);
     a static table is a file read as a batch at every micro-batch (replace it atomically and
-    the next batch sees the new content)."""
+    the next batch sees the new content). `schema` is a StructType or a Spark DDL string
+    (`"id STRING, ts TIMESTAMP"`), parsed once into a StructType here."""
 
     name: str
-    schema: StructType | None = None  # None: text lines in a `value` column
+    schema: StructType | None = None  # None: text lines in a `value` column; str: Spark DDL
     format: str = "json"  # json | csv | text | parquet
     required: tuple[str, ...] = ()
     #: the column watermarks and windows use: a timestamp field of `schema`; the runner's
@@ -60,6 +68,30 @@ class Input:
     static: bool = False
     sources: tuple[str, ...] = ("files",)  # stream inputs: the kinds offered, first is default
     help: str = ""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.schema, str):
+            object.__setattr__(self, "schema", parse_ddl(self.schema))
+
+
+#: where an event stream may come from: landing files (the default), a table, Kafka
+EVENT_SOURCES = ("files", "table", "kafka")
+
+
+def event_stream(
+    name: str,
+    schema: StructType | str,
+    event_time: str,
+    required: tuple[str, ...],
+    help: str = "",
+    sources: tuple[str, ...] = EVENT_SOURCES,
+) -> Input:
+    """The usual stream input: JSON lines with an event-time column, from files, a table or
+    Kafka; `help` defaults to "JSON lines {FIELD, ...}"."""
+    spec = Input(name, schema, required=required, event_time=event_time, sources=sources)
+    assert spec.schema is not None
+    fields = ", ".join(spec.schema.fieldNames())
+    return replace(spec, help=help or f"JSON lines {{{fields}}}")
 
 
 @dataclass(frozen=True)
@@ -142,37 +174,27 @@ def duration_param(name: str, default: timedelta | None, text: str) -> Param:
     return Param(name, parse, default, text, DURATION_HELP, "DURATION")
 
 
-MAX_WINDOWS_PER_EVENT = 60
+def choice_param(name: str, choices: tuple[str, ...], text: str, metavar: str = "KIND") -> Param:
+    """A parameter taking one of `choices`, the first by default (`--join inner`)."""
+    return Param(name, values.choice(*choices), choices[0], text, " or ".join(choices), metavar)
 
 
-def check_windows(window: timedelta, slide: timedelta | None) -> None:
-    """Before Spark starts: a window and its slide that Spark takes and that do not blow up.
-    Each event counts in ceil(window / slide) windows; beyond MAX_WINDOWS_PER_EVENT the state
-    and the output grow faster than the input for no visible gain."""
-    for name, value in (("window", window), ("slide", slide)):
-        if value is not None and value % timedelta(milliseconds=1):
-            raise ConfigError(
-                "CONFIG_BAD_VALUE",
-                f"--{name} {value} is not a whole number of milliseconds",
-                f"give --{name} in ms, s, m or h",
-            )
-    if slide is None:
-        return
-    if slide > window:
-        raise ConfigError(
-            "CONFIG_BAD_VALUE",
-            f"--slide must be no longer than --window; got slide={format_duration(slide)}, "
-            f"window={format_duration(window)}",
-            f"use --slide {format_duration(window)} or less (equal gives tumbling windows)",
-        )
-    per_event = -(-window // slide)
-    if per_event > MAX_WINDOWS_PER_EVENT:
-        raise ConfigError(
-            "CONFIG_BAD_VALUE",
-            f"--slide {format_duration(slide)} puts every event in {per_event} windows of "
-            f"--window {format_duration(window)} (at most {MAX_WINDOWS_PER_EVENT})",
-            f"use --slide {format_duration(window / MAX_WINDOWS_PER_EVENT)} or longer",
-        )
+def count_param(name: str, default: float, text: str) -> Param:
+    """A positive count (`--burst 30`, an int default) or rate (`--max-per-minute 1.0`)."""
+    if isinstance(default, int):
+        allowed = f"an integer from 1 to {values.MAX_COUNT:,}"
+        return Param(name, values.positive_int, default, text, allowed, "N")
+    allowed = f"a number above 0 and at most {values.MAX_COUNT:,}"
+    return Param(name, values.positive_number, default, text, allowed, "N")
+
+
+def watermarked(
+    frame: DataFrame, event_time: str, delay: timedelta, unique: Sequence[str] = ()
+) -> DataFrame:
+    """`frame` under a watermark of `delay` on `event_time`; with `unique`, a record re-sent
+    within the watermark (the same values of those columns) is kept once."""
+    out = frame.withWatermark(event_time, spark_interval(delay))
+    return out.dropDuplicatesWithinWatermark(list(unique)) if unique else out
 
 
 class Params(Mapping[str, Any]):

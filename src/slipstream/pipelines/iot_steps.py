@@ -28,38 +28,24 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    FloatType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from slipstream.pipelines.base import (
-    Input,
     Output,
     Params,
     Pipeline,
     check_windows,
     duration_param,
+    event_stream,
     not_null,
+    watermarked,
 )
+from slipstream.pipelines.schema import parse_ddl
 from slipstream.specs import spark_interval
 
 # seed 004's device_schema, field for field
-DEVICE_SCHEMA = StructType(
-    [
-        StructField("id", LongType(), False),
-        StructField("user_id", LongType(), True),
-        StructField("device_id", LongType(), True),
-        StructField("num_steps", LongType(), True),
-        StructField("miles_walked", FloatType(), True),
-        StructField("calories_burnt", FloatType(), True),
-        StructField("timestamp", TimestampType(), True),
-        StructField("value", StringType(), True),
-    ]
+DEVICE_SCHEMA = parse_ddl(
+    "id BIGINT NOT NULL, user_id BIGINT, device_id BIGINT, num_steps BIGINT, miles_walked FLOAT, "
+    "calories_burnt FLOAT, timestamp TIMESTAMP, value STRING"
 )
 
 
@@ -67,12 +53,11 @@ class IotStepsPipeline(Pipeline):
     name = "iot_steps"
     description = "IoT step counts summed per 5-minute window, appended to Parquet when final"
     inputs = (
-        Input(
+        event_stream(
             "device",
             DEVICE_SCHEMA,
-            required=("id", "timestamp", "num_steps"),
-            event_time="timestamp",
-            sources=("files", "table", "kafka"),
+            "timestamp",
+            ("id", "timestamp", "num_steps"),
             help="JSON lines of seed 004's device records",
         ),
     )
@@ -99,11 +84,9 @@ class IotStepsPipeline(Pipeline):
     def build(
         self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
     ) -> dict[str, DataFrame]:
-        sums = (
-            inputs["device"]
-            .withWatermark("timestamp", spark_interval(params.watermark))
-            .groupBy(F.window("timestamp", spark_interval(params.window)))
-            .agg(F.sum("num_steps").alias("num_steps"))
+        device = watermarked(inputs["device"], "timestamp", params.watermark)
+        sums = device.groupBy(F.window("timestamp", spark_interval(params.window))).agg(
+            F.sum("num_steps").alias("num_steps")
         )
         steps = sums.select(
             F.col("window.start").alias("window_start"),

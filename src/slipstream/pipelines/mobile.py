@@ -14,50 +14,31 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
-from slipstream import values
-from slipstream.pipelines.base import Input, Output, Param, Params, Pipeline, not_null
-from slipstream.specs import DURATION_HELP, spark_interval
-
-SCHEMA = StructType(
-    [
-        StructField("id", StringType()),
-        StructField("action", StringType()),
-        StructField("ts", TimestampType()),
-    ]
+from slipstream.pipelines.base import (
+    Output,
+    Params,
+    Pipeline,
+    duration_param,
+    event_stream,
+    not_null,
+    watermarked,
 )
+from slipstream.specs import spark_interval
 
 
 class MobilePipeline(Pipeline):
     name = "mobile"
     description = "mobile app actions counted per action in event-time tumbling windows"
     inputs = (
-        Input(
-            "actions",
-            SCHEMA,
-            required=("id", "action", "ts"),
-            event_time="ts",
-            sources=("files", "table", "kafka"),
-            help="JSON lines {id, action, ts}",
+        event_stream(
+            "actions", "id STRING, action STRING, ts TIMESTAMP", "ts", ("id", "action", "ts")
         ),
     )
     params = (
-        Param(
-            "window",
-            values.duration,
-            timedelta(minutes=10),
-            "length of the tumbling event-time window",
-            DURATION_HELP,
-            "DURATION",
-        ),
-        Param(
-            "watermark",
-            values.duration,
-            timedelta(minutes=10),
-            "how late an action may arrive and still count",
-            DURATION_HELP,
-            "DURATION",
+        duration_param("window", timedelta(minutes=10), "length of the tumbling event-time window"),
+        duration_param(
+            "watermark", timedelta(minutes=10), "how late an action may arrive and still count"
         ),
     )
     outputs = (
@@ -80,12 +61,8 @@ class MobilePipeline(Pipeline):
     def build(
         self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
     ) -> dict[str, DataFrame]:
-        counts = (
-            inputs["actions"]
-            .withWatermark("ts", spark_interval(params.watermark))
-            .groupBy(F.window("ts", spark_interval(params.window)), F.col("action"))
-            .count()
-        )
+        actions = watermarked(inputs["actions"], "ts", params.watermark)
+        counts = actions.groupBy(F.window("ts", spark_interval(params.window)), "action").count()
         counts = counts.select(
             F.col("window.start").alias("window_start"),
             F.col("window.end").alias("window_end"),

@@ -32,29 +32,22 @@ from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
-from slipstream import values
 from slipstream.pipelines.base import (
-    Input,
     Output,
-    Param,
     Params,
     Pipeline,
     check_windows,
+    count_param,
     duration_param,
+    event_stream,
     not_null,
+    watermarked,
 )
+from slipstream.pipelines.schema import parse_ddl
 from slipstream.specs import spark_interval
 
-SCHEMA = StructType(
-    [
-        StructField("sensor_id", StringType()),
-        StructField("event_time", TimestampType()),
-        StructField("value", DoubleType()),
-        StructField("error_code", StringType()),
-    ]
-)
+SCHEMA = parse_ddl("sensor_id STRING, event_time TIMESTAMP, value DOUBLE, error_code STRING")
 WINDOW_KEY = ("window_start", "sensor_id")
 
 
@@ -68,27 +61,13 @@ class SensorsPipeline(Pipeline):
     description = (
         "sensor readings: per-window statistics, over-reporting alerts and running baselines"
     )
-    inputs = (
-        Input(
-            "readings",
-            SCHEMA,
-            required=("sensor_id", "event_time", "value"),
-            event_time="event_time",
-            sources=("files", "table", "kafka"),
-            help="JSON lines {sensor_id, event_time, value, error_code}",
-        ),
-    )
+    inputs = (event_stream("readings", SCHEMA, "event_time", ("sensor_id", "event_time", "value")),)
     params = (
         duration_param("window", timedelta(minutes=5), "length of the event-time window"),
         duration_param("slide", None, "how often a window starts (unset: tumbling windows)"),
         duration_param("watermark", timedelta(minutes=10), "how late a reading may arrive"),
-        Param(
-            "max_per_minute",
-            values.positive_number,
-            1.0,
-            "readings a sensor may send per minute before it is alerted on",
-            f"a number above 0 and at most {values.MAX_COUNT:,}",
-            "N",
+        count_param(
+            "max_per_minute", 1.0, "readings a sensor may send per minute before it is alerted on"
         ),
     )
     outputs = (
@@ -120,10 +99,8 @@ class SensorsPipeline(Pipeline):
     def build(
         self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
     ) -> dict[str, DataFrame]:
-        readings = (
-            inputs["readings"]
-            .withWatermark("event_time", spark_interval(params.watermark))
-            .dropDuplicatesWithinWatermark(["sensor_id", "event_time"])
+        readings = watermarked(
+            inputs["readings"], "event_time", params.watermark, unique=("sensor_id", "event_time")
         )
         slide = params.slide or params.window
         window = F.window("event_time", spark_interval(params.window), spark_interval(slide)).alias(

@@ -25,25 +25,24 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
 
-from slipstream import values
-from slipstream.pipelines.base import Input, Output, Param, Params, Pipeline, duration_param
+from slipstream.pipelines.base import (
+    Input,
+    Output,
+    Params,
+    Pipeline,
+    choice_param,
+    duration_param,
+    event_stream,
+    watermarked,
+)
 from slipstream.specs import spark_interval
 
 
 def _reading(name: str, value: str, time: str) -> Input:
     """One of the two streams: `{location_id, VALUE, TIME}`, all required."""
-    fields = [StructField("location_id", StringType()), StructField(value, DoubleType()),
-              StructField(time, TimestampType())]  # fmt: skip
-    return Input(
-        name,
-        StructType(fields),
-        required=("location_id", value, time),
-        event_time=time,
-        sources=("files", "table", "kafka"),
-        help=f"JSON lines {{location_id, {value}, {time}}}",
-    )
+    schema = f"location_id STRING, {value} DOUBLE, {time} TIMESTAMP"
+    return event_stream(name, schema, time, ("location_id", value, time))
 
 
 class TemperatureLoadPipeline(Pipeline):
@@ -55,13 +54,10 @@ class TemperatureLoadPipeline(Pipeline):
         duration_param("temp_watermark", timedelta(hours=1), "how late a temperature may come"),
         duration_param("load_watermark", timedelta(hours=2), "how late a load may come"),
         duration_param("within", timedelta(hours=1), "how long after a temperature a load joins"),
-        Param(
+        choice_param(
             "join",
-            values.choice("inner", "left_outer"),
-            "inner",
+            ("inner", "left_outer"),
             "inner: matched pairs only; left_outer: every temperature, load NULL if none came",
-            "inner or left_outer",
-            "KIND",
         ),
     )
     outputs = (
@@ -88,16 +84,10 @@ class TemperatureLoadPipeline(Pipeline):
     def build(
         self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
     ) -> dict[str, DataFrame]:
-        temps = (
-            inputs["temperature"]
-            .withColumnRenamed("location_id", "temp_location_id")
-            .withWatermark("temp_taken_time", spark_interval(params.temp_watermark))
-        )
-        loads = (
-            inputs["load"]
-            .withColumnRenamed("location_id", "load_location_id")
-            .withWatermark("load_taken_time", spark_interval(params.load_watermark))
-        )
+        temperature = inputs["temperature"].withColumnRenamed("location_id", "temp_location_id")
+        temps = watermarked(temperature, "temp_taken_time", params.temp_watermark)
+        load = inputs["load"].withColumnRenamed("location_id", "load_location_id")
+        loads = watermarked(load, "load_taken_time", params.load_watermark)
         condition = F.expr(
             "temp_location_id = load_location_id AND "
             "load_taken_time >= temp_taken_time AND "

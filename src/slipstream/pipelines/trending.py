@@ -47,7 +47,6 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType, TimestampType
 
 from slipstream.errors import ConfigError
 from slipstream.pipelines.base import (
@@ -57,30 +56,19 @@ from slipstream.pipelines.base import (
     Pipeline,
     check_windows,
     duration_param,
+    event_stream,
     not_null,
+    watermarked,
 )
+from slipstream.pipelines.schema import check_csv_header, parse_ddl
 from slipstream.quality.expectations import Expectation
 from slipstream.sinks.base import Sink, SinkContext
 from slipstream.sinks.sqlite import last_commit
 from slipstream.specs import spark_interval
 
-CATALOG_COLUMNS = ("article_id", "title", "section", "published_at")
-CATALOG_SCHEMA = StructType(
-    [
-        StructField("article_id", StringType()),
-        StructField("title", StringType()),
-        StructField("section", StringType()),
-        StructField("published_at", StringType()),  # not used; text so a bad value is harmless
-    ]
-)
-EVENT_SCHEMA = StructType(
-    [
-        StructField("event_id", StringType()),
-        StructField("article_id", StringType()),
-        StructField("user_id", StringType()),
-        StructField("ts", TimestampType()),
-    ]
-)
+# published_at is not used; text, so a bad value is harmless
+CATALOG_SCHEMA = parse_ddl("article_id STRING, title STRING, section STRING, published_at STRING")
+EVENT_SCHEMA = parse_ddl("event_id STRING, article_id STRING, user_id STRING, ts TIMESTAMP")
 OUTPUT_COLUMNS = (
     "window_start",
     "window_end",
@@ -105,21 +93,11 @@ def catalog_side(catalog: DataFrame) -> DataFrame:
 
 def check_catalog(path: Path) -> None:
     """Before Spark starts: the file exists, has the expected header and unique article ids."""
-    if not path.is_file():
-        raise ConfigError(
-            "CONFIG_BAD_VALUE",
-            f"--input catalog={path} is not a file",
-            "give the article catalog CSV (`slipstream generate trending` writes one)",
-        )
+    what = "the article catalog CSV (`slipstream generate trending` writes one)"
+    check_csv_header(path, "catalog", CATALOG_SCHEMA, what, compared=3)
     with path.open(encoding="utf-8", newline="") as handle:
         reader = csv.reader(handle)
-        header = next(reader, None)
-        if header is None or tuple(h.strip() for h in header[:3]) != CATALOG_COLUMNS[:3]:
-            raise ConfigError(
-                "CONFIG_BAD_VALUE",
-                f"--input catalog={path} has header {header!r}",
-                f"start the CSV with the header {','.join(CATALOG_COLUMNS)}",
-            )
+        next(reader, None)  # the header
         seen: set[str] = set()
         for line, row in enumerate(reader, start=2):
             if row and row[0] in seen:
@@ -139,12 +117,8 @@ class TrendingPipeline(Pipeline):
         "counted, joined to the article catalog"
     )
     inputs = (
-        Input(
-            "events",
-            EVENT_SCHEMA,
-            required=("event_id", "article_id", "ts"),
-            event_time="ts",
-            help="JSON lines {event_id, article_id, user_id, ts}",
+        event_stream(
+            "events", EVENT_SCHEMA, "ts", ("event_id", "article_id", "ts"), sources=("files",)
         ),
         Input(
             "catalog",
@@ -196,11 +170,7 @@ class TrendingPipeline(Pipeline):
     def build(
         self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
     ) -> dict[str, DataFrame]:
-        events = (
-            inputs["events"]
-            .withWatermark("ts", spark_interval(params.watermark))
-            .dropDuplicatesWithinWatermark(["event_id"])
-        )
+        events = watermarked(inputs["events"], "ts", params.watermark, unique=("event_id",))
         counts = events.groupBy(
             F.window("ts", spark_interval(params.window), spark_interval(params.slide)).alias(
                 "window"

@@ -9,6 +9,9 @@ hostile input through these rules (tests/fixtures/hostile/expected.json says eac
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -19,6 +22,7 @@ from pyspark.sql.types import (
     IntegralType,
     NumericType,
     StringType,
+    StructField,
     StructType,
     TimestampType,
 )
@@ -106,39 +110,20 @@ def _first_reason(checks: list[tuple[Column, Column]]) -> Column:
 
 
 def _field_checks(
-    name: str,
-    target: DataType,
-    present: Column,
-    kind_ok: Column,
-    typed: Column,
-    required: bool,
-    kind: Column,
-    raw_value: Column,
+    f: StructField, got: _Field, typed: Column, required: bool
 ) -> tuple[list[tuple[Column, Column]], list[tuple[Column, Column]]]:
-    missing = [] if not required else [(~present, F.lit(f"missing required field '{name}'"))]
-    type_name = target.simpleString()
-    bad_type = [
-        (
-            present & ~kind_ok,
-            F.concat(
-                F.lit(f"wrong type for '{name}': expected {type_name}, got "), _kind_name(kind)
-            ),
-        )
-    ]
-    if isinstance(target, TimestampType | DateType):
-        bad_type.append(
-            (
-                present & kind_ok & typed.isNull(),
-                F.concat(F.lit(f"unparseable {type_name} in '{name}': "), raw_value),
-            )
-        )
+    """(missing, bad type) checks of one field: (condition, reason) pairs."""
+    name, type_name = f.name, f.dataType.simpleString()
+    missing = [] if not required else [(~got.present, F.lit(f"missing required field '{name}'"))]
+    wrong = f"wrong type for '{name}': expected {type_name}, got "
+    if isinstance(f.dataType, TimestampType | DateType):
+        bad = f"unparseable {type_name} in '{name}': "
     else:
-        bad_type.append(
-            (
-                present & kind_ok & typed.isNull(),
-                F.concat(F.lit(f"bad value for '{name}' ({type_name}): "), raw_value),
-            )
-        )
+        bad = f"bad value for '{name}' ({type_name}): "
+    bad_type = [
+        (got.present & ~got.kind_ok, F.concat(F.lit(wrong), _kind_name(got.kind))),
+        (got.present & got.kind_ok & typed.isNull(), F.concat(F.lit(bad), got.raw)),
+    ]
     return missing, bad_type
 
 
@@ -173,34 +158,20 @@ def parse_json(raw: DataFrame, schema: StructType, required: tuple[str, ...]) ->
         (doc.isNull(), F.lit("not JSON")),
         (~is_object, F.concat(F.lit("not a JSON object: "), _kind_name(F.schema_of_variant(doc)))),
     ]
-    typed_cols = []
-    missing_checks: list[tuple[Column, Column]] = []
-    type_checks: list[tuple[Column, Column]] = []
-    for f in schema.fields:
+
+    def field(f: StructField) -> _Field:
         node = F.try_variant_get(doc, f"$.{f.name}", "variant")
-        present = node.isNotNull() & ~F.is_variant_null(node)
         kind = F.schema_of_variant(node)
-        typed = F.try_variant_get(doc, f"$.{f.name}", f.dataType.simpleString())
-        text = F.try_variant_get(doc, f"$.{f.name}", "string")
-        typed = F.when(_dated(text, f.dataType) & _finite(typed, f.dataType), typed)
-        raw_value = F.coalesce(F.to_json(node), F.lit("null"))
-        m, t = _field_checks(
-            f.name,
-            f.dataType,
-            present,
-            _variant_kind_ok(kind, f.dataType),
-            typed,
-            f.name in required,
-            kind,
-            raw_value,
+        return _Field(
+            present=node.isNotNull() & ~F.is_variant_null(node),
+            typed=F.try_variant_get(doc, f"$.{f.name}", f.dataType.simpleString()),
+            text=F.try_variant_get(doc, f"$.{f.name}", "string"),
+            kind_ok=_variant_kind_ok(kind, f.dataType),
+            kind=kind,
+            raw=F.coalesce(F.to_json(node), F.lit("null")),
         )
-        missing_checks += m
-        type_checks += t
-        typed_cols.append(F.when(present, typed).alias(f.name))
-    reason = _first_reason(checks + missing_checks + type_checks)
-    return evaluated_once(
-        with_doc.select(*typed_cols, F.col(RAW), F.col(SOURCE), reason.alias(REASON))
-    )
+
+    return _typed_records(with_doc, schema, required, checks, field)
 
 
 def parse_csv(
@@ -232,30 +203,50 @@ def parse_csv(
             F.format_string(f"not a CSV record of {len(names)} fields: %d fields", "_fields"),
         ),
     ]
+
+    def field(f: StructField) -> _Field:
+        text = F.col(f"_rec.{f.name}")
+        present = text.isNotNull() & (text != F.lit(""))
+        return _Field(present, text.try_cast(f.dataType), text, F.lit(True), F.lit("string"), text)
+
+    return _typed_records(parsed, schema, required, checks, field)
+
+
+@dataclass(frozen=True)
+class _Field:
+    """One field of a record, as its format reads it: whether it is there, its value cast to
+    the field's type, its text, whether its kind fits the type, the kind, its raw text."""
+
+    present: Column
+    typed: Column
+    text: Column
+    kind_ok: Column
+    kind: Column
+    raw: Column
+
+
+def _typed_records(
+    frame: DataFrame,
+    schema: StructType,
+    required: tuple[str, ...],
+    checks: list[tuple[Column, Column]],
+    field: Callable[[StructField], _Field],
+) -> DataFrame:
+    """The typed columns of `frame`'s records and the reason of each rejected one: the first
+    failing check of the record, then of a missing field, then of a field's type."""
     typed_cols = []
     missing_checks: list[tuple[Column, Column]] = []
     type_checks: list[tuple[Column, Column]] = []
     for f in schema.fields:
-        text = F.col(f"_rec.{f.name}")
-        present = text.isNotNull() & (text != F.lit(""))
-        typed = text.try_cast(f.dataType)
-        typed = F.when(_dated(text, f.dataType) & _finite(typed, f.dataType), typed)
-        m, t = _field_checks(
-            f.name,
-            f.dataType,
-            present,
-            F.lit(True),
-            typed,
-            f.name in required,
-            F.lit("string"),
-            text,
-        )
+        got = field(f)
+        typed = F.when(_dated(got.text, f.dataType) & _finite(got.typed, f.dataType), got.typed)
+        m, t = _field_checks(f, got, typed, f.name in required)
         missing_checks += m
         type_checks += t
-        typed_cols.append(F.when(present, typed).alias(f.name))
+        typed_cols.append(F.when(got.present, typed).alias(f.name))
     reason = _first_reason(checks + missing_checks + type_checks)
     return evaluated_once(
-        parsed.select(*typed_cols, F.col(RAW), F.col(SOURCE), reason.alias(REASON))
+        frame.select(*typed_cols, F.col(RAW), F.col(SOURCE), reason.alias(REASON))
     )
 
 

@@ -223,10 +223,7 @@ class PostgresSink(DatabaseSink):
                 conn,
                 staging_table(info.ctx.table),
                 staged.frame.columns,
-                info.query_id,
-                info.batch_id,
-                staged.attempt,
-                0,
+                (info.query_id, info.batch_id, staged.attempt, 0),
                 staged.frame.collect(),  # at most parallel_rows rows
             )
         return self.merge_staging(

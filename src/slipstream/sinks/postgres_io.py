@@ -266,7 +266,7 @@ def _copy_partition(
                 "AND _attempt = %s AND _part = %s",
                 (query_id, batch_id, attempt, part),
             )
-            count = _copy_rows(conn, staging, columns, query_id, batch_id, attempt, part, rows)
+            count = _copy_rows(conn, staging, columns, (query_id, batch_id, attempt, part), rows)
         return count
     except psycopg.Error as exc:
         raise SlipstreamError(
@@ -283,17 +283,16 @@ def _copy_rows(
     conn: psycopg.Connection,
     staging: str,
     columns: list[str],
-    query_id: str,
-    batch_id: int,
-    attempt: str,
-    part: int,
+    stamp: tuple[str, int, str, int],
     rows: Iterable[Any],
 ) -> int:
+    """COPY `rows` into the staging table, each after its stamp (query id, batch id, attempt,
+    partition) and its sequence number in the partition: the STAGE_COLUMNS."""
     names = ", ".join(quote_ident(c) for c in [*STAGE_COLUMNS, *columns])
     count = 0
     with conn.cursor().copy(f"COPY {quote_ident(staging)} ({names}) FROM STDIN") as copy:
         for row in rows:
-            copy.write_row((query_id, batch_id, attempt, part, count, *row))
+            copy.write_row((*stamp, count, *row))
             count += 1
     return count
 
