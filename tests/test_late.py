@@ -1,0 +1,123 @@
+"""The late-row dead-letter (quality/late.py): `STATE_DIR/late/PIPELINE/OUTPUT/batch-N.jsonl`
+holds exactly the records Spark dropped as late, as plain Python predicts them from the rule
+of the first stateful operator and the previous batch's watermark (the watermark after the
+batches before, which Spark's no-data batch carries into the next one)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import SparkSession
+
+from slipstream.testing import PipelineHarness
+
+T0 = datetime(2018, 3, 2, 10, 0, tzinfo=UTC)
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def dead_letter(folder: Path) -> dict[int, list[dict[str, Any]]]:
+    """batch id -> its late records, from the dead-letter's files."""
+    found = {}
+    for path in sorted(folder.glob("batch-*.jsonl")):
+        batch = int(path.stem.split("-")[1])
+        found[batch] = [json.loads(line) for line in path.read_text().splitlines()]
+    return found
+
+
+def window_end(moment: datetime, length: timedelta) -> datetime:
+    since = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return moment - (since % length) + length
+
+
+def action(n: int, minutes: float, what: str = "open") -> dict[str, str]:
+    return {"id": f"p{n}", "action": what, "ts": iso(at(minutes))}
+
+
+def test_mobile_dead_letter_holds_the_rows_late_by_the_window_end_rule(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    window, delay = timedelta(minutes=10), timedelta(minutes=5)
+    batches = [
+        # batch A: newest 10:20, so the watermark becomes 10:15
+        [action(1, 0), action(2, 12), action(3, 20, "close")],
+        # batch B, judged by 10:15: 10:03 and 10:09:59 are in a window ending 10:10 (late);
+        # 10:10 and 10:14 are at or before the watermark but their window ends 10:20 (kept)
+        [
+            action(4, 3),
+            action(5, 9 + 59 / 60),
+            action(6, 10),
+            action(7, 14, "close"),
+            action(8, 31),
+        ],  # fmt: skip
+        # batch C, judged by 10:26 (31 - 5): windows ending 10:20 are late now, 10:30 is not
+        [action(9, 19), action(10, 15, "close"), action(11, 21), action(12, 2)],
+    ]
+    far = {"id": "p13", "action": "open", "ts": "9999-12-31T00:00:00Z"}
+    extra = ['{"id": "bad"', json.dumps(far)]  # quarantined (not JSON, the guard), not late
+    db = tmp_path / "out.db"
+    with PipelineHarness(
+        spark, "mobile", tmp_path, sink=f"sqlite:{db}", mode="update",
+        window="10m", watermark="5m", max_files_per_trigger=1,
+    ) as h:  # fmt: skip
+        for index, rows in enumerate(batches):
+            h.feed([json.dumps(r) for r in rows] + (extra if index == 1 else []))
+            h.process()
+        results = h.results()
+        spark_late = h.totals["mobile.counts"]["late"]
+    folder = tmp_path / "state" / "late" / "mobile" / "counts"
+    written = dead_letter(folder)
+
+    # the independent model: each batch is judged by the watermark the batches before made
+    expected, kept, newest = [], [], None
+    for rows in batches:
+        mark = newest - delay if newest else datetime(1970, 1, 1, tzinfo=UTC)
+        for row in rows:
+            ts = datetime.fromisoformat(row["ts"].replace("Z", "+00:00"))
+            if window_end(ts, window) <= mark:
+                expected.append((row["id"], iso(mark)))
+            else:
+                kept.append(row)
+        newest = max([newest or T0, *(datetime.fromisoformat(r["ts"][:-1] + "+00:00")
+                                      for r in rows)])  # fmt: skip
+    lines = [r for batch in written.values() for r in batch]
+    assert sorted((json.loads(r["raw"])["id"], r["watermark"]) for r in lines) == sorted(expected)
+    assert sorted(expected) == [("p10", "2018-03-02T10:26:00Z"), ("p12", "2018-03-02T10:26:00Z"),
+                                ("p4", "2018-03-02T10:15:00Z"), ("p5", "2018-03-02T10:15:00Z"),
+                                ("p9", "2018-03-02T10:26:00Z")]  # fmt: skip
+    p4 = next(r for r in lines if json.loads(r["raw"])["id"] == "p4")
+    assert p4["reason"] == (
+        "late: ts 2018-03-02T10:03:00Z in a window ending 2018-03-02T10:10:00Z "
+        "<= watermark 2018-03-02T10:15:00Z"
+    )
+    assert p4["input"] == "actions" and p4["output"] == "counts"
+    assert p4["source"].endswith(".json") and p4["event_time"] == "2018-03-02T10:03:00Z"
+    # each record sits in the file of the batch that dropped it, once
+    assert all(r["batch"] == b for b, batch in written.items() for r in batch)
+    assert len({r["raw"] for r in lines}) == len(lines) == 5
+    # Spark counts partial aggregates (late rows of one window and partition count once)
+    assert 0 < spark_late <= len(lines)
+
+    # the results are the counts of the rows that were not late, as pandas computes them
+    frame = pd.DataFrame(kept)
+    frame["window_start"] = pd.to_datetime(frame["ts"]).dt.floor("10min")
+    model = frame.groupby(["window_start", "action"]).size()
+    got = {(pd.Timestamp(r["window_start"]).tz_localize(None), r["action"]): r["count"]
+           for r in results}  # fmt: skip
+    assert got == {(k[0].tz_localize(None), k[1]): v for k, v in model.items()}
+
+    # private, like the quarantine
+    assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in folder.iterdir())
