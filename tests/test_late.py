@@ -16,6 +16,7 @@ import pandas as pd
 from pyspark.sql import SparkSession
 
 from slipstream.testing import PipelineHarness
+from tests.helpers import late_records
 
 T0 = datetime(2018, 3, 2, 10, 0, tzinfo=UTC)
 
@@ -26,15 +27,6 @@ def at(minutes: float) -> datetime:
 
 def iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def dead_letter(folder: Path) -> dict[int, list[dict[str, Any]]]:
-    """batch id -> its late records, from the dead-letter's files."""
-    found = {}
-    for path in sorted(folder.glob("batch-*.jsonl")):
-        batch = int(path.stem.split("-")[1])
-        found[batch] = [json.loads(line) for line in path.read_text().splitlines()]
-    return found
 
 
 def window_end(moment: datetime, length: timedelta) -> datetime:
@@ -78,7 +70,7 @@ def test_mobile_dead_letter_holds_the_rows_late_by_the_window_end_rule(
         results = h.results()
         spark_late = h.totals["mobile.counts"]["late"]
     folder = tmp_path / "state" / "late" / "mobile" / "counts"
-    written = dead_letter(folder)
+    written = late_records(tmp_path / "state", "mobile", "counts")
 
     # the independent model: each batch is judged by the watermark the batches before made
     expected, kept, newest = [], [], None
@@ -121,3 +113,102 @@ def test_mobile_dead_letter_holds_the_rows_late_by_the_window_end_rule(
     # private, like the quarantine
     assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in folder.iterdir())
+
+
+def reading(kind: str, location: str, minutes: float) -> dict[str, Any]:
+    value, time = (
+        ("temp", "temp_taken_time") if kind == "temperature" else ("load", "load_taken_time")
+    )
+    return {"location_id": location, value: 1.0, time: iso(at(minutes))}
+
+
+def test_temperature_load_dead_letter_holds_each_side_late_by_its_row_time(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    delays = {"temperature": timedelta(hours=1), "load": timedelta(hours=2)}
+    steps = [
+        # the watermark after: min(10:30 - 1h, 12:00 - 2h) = 9:30
+        {"temperature": [("a", 0), ("b", 30)], "load": [("a", 20), ("b", 120)]},
+        # judged by 9:30 (at or before it: late); after: min(13:00 - 1h, 12:00 - 2h) = 10:00
+        {
+            "temperature": [("c", -60), ("d", -30), ("e", -29), ("f", 180)],
+            "load": [("c", -40), ("d", -30), ("e", -15)],
+        },  # fmt: skip
+        # judged by 10:00
+        {"temperature": [("g", -10), ("h", 1)], "load": [("g", 0), ("h", 5)]},
+    ]
+    with PipelineHarness(spark, "temperature_load", tmp_path, max_files_per_trigger=1) as h:
+        for step in steps:
+            h.step(**{kind: [reading(kind, *r) for r in rows] for kind, rows in step.items()})
+        spark_late = h.totals["temperature_load.temperature_load"]["late"]
+    written = late_records(tmp_path / "state", "temperature_load", "temperature_load")
+    lines = [r for batch in written.values() for r in batch]
+
+    # the model: one watermark, the slower input's, from the batches before; row time <= it
+    expected, newest = [], {}
+    for step in steps:
+        marks = [newest[k] - delays[k] for k in delays if k in newest]
+        mark = min(marks) if len(marks) == len(delays) else datetime(1970, 1, 1, tzinfo=UTC)
+        for kind, rows in step.items():
+            for location, minutes in rows:
+                if at(minutes) <= mark:
+                    expected.append((kind, location, iso(mark)))
+            times = [at(m) for _, m in rows] + ([newest[kind]] if kind in newest else [])
+            newest[kind] = max(times)
+    got = [(r["input"], json.loads(r["raw"])["location_id"], r["watermark"]) for r in lines]
+    assert sorted(got) == sorted(expected)
+    assert {(k, loc) for k, loc, _ in expected} == {
+        ("temperature", "c"), ("temperature", "d"), ("load", "c"), ("load", "d"),
+        ("temperature", "g"), ("load", "g"),
+    }  # fmt: skip
+    # the join drops (and counts) input rows one by one: Spark's count is the dead-letter's
+    assert spark_late == len(lines)
+    d = next(
+        r for r in lines if r["input"] == "load" and json.loads(r["raw"])["location_id"] == "d"
+    )
+    assert (
+        d["reason"]
+        == "late: load_taken_time 2018-03-02T09:30:00Z <= watermark 2018-03-02T09:30:00Z"
+    )
+
+
+def test_a_restart_writes_no_batch_twice_and_catches_up_and_reset_clears_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    import io
+
+    from slipstream import commands
+
+    settings = {"mode": "update", "window": "10m", "watermark": "5m", "max_files_per_trigger": 1}
+    folder = tmp_path / "state" / "late" / "mobile" / "counts"
+    with PipelineHarness(spark, "mobile", tmp_path, **settings) as h:
+        h.feed([json.dumps(action(1, 20))])
+        h.process()
+        h.feed([json.dumps(action(2, 3))])  # late against 10:15
+        h.process()
+    first = sorted(folder.glob("batch-*.jsonl"))
+    assert len(first) == 1
+    kept = {p.name: (p.stat().st_mtime_ns, p.read_text()) for p in first}
+    # a crash after the batch committed and before its late rows were written: the next
+    # start catches up; what was written already is not written again
+    (folder / ".done").unlink()
+    with PipelineHarness(spark, "mobile", tmp_path, **settings) as h:
+        h.process()  # nothing new: the catch-up alone
+        assert {p.name: (p.stat().st_mtime_ns, p.read_text()) for p in first} == kept
+        first[0].unlink()
+        (folder / ".done").unlink()
+        h.feed([json.dumps(action(3, 4)), json.dumps(action(4, 40))])
+        h.process()
+        settings_ = h.settings
+    again = late_records(tmp_path / "state", "mobile", "counts")
+    ids = [json.loads(r["raw"])["id"] for batch in again.values() for r in batch]
+    assert sorted(ids) == ["p2", "p3"]  # each once: p2 rewritten by the catch-up, p3 new
+    assert (
+        again[int(first[0].stem.split("-")[1])][0]["raw"]
+        == json.loads(kept[first[0].name][1])["raw"]
+    )
+
+    # reset --outputs clears the dead-letter with the other outputs
+    out = io.StringIO()
+    assert commands.reset(settings_, outputs=True, yes=True, out=out) == 0
+    assert not folder.parent.exists(), out.getvalue()

@@ -23,10 +23,11 @@ from slipstream.monitor.listener import Handler, RunListener, RunTotals
 from slipstream.monitor.recorder import RunRecorder
 from slipstream.ownership import record_outputs, refuse_foreign_outputs
 from slipstream.pipelines.base import Input
-from slipstream.plan import Plan, analyzed_text, plan_of
+from slipstream.plan import analyzed_text, read_plan
 from slipstream.prepare import BoundInput, BoundOutput, Prepared, prepare
 from slipstream.quality.expectations import enforce, route
 from slipstream.quality.late import dead_letter
+from slipstream.quality.late_plan import late_plan
 from slipstream.quality.parse import check_typed, parse_csv, parse_json
 from slipstream.quality.quarantine import QUALITY_METRICS, accepted, quality_metrics, rejected
 from slipstream.run import Run, batch_boundaries
@@ -120,8 +121,11 @@ def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
             frame = frames[name]
         else:
             raise AssertionError(f"pipeline {pipeline.name}.build returned no frame for {name}")
-        plan = replace(plan_of(frame), quarantine=prepared.parses)
+        tree = analyzed_text(frame)
+        plan = replace(read_plan(tree), quarantine=prepared.parses)
         prepared.plans[name] = plan
+        if output.spec is not None and plan.watermark_column is not None:
+            prepared.late[name] = late_plan(prepared, output, tree, plan)
         queries.append(Query(output, frame))
     return queries
 
@@ -208,7 +212,7 @@ def start(
             started = start_query(apply_trigger(out.sink.attach(writer, out.ctx), settings.trigger))
             listener.register(str(started.id), out.ctx.query_name)
             queries[out.name] = started
-        late = dead_letter(spark, prepared, late_plans(prepared, built))
+        late = dead_letter(spark, prepared)
         listener.handlers.insert(0, late.handle)  # it only wakes the dead-letter's thread
     except BaseException as exc:
         for started in queries.values():
@@ -230,13 +234,3 @@ def start(
         recorder=recorder,
         dead_letter=late.start(),
     )
-
-
-def late_plans(prepared: Prepared, built: list[Query]) -> dict[str, tuple[str, Plan]]:
-    """Each output with a watermark: its analyzed plan text and shape (quality/late_plan.py)."""
-    plans = {}
-    for query in built:
-        plan = prepared.plans[query.output.name]
-        if query.output.spec is not None and plan.watermark_column is not None:
-            plans[query.output.name] = (analyzed_text(query.frame), plan)
-    return plans

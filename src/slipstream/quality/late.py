@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -51,11 +52,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def iso(micros: int) -> str:
-    moment = _EPOCH + timedelta(microseconds=micros)
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S") + (
-        f".{moment.microsecond:06d}" if micros % 10**6 else ""
-    )
-    return text + "Z"
+    """Microseconds since the epoch as ISO UTC (`2018-03-02T10:03:00Z`; year 0001 too)."""
+    moment = (_EPOCH + timedelta(microseconds=micros)).replace(tzinfo=None)
+    return moment.isoformat(timespec="microseconds" if micros % 10**6 else "seconds") + "Z"
 
 
 def _log_lines(path: Path) -> list[str]:
@@ -122,6 +121,11 @@ def _local(path: str) -> Path:
     return Path(unquote(parsed.path) if parsed.scheme in ("file", "") else path).resolve()
 
 
+def _gone(path: str) -> bool:
+    """A local file that is no longer there (remote paths: Spark's ignoreMissingFiles)."""
+    return urlparse(path).scheme in ("file", "") and not _local(path).exists()
+
+
 def late_rows(
     spark: SparkSession, bound: BoundInput, rule: LateRule, files: list[str], at: BatchOffsets,
     watermark_ms: int,
@@ -183,6 +187,28 @@ def _write_private(path: Path, lines: Iterator[str]) -> int:
     return count
 
 
+def late_is_ours(root: Path) -> bool:
+    """Absent, empty, or holding the dead-letter's mark."""
+    root = Path(root)
+    if not root.exists():
+        return True
+    return root.is_dir() and (not any(root.iterdir()) or (root / MARK).is_file())
+
+
+def reset_late(root: Path) -> list[str]:
+    """Delete a pipeline's dead-letter (`reset --outputs`, the demos' fresh start), if it is
+    slipstream's (RESET_NOT_OURS otherwise)."""
+    from slipstream.checkpoints import not_ours
+
+    root = Path(root)
+    if not root.exists():
+        return []
+    if not late_is_ours(root):
+        raise not_ours(root, "late-row dead-letter")
+    shutil.rmtree(root)
+    return [str(root)]
+
+
 def query_id(checkpoint: Path) -> str | None:
     try:
         return str(json.loads((Path(checkpoint) / "metadata").read_text())["id"])
@@ -235,6 +261,7 @@ class DeadLetter:
 
     def start(self) -> DeadLetter:
         if self.covered:
+            self._wake.set()  # catch up at once on what an earlier run left
             self._thread = threading.Thread(target=self._loop, name="late-dead-letter", daemon=True)
             self._thread.start()
         return self
@@ -259,22 +286,22 @@ class DeadLetter:
 
     def catch_up(self) -> int:
         """Write the batches committed and not yet handled; the late records written."""
-        written = 0
         with self._lock:
+            before = self.written
             for cover in self.covered:
                 try:
-                    written += self._catch_up(cover)
+                    self._catch_up(cover)
                 except Exception as exc:  # never the query's failure: tried again next time
-                    log.warning("late-row dead-letter of %s: %r (tried again at the next "
-                                "batch)", cover.output.ctx.query_name, exc)  # fmt: skip
-            self.written += written
-        return written
+                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                    log.warning("late-row dead-letter of %s: %s (tried again at the next "
+                                "batch)", cover.output.ctx.query_name, first)  # fmt: skip
+            return self.written - before
 
-    def _catch_up(self, cover: Covered) -> int:
+    def _catch_up(self, cover: Covered) -> None:
         checkpoint = cover.output.ctx.checkpoint
         qid = query_id(checkpoint)
         if qid is None:
-            return 0
+            return
         owner, last = cover.done()
         if owner is not None and owner != qid:
             name = cover.output.ctx.query_name
@@ -284,29 +311,33 @@ class DeadLetter:
                             "this one %s): nothing written; `slipstream reset %s --outputs` "
                             "starts both over", cover.folder, owner, qid,
                             self.prepared.pipeline.name)  # fmt: skip
-            return 0
-        written = 0
+            return
         for batch in committed(checkpoint):
             if batch <= last:
                 continue
             target = cover.folder / f"batch-{batch}.jsonl"
             if not target.exists():
-                written += self._write_batch(cover, batch, target)
+                self.written += self._write_batch(cover, batch, target)
             cover.mark_done(qid, batch)
-        return written
 
     def _write_batch(self, cover: Covered, batch: int, target: Path) -> int:
         checkpoint = cover.output.ctx.checkpoint
-        files = batch_files(checkpoint, batch)
+        try:
+            files = batch_files(checkpoint, batch)
+            at = batch_offsets(checkpoint, batch)
+            watermark_ms = batch_offsets(checkpoint, batch - 1).watermark_ms if batch > 0 else 0
+        except FileNotFoundError as exc:  # Spark purged them (it keeps the last 100 batches)
+            log.warning("late-row dead-letter of %s: batch %d not written, its logs are gone "
+                        "(%s)", cover.output.ctx.query_name, batch, exc)  # fmt: skip
+            return 0
         if not files:
             return 0
-        at = batch_offsets(checkpoint, batch)
-        watermark_ms = batch_offsets(checkpoint, batch - 1).watermark_ms if batch > 0 else 0
         frames: list[tuple[LateRule, DataFrame]] = []
         for rule in cover.plan.rules:
             bound = self.prepared.inputs[rule.input]
             folder = _local(str(bound.binding.path))
-            mine = [f for f in files if folder in _local(f).parents]
+            # a file deleted since (the query skipped it if it was gone before its read)
+            mine = [f for f in files if folder in _local(f).parents and not _gone(f)]
             if mine:
                 frames.append((rule, late_rows(self.spark, bound, rule, mine, at, watermark_ms)))
         if not frames:
@@ -347,23 +378,18 @@ def _chain(first: str, rest: Iterator[str]) -> Iterator[str]:
     yield from rest
 
 
-def dead_letter(
-    spark: SparkSession, prepared: Prepared, plans: dict[str, tuple[str, Any]]
-) -> DeadLetter:
-    """The run's dead-letter: every output whose plan has a late rule (`plans`: output name ->
-    its analyzed plan text and Plan). Its folder is made 0700 and marked as slipstream's."""
-    from slipstream.quality.late_plan import late_plan
-
+def dead_letter(spark: SparkSession, prepared: Prepared) -> DeadLetter:
+    """The run's dead-letter: every output with a late rule (`prepared.late`, read from the
+    plans by `runner.build`). Its folders are made 0700 and marked as slipstream's."""
     covered = []
     root = prepared.settings.late_root
-    for name, (tree, plan) in plans.items():
-        output = prepared.outputs[name]
-        found = late_plan(prepared, output, tree, plan)
-        if found.rules:
-            folder = root / name
-            for made in (root.parent, root, folder):
-                _private_dir(made)
-            if not (root / MARK).is_file():
-                _write_private(root / MARK, iter(["slipstream late-row dead-letter"]))
-            covered.append(Covered(output, found, folder))
+    for name, found in prepared.late.items():
+        if not found.rules:
+            continue
+        folder = root / name
+        for made in (root.parent, root, folder):
+            _private_dir(made)
+        if not (root / MARK).is_file():
+            _write_private(root / MARK, iter(["slipstream late-row dead-letter"]))
+        covered.append(Covered(prepared.outputs[name], found, folder))
     return DeadLetter(spark, prepared, covered)
