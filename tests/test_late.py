@@ -212,3 +212,55 @@ def test_a_restart_writes_no_batch_twice_and_catches_up_and_reset_clears_it(
     out = io.StringIO()
     assert commands.reset(settings_, outputs=True, yes=True, out=out) == 0
     assert not folder.parent.exists(), out.getvalue()
+
+
+def test_what_the_dead_letter_covers_is_read_from_each_output_plan(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Built, not started: each output's late rules (and what they leave out) come from the
+    plan Spark analyzed."""
+    from slipstream import runner
+    from slipstream.generators.trending import TrendingSpec, write_catalog
+
+    ads = tmp_path / "ads.csv"
+    ads.write_text("ad_id,campaign,cost_per_click\nad001,spring,0.50\n")
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("mobile", {"mode": "update"}), ("mobile", {"mode": "complete"}), ("iot_steps", {}),
+        ("sensors", {"slide": "2m"}), ("temperature_load", {}), ("activity", {}),
+        ("trending", {"catalog": write_catalog(tmp_path / "trending.csv", TrendingSpec())}),
+        ("ads", {"catalog": ads}),
+    ]  # fmt: skip
+    found = {}
+    for index, (name, settings) in enumerate(cases):
+        h = PipelineHarness(spark, name, tmp_path / str(index), **settings)
+        runner.build(spark, h.prepared)
+        found[(name, settings.get("mode", ""))] = {
+            out: (sorted(r.describe() for r in late.rules), list(late.uncovered))
+            for out, late in h.prepared.late.items()
+        }
+    window = "actions: the end of its ts window <= watermark (tumbling-window aggregation, the previous batch's watermark)"  # noqa: E501
+    assert found[("mobile", "update")] == {"counts": ([window], [])}
+    assert found[("mobile", "complete")] == {"counts": ([], [])}  # complete mode drops nothing
+    assert found[("iot_steps", "")]["steps"][0] == [
+        window.replace("actions", "device").replace("ts", "timestamp")
+    ]
+    dedup = "readings: event_time <= watermark (deduplication, the previous batch's watermark)"
+    assert found[("sensors", "")] == {
+        o: ([dedup], []) for o in ("sensor_stats", "sensor_alerts", "sensor_baseline")
+    }
+    join = "{}: {} <= watermark (stream-stream join, the previous batch's watermark)"
+    assert found[("temperature_load", "")] == {
+        "temperature_load": (sorted([join.format("load", "load_taken_time"),
+                                     join.format("temperature", "temp_taken_time")]), [])
+    }  # fmt: skip
+    assert found[("activity", "")]
+    for out, (rules, _) in found[("activity", "")].items():
+        assert rules == [
+            "actions: ts <= watermark (deduplication, the previous batch's watermark)"
+        ], out
+    assert found[("trending", "")]["views"] == (
+        ["events: ts <= watermark (deduplication, the previous batch's watermark)"],
+        [],
+    )
+    stats = found[("ads", "")]["campaign_stats"]
+    assert stats[0] == [] and all("not the input's event-time column" in u for u in stats[1])
