@@ -126,14 +126,18 @@ def test_temperature_load_dead_letter_holds_each_side_late_by_its_row_time(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     delays = {"temperature": timedelta(hours=1), "load": timedelta(hours=2)}
+    # Within a step the two files may be read in one batch or in two: no step but the one
+    # with a single file moves the watermark, so every row of a step is judged by one value.
     steps = [
         # the watermark after: min(10:30 - 1h, 12:00 - 2h) = 9:30
         {"temperature": [("a", 0), ("b", 30)], "load": [("a", 20), ("b", 120)]},
-        # judged by 9:30 (at or before it: late); after: min(13:00 - 1h, 12:00 - 2h) = 10:00
+        # judged by 9:30 (at or before it: late)
         {
-            "temperature": [("c", -60), ("d", -30), ("e", -29), ("f", 180)],
+            "temperature": [("c", -60), ("d", -30), ("e", -29)],
             "load": [("c", -40), ("d", -30), ("e", -15)],
         },  # fmt: skip
+        # the watermark after: min(13:00 - 1h, 12:00 - 2h) = 10:00
+        {"temperature": [("f", 180)]},
         # judged by 10:00
         {"temperature": [("g", -10), ("h", 1)], "load": [("g", 0), ("h", 5)]},
     ]
@@ -238,12 +242,12 @@ def test_what_the_dead_letter_covers_is_read_from_each_output_plan(
             out: (sorted(r.describe() for r in late.rules), list(late.uncovered))
             for out, late in h.prepared.late.items()
         }
-    window = "actions: the end of its ts window <= watermark (tumbling-window aggregation, the previous batch's watermark)"  # noqa: E501
+    rule = "{}: {} <= watermark ({}, the previous batch's watermark)"
+    window = rule.format("actions", "the end of its ts window", "tumbling-window aggregation")
     assert found[("mobile", "update")] == {"counts": ([window], [])}
     assert found[("mobile", "complete")] == {"counts": ([], [])}  # complete mode drops nothing
-    assert found[("iot_steps", "")]["steps"][0] == [
-        window.replace("actions", "device").replace("ts", "timestamp")
-    ]
+    steps = rule.format("device", "the end of its timestamp window", "tumbling-window aggregation")
+    assert found[("iot_steps", "")] == {"steps": ([steps], [])}
     dedup = "readings: event_time <= watermark (deduplication, the previous batch's watermark)"
     assert found[("sensors", "")] == {
         o: ([dedup], []) for o in ("sensor_stats", "sensor_alerts", "sensor_baseline")
