@@ -102,3 +102,14 @@ def mobile_counts(lines: list[str], window: str = "10min") -> pd.DataFrame:
     counts = frame.groupby(["window_start", "action"]).size().rename("count").reset_index()
     counts["window_start"] = counts["window_start"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")
     return counts.sort_values(["window_start", "action"]).reset_index(drop=True)
+
+
+def late_records(state_dir: Path, pipeline: str, output: str) -> dict[int, list[dict[str, Any]]]:
+    """An output's late-row dead-letter (`STATE_DIR/late/PIPELINE/OUTPUT/batch-N.jsonl`):
+    batch id -> its late records."""
+    import json
+
+    found = {}
+    for path in sorted((Path(state_dir) / "late" / pipeline / output).glob("batch-*.jsonl")):
+        found[int(path.stem.split("-")[1])] = [json.loads(x) for x in path.read_text().splitlines()]
+    return found

@@ -23,6 +23,7 @@ from slipstream.prepare import prepare
 from slipstream.quality.guard import TOO_FAR_IN_FUTURE, TOO_OLD
 from slipstream.quality.quarantine import read_quarantine
 from slipstream.testing import PipelineHarness
+from tests.helpers import late_records
 
 # --- settings: bounded, named, before Spark -------------------------------------------------
 
@@ -193,4 +194,6 @@ def test_a_9999_record_is_quarantined_and_later_records_still_count(
     sent = sum(len(b) for b in BATCHES)
     assert totals["rows"] == sent
     assert (totals["quarantined"], totals["late"]) == (2, 1)
-    assert sum(got.values()) + totals["quarantined"] + totals["late"] == sent
+    late = [r for b in late_records(tmp_path / "state", "mobile", "counts").values() for r in b]
+    assert len(late) == 1 and late[0]["raw"] not in reasons  # not also quarantined
+    assert sum(got.values()) + totals["quarantined"] + len(late) == sent

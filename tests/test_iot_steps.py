@@ -21,7 +21,7 @@ from slipstream.generators.streams import StreamSpec, generate
 from slipstream.pipelines import get_pipeline
 from slipstream.testing import PipelineHarness
 from tests import stream_reference as ref
-from tests.helpers import check_in_process
+from tests.helpers import check_in_process, late_records
 
 pytestmark = pytest.mark.spark
 
@@ -56,6 +56,9 @@ def test_each_window_is_written_once_in_the_first_batch_whose_watermark_reaches_
     # Spark counts late rows where the state is, after the partial aggregation: a batch's late
     # records of one window arrive there as one row. The sums below prove which were dropped.
     assert 0 < totals["late"] <= counts.late
+    # the dead-letter holds the late records themselves: exactly the ones the model drops
+    late = late_records(tmp_path / "state", "iot_steps", "steps")
+    assert sum(len(b) for b in late.values()) == stats["late"]
 
     sums = ref.step_sums(records, WINDOW)
     final = {s: n for s, n in sums.items() if _end(s) <= stats["watermark"]}

@@ -19,7 +19,7 @@ from slipstream.generators import sensors as sensors_generator
 from slipstream.generators.streams import Report, StreamSpec, generate
 from slipstream.testing import PipelineHarness
 from tests import stream_reference as ref
-from tests.helpers import landed_batches
+from tests.helpers import landed_batches, late_records
 
 pytestmark = pytest.mark.spark
 
@@ -58,6 +58,10 @@ def _run(
         tables = {name: h.results(name) for name in h.prepared.outputs}
         totals = dict(h.totals)
         view = h.prepared.results_view()  # what the dashboard shows
+    late = {  # the late-row dead-letter's records, per output
+        name: sum(len(b) for b in late_records(root / "state", "sensors", name).values())
+        for name in tables
+    }
     now = datetime.now(UTC)
     readings, stats = ref.counted(
         batches,
@@ -68,7 +72,7 @@ def _run(
     )
     malformed = [x for b in batches for x in b if ref.sensor_reading(x, now) is None]
     return {"report": report, "tables": tables, "totals": totals, "readings": readings,
-            "stats": stats, "view": view, "malformed": malformed}  # fmt: skip
+            "stats": stats, "view": view, "malformed": malformed, "late": late}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +166,9 @@ def test_valid_quarantined_late_and_duplicates_add_up_to_the_lines_sent(
             counts.late,
             counts.duplicates,
         ), output
-        assert valid + t["quarantined"] + t["late"] + t["duplicates"] == counts.lines
+        late = dirty["late"][output]  # records in the dead-letter: as many as Spark counted
+        assert late == t["late"], output
+        assert valid + t["quarantined"] + late + t["duplicates"] == counts.lines
     # the quarantine holds exactly the lines the independent parser rejects
     quarantined = dirty["tables"]["quarantine.readings"]
     assert sorted(r["raw"] for r in quarantined) == sorted(dirty["malformed"])

@@ -19,6 +19,7 @@ from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
 from slipstream.monitor.listener import ConsoleReporter
 from slipstream.ownership import every_output, refuse_foreign_outputs
 from slipstream.pipelines.registry import discover
+from slipstream.quality.late import late_is_ours, reset_late
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -174,6 +175,10 @@ def summary(run_: runner.Run, out: TextIO) -> None:
             f"{t['quarantined']:,}, late (dropped by watermark) {t['late']:,}{extra}",
             file=out,
         )
+    late = run_.dead_letter
+    if late is not None and late.written:
+        where = run_.prepared.settings.late_root
+        print(f"late records written by this run: {late.written:,} (in {where})", file=out)
 
 
 def reset(
@@ -197,6 +202,7 @@ def reset(
     every = every_output(prepared) if outputs else []  # also those earlier runs recorded
     if outputs:
         targets += [f"output {out.name}: {out.sink.describe(out.ctx)}" for out in every]
+        targets.append(f"late rows {s.late_root}")
         targets.append(f"event log {s.event_log}")
     if not yes:
         print("This deletes:\n  " + "\n  ".join(targets), file=out)
@@ -215,11 +221,14 @@ def reset(
         for out_ in every:
             if not out_.sink.owns(out_.ctx):
                 raise not_ours(out_.sink.describe(out_.ctx), f"output {out_.name}")
+        if not late_is_ours(s.late_root):
+            raise not_ours(s.late_root, "late-row dead-letter")
     removed: list[str] = []
     with clearing(root) as existed:  # the lock held while anything is deleted
         if outputs:
             for out_ in every:
                 removed += out_.sink.reset(out_.ctx)
+            removed += reset_late(s.late_root)
             if s.event_log.exists():
                 s.event_log.unlink()
                 removed.append(str(s.event_log))

@@ -100,6 +100,11 @@ class Settings:
         return self.quarantine or self.state_dir / "quarantine" / self.pipeline
 
     @property
+    def late_root(self) -> Path:
+        """The late-row dead-letter: one folder per output (quality/late.py)."""
+        return self.state_dir / "late" / self.pipeline
+
+    @property
     def event_log(self) -> Path:
         return self.state_dir / "events" / f"{self.pipeline}.jsonl"
 

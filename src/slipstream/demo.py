@@ -22,6 +22,7 @@ from slipstream.monitor.eventlog import log_files
 from slipstream.monitor.listener import ConsoleReporter
 from slipstream.monitor.serve import start_monitoring
 from slipstream.pipelines import get_pipeline, pipelines
+from slipstream.quality.late import reset_late
 from slipstream.sinks.sqlite import read_table
 
 
@@ -53,11 +54,12 @@ def format_table(rows: list[dict[str, object]], columns: list[str]) -> str:
 
 def fresh_start(prepared: runner.Prepared, landing: Path) -> None:
     """A fresh start for this pipeline only (other demos share the state dir and database):
-    its landing folder, quarantine, outputs, event log and checkpoint go, all under the
+    its landing folder, quarantine, late rows, outputs, event log and checkpoint go, all under the
     checkpoint's lock (CHECKPOINT_IN_USE while a run holds it, and nothing is deleted)."""
     with clearing(prepared.settings.checkpoint_root):
         shutil.rmtree(landing, ignore_errors=True)
         shutil.rmtree(prepared.settings.quarantine_root, ignore_errors=True)
+        reset_late(prepared.settings.late_root)
         for out in prepared.outputs.values():
             if out.spec is not None:
                 out.sink.reset(out.ctx)

@@ -22,6 +22,7 @@ from slipstream.pipelines.base import Input, Output, Params
 from slipstream.plan import Plan
 from slipstream.quality.expectations import Expectation, check_expectations
 from slipstream.quality.guard import EventTimeGuard
+from slipstream.quality.late_plan import LatePlan
 from slipstream.sinks import Sink, SinkContext, make_sink
 from slipstream.sinks.base import quote_ident
 from slipstream.sources.base import Binding, Source, get_source
@@ -71,6 +72,7 @@ class Prepared:
     inputs: dict[str, BoundInput]
     outputs: dict[str, BoundOutput]  # the pipeline's outputs that are on, then quarantines
     plans: dict[str, Plan] = field(default_factory=dict)  # read from Spark by runner.build
+    late: dict[str, LatePlan] = field(default_factory=dict)  # the dead-letter's rules, by build
 
     @property
     def primary(self) -> BoundOutput:
@@ -124,6 +126,10 @@ class Prepared:
             plan = self.plans.get(out.name)
             if plan is not None:
                 lines += [f"  {line}" for line in plan.describe(out.ctx.mode)]
+            late = self.late.get(out.name)
+            if late is not None:
+                lines += [f"  late rows {rule.describe()}" for rule in late.rules]
+                lines += [f"  late rows not written: {why}" for why in late.uncovered]
         lines.append(f"trigger     {s.trigger.describe()}")
         return "\n".join(lines)
 

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from slipstream.prepare import Prepared
+    from slipstream.quality.late import DeadLetter
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Run:
     totals: RunTotals
     stop_requested: Callable[[], bool] = field(default=lambda: False)
     recorder: RunRecorder | None = None  # the event log (run_started/run_stopped and events)
+    dead_letter: DeadLetter | None = None  # late rows, written after each batch (quality/late.py)
     stop_reason: str | None = None  # why the run stopped, for `run_stopped`
     _stopped: bool = False
     # queries this run stopped while they were running (see raise_failure)
@@ -64,6 +66,8 @@ class Run:
                     raise
                 raise failure from exc
         self.sync_progress()
+        if self.dead_letter is not None:
+            self.dead_letter.catch_up()  # every committed batch's late rows are written
 
     def sync_progress(self) -> None:
         """Wait until the listener has seen each query's last progress (bounded, no sleep):
@@ -155,6 +159,8 @@ class Run:
                 self.recorder.wait_terminated(str(q.id) for q in self.queries.values())
             with contextlib.suppress(Exception):  # already removed / session gone
                 self.spark.streams.removeListener(self.listener)
+            if self.dead_letter is not None:
+                self.dead_letter.close()  # the last batches' late rows, under the lock
             if self.recorder is not None:
                 where = batch_boundaries(self.prepared.settings.checkpoint_root, self.queries)
                 names = [f"{self.prepared.pipeline.name}.{n}" for n in self.queries]

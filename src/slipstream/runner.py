@@ -22,9 +22,12 @@ from slipstream.errors import ValidationError
 from slipstream.monitor.listener import Handler, RunListener, RunTotals
 from slipstream.monitor.recorder import RunRecorder
 from slipstream.ownership import record_outputs, refuse_foreign_outputs
-from slipstream.plan import plan_of
+from slipstream.pipelines.base import Input
+from slipstream.plan import analyzed_text, read_plan
 from slipstream.prepare import BoundInput, BoundOutput, Prepared, prepare
 from slipstream.quality.expectations import enforce, route
+from slipstream.quality.late import dead_letter
+from slipstream.quality.late_plan import late_plan
 from slipstream.quality.parse import check_typed, parse_csv, parse_json
 from slipstream.quality.quarantine import QUALITY_METRICS, accepted, quality_metrics, rejected
 from slipstream.run import Run, batch_boundaries
@@ -46,17 +49,22 @@ def read_records(spark: SparkSession, prepared: Prepared, bound: BoundInput) -> 
     """A stream input -> one row per record with typed columns and a `_reason` (NULL when
     valid)."""
     assert bound.source is not None
-    spec = bound.spec
     raw = bound.source.read(spark, prepared.settings, bound.binding)
-    if raw.format == "json":
+    return parse_input(raw.frame, raw.format, bound.spec)
+
+
+def parse_input(frame: DataFrame, fmt: str, spec: Input) -> DataFrame:
+    """Raw records of an input (json, csv, typed) -> typed rows with a `_reason`; the stream
+    and the late-row dead-letter's re-read of a committed batch (quality/late.py) share it."""
+    if fmt == "json":
         assert spec.schema is not None, f"input {spec.name} declares no schema for json"
-        return parse_json(raw.frame, spec.schema, spec.required)
-    if raw.format == "csv":
+        return parse_json(frame, spec.schema, spec.required)
+    if fmt == "csv":
         assert spec.schema is not None
-        return parse_csv(raw.frame, spec.schema, spec.required)
-    if raw.format == "typed" and spec.schema is not None and (spec.required or spec.event_time):
-        return check_typed(raw.frame, spec.schema, spec.required)
-    return raw.frame
+        return parse_csv(frame, spec.schema, spec.required)
+    if fmt == "typed" and spec.schema is not None and (spec.required or spec.event_time):
+        return check_typed(frame, spec.schema, spec.required)
+    return frame
 
 
 def read_guarded(spark: SparkSession, prepared: Prepared, bound: BoundInput) -> DataFrame:
@@ -113,8 +121,11 @@ def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
             frame = frames[name]
         else:
             raise AssertionError(f"pipeline {pipeline.name}.build returned no frame for {name}")
-        plan = replace(plan_of(frame), quarantine=prepared.parses)
+        tree = analyzed_text(frame)
+        plan = replace(read_plan(tree), quarantine=prepared.parses)
         prepared.plans[name] = plan
+        if output.spec is not None and plan.watermark_column is not None:
+            prepared.late[name] = late_plan(prepared, output, tree, plan)
         queries.append(Query(output, frame))
     return queries
 
@@ -201,6 +212,8 @@ def start(
             started = start_query(apply_trigger(out.sink.attach(writer, out.ctx), settings.trigger))
             listener.register(str(started.id), out.ctx.query_name)
             queries[out.name] = started
+        late = dead_letter(spark, prepared)
+        listener.handlers.insert(0, late.handle)  # it only wakes the dead-letter's thread
     except BaseException as exc:
         for started in queries.values():
             started.stop()
@@ -219,4 +232,5 @@ def start(
         totals,
         stop_requested=control,
         recorder=recorder,
+        dead_letter=late.start(),
     )
