@@ -18,7 +18,8 @@ on every committed batch it has not handled (after a restart or a crash too): a 
 written whole (temporary file, then rename) and never rewritten; `.done` keeps the last batch
 handled and the query id it belongs to. It never blocks or fails the query: a failure is a
 warning in the log, and the batch is tried again at the next wake. A batch is bounded by the
-trigger; its late rows reach the driver through a local iterator, one partition at a time."""
+trigger; its late rows reach the driver one partition at a time (`sinks.base.local_rows`: not
+`DataFrame.toLocalIterator`, whose jobs Spark 4.3 keeps alive with their plans, issue 16)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from pyspark.sql import functions as F
 from slipstream.quality.expectations import route
 from slipstream.quality.late_plan import LatePlan, LateRule
 from slipstream.quality.parse import RAW, REASON, SOURCE
+from slipstream.sinks.base import local_rows
 
 if TYPE_CHECKING:
     from slipstream.prepare import BoundInput, BoundOutput, Prepared
@@ -357,7 +359,7 @@ class DeadLetter:
     ) -> Iterator[str]:
         mark = iso(watermark_ms * 1000)
         for rule, frame in frames:
-            for row in frame.toLocalIterator():
+            for row in local_rows(frame):  # not DataFrame.toLocalIterator: see local_rows
                 yield json.dumps(
                     {
                         "raw": row["raw"],
