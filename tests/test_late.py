@@ -218,6 +218,18 @@ def test_a_restart_writes_no_batch_twice_and_catches_up_and_reset_clears_it(
     assert not folder.parent.exists(), out.getvalue()
 
 
+def test_late_rows_false_only_counts(spark: SparkSession, tmp_path: Path) -> None:
+    settings = {"mode": "update", "window": "10m", "watermark": "5m", "max_files_per_trigger": 1}
+    with PipelineHarness(spark, "mobile", tmp_path, late_rows=False, **settings) as h:
+        h.feed([json.dumps(action(1, 20))])
+        h.process()
+        h.feed([json.dumps(action(2, 3))])  # late against 10:15, as in the test above
+        h.process()
+        late = h.totals["mobile.counts"]["late"]
+    assert not (tmp_path / "state" / "late").exists()
+    assert late == 1  # still counted
+
+
 def test_what_the_dead_letter_covers_is_read_from_each_output_plan(
     spark: SparkSession, tmp_path: Path
 ) -> None:

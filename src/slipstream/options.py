@@ -99,6 +99,15 @@ OPTIONS: tuple[Option, ...] = (
         kind="bool",
     ),
     Option(
+        "late_rows",
+        values.boolean,
+        "write the rows Spark drops as late to STATE_DIR/late (each batch's files are read "
+        "once more after its commit); false: only count them",
+        "true or false",
+        default=True,
+        metavar="BOOL",
+    ),
+    Option(
         "source_table",
         values.text,
         "table to read with the table source",

@@ -382,11 +382,12 @@ def _chain(first: str, rest: Iterator[str]) -> Iterator[str]:
 
 def dead_letter(spark: SparkSession, prepared: Prepared) -> DeadLetter:
     """The run's dead-letter: every output with a late rule (`prepared.late`, read from the
-    plans by `runner.build`). Its folders are made 0700 and marked as slipstream's."""
+    plans by `runner.build`; none with `--late-rows false`). Its folders are made 0700 and
+    marked as slipstream's."""
     covered = []
     root = prepared.settings.late_root
     for name, found in prepared.late.items():
-        if not found.rules:
+        if not found.rules or not prepared.settings.late_rows:
             continue
         folder = root / name
         for made in (root.parent, root, folder):
