@@ -22,6 +22,7 @@ watermark computes when it reads the files in order: the generator's late events
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -126,7 +127,15 @@ def run(ctx: Context) -> Result:
         same = compare(tables[v], tables["slipstream"])
         row["rows = slipstream"] = same["equal"]
         for label, ref in refs.items():
-            row[f"rows = reference, {label}"] = compare(tables[v], ref)["equal"]
+            versus = compare(tables[v], ref)
+            row[f"rows = reference, {label}"] = versus["equal"]
+            if not versus["equal"] and label == "file by file":
+                windows = Counter(r[0] for r in tables[v] ^ ref).most_common(3)
+                result.notes.append(
+                    f"{v} vs reference ({label}): {versus['rows_only_here']} rows only in {v}, "
+                    f"{versus['rows_only_there']} only in the reference, views "
+                    f"{versus['views_diff']:+,}; windows most concerned: {windows}"
+                )
         result.add(**row)
         if not same["equal"]:
             result.notes.append(
