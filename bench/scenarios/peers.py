@@ -21,6 +21,8 @@ watermark computes when it reads the files in order: the generator's late events
 
 from __future__ import annotations
 
+import math
+import subprocess
 import sys
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -36,6 +38,16 @@ NAME = "peers"
 TITLE = "peers side by side: trending on slipstream, Flink, Pathway, Bytewax, same files"
 IN_PROCESS = False
 PEERS = ("flink", "pathway", "bytewax")
+METRICS = (
+    "wall_s",
+    "events_per_s",
+    "startup_s",
+    "processing_s",
+    "events_per_s_processing",
+    "cpu_s",
+    "events_per_cpu_s",
+    "peak_rss_mib",
+)
 WINDOW, SLIDE, WATERMARK = timedelta(minutes=10), timedelta(minutes=1), timedelta(minutes=10)
 
 
@@ -83,6 +95,7 @@ def run(ctx: Context) -> Result:
         result.notes.append(f"not installed (run `make bench-peers`): {', '.join(missing)}")
     ctx.log(f"  {data.total_lines:,} events in {len(data.files)} files")
     outputs: dict[str, Path] = {}
+    failed: dict[str, str] = {}
 
     def one(variant: str, rep: int) -> dict[str, Any]:
         work = ctx.scratch(f"runs/{variant}-{rep + 1}")
@@ -100,10 +113,21 @@ def run(ctx: Context) -> Result:
             argv = [str(peer_python(variant)), str(script), str(landing), str(data.catalog)]
             argv.append(str(out))
             outputs[variant] = out
-        return measure(argv, log, data.total_lines, timeout)
+        try:
+            return measure(argv, log, data.total_lines, timeout)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:  # one peer must not hide the rest
+            outputs.pop(variant, None)
+            failed[variant] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            return dict.fromkeys(METRICS, math.nan)
 
     variants = ["slipstream", *peers]
     runs = alternate(variants, one, reps, warmup=False, log=ctx.log)
+    for v, why in failed.items():
+        result.notes.append(f"{v} failed: {why}")
+    variants = [v for v in variants if v in outputs]
+    if "slipstream" not in outputs:
+        result.failed = "slipstream's run failed: nothing to compare with"
+        return result
     tables = {
         v: table_rows(outputs[v]) if v == "slipstream" else csv_rows(outputs[v]) for v in variants
     }
@@ -111,16 +135,7 @@ def run(ctx: Context) -> Result:
     for v in variants:
         mine = [r for r in runs if r["variant"] == v]
         row: dict[str, Any] = {"variant": v, "events": data.total_lines}
-        for metric in (
-            "wall_s",
-            "events_per_s",
-            "startup_s",
-            "processing_s",
-            "events_per_s_processing",
-            "cpu_s",
-            "events_per_cpu_s",
-            "peak_rss_mib",
-        ):
+        for metric in METRICS:
             row[metric] = median([r[metric] for r in mine])
         row["output_rows"] = len(tables[v])
         row["views"] = sum(r[5] for r in tables[v])
@@ -146,7 +161,7 @@ def run(ctx: Context) -> Result:
         result.headline[f"reference ({label}): rows, views"] = (
             f"{len(ref):,} rows, {sum(r[5] for r in ref):,} views"
         )
-    for peer in peers:
+    for peer in variants[1:]:
         for metric, label in (
             ("events_per_s", "events/s, launch to exit"),
             ("events_per_s_processing", "events/s, processing"),
