@@ -7,7 +7,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test lint format services bench bench-quick soak clean check-java wheel
+.PHONY: venv demo test lint format services bench bench-quick bench-peers soak clean check-java wheel
 
 venv: $(STAMP)
 
@@ -55,6 +55,17 @@ wheel: venv
 
 bench-quick: venv check-java
 	$(PY) -m bench all --quick
+
+# scenario 14: trending on Apache Flink (PyFlink), Pathway and Bytewax beside slipstream, each peer
+# in its own environment .venv-peers/NAME pinned by bench/peers/requirements-NAME.txt (never in CI)
+PEERS := flink pathway bytewax
+bench-peers: venv check-java $(foreach p,$(PEERS),.venv-peers/$(p)/.installed)
+	$(PY) -m bench peers
+
+.venv-peers/%/.installed: bench/peers/requirements-%.txt
+	test -x .venv-peers/$*/bin/python || $(PYTHON) -m venv .venv-peers/$*
+	.venv-peers/$*/bin/python -m pip install -q -r bench/peers/requirements-$*.txt
+	touch $@
 
 clean:
 	rm -rf state demo-state artifacts .pytest_cache dist

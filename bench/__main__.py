@@ -1,10 +1,11 @@
 """python -m bench SCENARIO... [--quick]: run benchmark scenarios, print tables, write JSON.
 
 Scenarios (by name or number): 1 ceiling, 2 overhead, 3 flagship, 4 sustained, 5 recovery,
-6 state, 7 startup, 8 parsing, 9 soak, 10 sensors, 11 activity, 12 ads, or `all` (all but the
-soak, which runs for an hour: `python -m bench soak --minutes 60 --rate 2000`). `--quick`
-shrinks every size so that `all` takes a few minutes; its figures show the shape, the full run
-gives the numbers for docs/benchmarks.md.
+6 state, 7 startup, 8 parsing, 9 soak, 10 sensors, 11 activity, 12 ads, 13 cluster, 14 peers,
+or `all` (all but the soak, which runs for an hour: `python -m bench soak --minutes 60 --rate
+2000`, and the peers, which need `make bench-peers`). `--quick` shrinks every size so that
+`all` takes a few minutes; its figures show the shape, the full run gives the numbers for
+docs/benchmarks.md.
 
 Results go to bench/results/<time>-<scenarios>.json (and a .md with the same tables)."""
 
@@ -46,8 +47,10 @@ SCENARIOS = (
     "activity",
     "ads",
     "cluster",
+    "peers",
 )
-IN_ALL = tuple(s for s in SCENARIOS if s != "soak")  # `all` leaves out the hour-long soak
+IN_ALL = tuple(s for s in SCENARIOS if s not in ("soak", "peers"))  # `all` leaves out the
+# hour-long soak and the peers (their own environments, `make bench-peers`)
 
 
 def scenario_module(name: str) -> ModuleType:

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -140,10 +141,9 @@ class Proc:
             return ""
 
 
-def group_cpu_seconds(pgid: int) -> float:
-    """Sum of utime + stime over the processes of process group `pgid`, from /proc."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
+def group_stat_fields(pgid: int) -> Iterator[list[str]]:
+    """The /proc/PID/stat fields (from field 3, state, on) of each live process of group
+    `pgid`: fields[2] is the group, [11] and [12] utime and stime, [21] the RSS in pages."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -153,5 +153,10 @@ def group_cpu_seconds(pgid: int) -> float:
             continue
         fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
         if int(fields[2]) == pgid:  # field 5 of stat: the process group
-            total += int(fields[11]) + int(fields[12])  # fields 14 and 15: utime, stime
-    return total / ticks
+            yield fields
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """Sum of utime + stime over the processes of process group `pgid`, from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    return sum(int(f[11]) + int(f[12]) for f in group_stat_fields(pgid)) / ticks

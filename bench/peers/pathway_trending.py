@@ -1,0 +1,122 @@
+"""trending on Pathway: python pathway_trending.py EVENTS_DIR CATALOG OUT_CSV.
+
+- `pw.io.jsonlines.read(mode="static")` with a schema of strings: a line that is not JSON, lacks
+  event_id/article_id/ts or has a value of another type is dropped by the reader (logged);
+- `ts` parsed and checked, with `article_id`'s shape, by one Python UDF (peer_common.parse_line's
+  rules; Pathway's `dt.strptime` takes one format, the files mix three);
+- dedup: `groupby(event_id)`, one row per id. Pathway has no deduplication bounded by event time,
+  so its state keeps every id (on these files the same rows: a duplicate is at most one file
+  from its original);
+- `windowby(ts, sliding(hop=1 min, duration=10 min, origin=epoch), instance=article_id)` with
+  `common_behavior(cutoff=10 min)`: a window stops taking rows once the operator's time (the
+  newest ts it has processed) passes its end + 10 min, the watermark's role; count per window;
+- left join to the catalog (`pw.io.csv.read`, static);
+- `pw.io.csv.write` writes the stream of changes (+1/-1 per row); the final rows (net +1) are
+  written to OUT_CSV after the run."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pathway as pw
+from peer_common import EPOCH, SLIDE, WATERMARK, WINDOW, horizon, mark, parse_line, write_rows
+
+UNTIL = horizon()
+
+
+class Event(pw.Schema):
+    event_id: str
+    article_id: str
+    ts: str
+    user_id: str | None = pw.column_definition(default_value=None)
+
+
+class Article(pw.Schema):
+    article_id: str
+    title: str
+    section: str
+    published_at: str
+
+
+def valid_ts(event_id: str, article_id: str, ts: str) -> datetime | None:
+    """The UTC time of a valid event (trending's rules), None when the row is dropped."""
+    import json
+
+    parsed = parse_line(
+        json.dumps({"event_id": event_id, "article_id": article_id, "ts": ts}), UNTIL
+    )
+    return parsed[2] if parsed else None
+
+
+def build(events: Path, catalog: Path, changes: Path) -> None:
+    raw = pw.io.jsonlines.read(str(events), schema=Event, mode="static")
+    checked = raw.select(
+        pw.this.event_id,
+        pw.this.article_id,
+        ts=pw.apply_with_type(
+            valid_ts, pw.DateTimeUtc | None, raw.event_id, raw.article_id, raw.ts
+        ),
+    )
+    valid = checked.filter(pw.this.ts.is_not_none()).select(
+        pw.this.event_id, pw.this.article_id, ts=pw.unwrap(pw.this.ts)
+    )
+    unique = valid.groupby(pw.this.event_id).reduce(
+        pw.this.event_id,
+        article_id=pw.reducers.any(pw.this.article_id),
+        ts=pw.reducers.min(pw.this.ts),
+    )
+    counts = unique.windowby(
+        pw.this.ts,
+        window=pw.temporal.sliding(hop=SLIDE, duration=WINDOW, origin=EPOCH),
+        instance=pw.this.article_id,
+        behavior=pw.temporal.common_behavior(cutoff=WATERMARK),
+    ).reduce(
+        article_id=pw.this._pw_instance,
+        window_start=pw.this._pw_window_start,
+        views=pw.reducers.count(),
+    )
+    titles = pw.io.csv.read(str(catalog), schema=Article, mode="static")
+    joined = counts.join_left(titles, counts.article_id == titles.article_id).select(
+        counts.window_start,
+        counts.article_id,
+        title=titles.title,
+        section=titles.section,
+        views=counts.views,
+    )
+    pw.io.csv.write(joined, str(changes))
+
+
+def final_rows(changes: Path, catalog: Path) -> list[tuple[Any, ...]]:
+    """The rows standing after the last change (net diff +1), in peer_common's shape."""
+    net: dict[tuple[str, ...], int] = {}
+    with changes.open(encoding="utf-8", newline="") as handle:
+        for r in csv.DictReader(handle):
+            key = (r["window_start"], r["article_id"], r["title"], r["section"], r["views"])
+            net[key] = net.get(key, 0) + int(r["diff"])
+    from peer_common import load_catalog, output_row
+
+    titles = load_catalog(catalog)
+    rows = []
+    for (start, article, _title, _section, views), n in net.items():
+        if n > 0:
+            moment = datetime.fromisoformat(start.replace("Z", "+00:00"))
+            rows.append(output_row(moment, article, int(views), titles))
+    return sorted(rows)
+
+
+def main(events: str, catalog: str, out: str) -> None:
+    changes = Path(out).with_suffix(".changes.csv")
+    mark("started")
+    build(Path(events), Path(catalog), changes)
+    mark("reading")
+    pw.run(monitoring_level=pw.MonitoringLevel.NONE)
+    write_rows(Path(out), final_rows(changes, Path(catalog)))
+    mark("done")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

@@ -1,0 +1,96 @@
+"""What the peer programs share (each runs in its own virtual environment, without slipstream):
+the trending job's rules for one input line, the catalog, and the output file.
+
+The rules are trending's (src/slipstream/pipelines/trending.py): a line is a JSON object whose
+`event_id`, `article_id` and `ts` are strings, `user_id` a string or absent, `ts` an ISO-8601
+time (no zone means UTC) at most a day ahead, `article_id` shaped like `a123`. Output rows are
+(window_start, window_end, article_id, title, section, views, in_catalog), times as
+`YYYY-MM-DDTHH:MM:SSZ`, written as CSV with a header, one row per (window, article)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ARTICLE = re.compile(r"^a[0-9]+$")
+WINDOW = timedelta(minutes=10)
+SLIDE = timedelta(minutes=1)
+WATERMARK = timedelta(minutes=10)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+HEADER = ("window_start", "window_end", "article_id", "title", "section", "views", "in_catalog")
+
+
+def parse_line(line: str, horizon: datetime) -> tuple[str, str, datetime] | None:
+    """(event_id, article_id, ts in UTC) of a valid line, or None (malformed or dropped)."""
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    event_id, article_id, text = doc.get("event_id"), doc.get("article_id"), doc.get("ts")
+    if not (isinstance(event_id, str) and isinstance(article_id, str) and isinstance(text, str)):
+        return None
+    user_id = doc.get("user_id")
+    if user_id is not None and not isinstance(user_id, str):
+        return None
+    try:
+        ts = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    ts = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+    if ts > horizon or not ARTICLE.match(article_id):
+        return None
+    return event_id, article_id, ts
+
+
+def horizon() -> datetime:
+    """The newest event time accepted: a day ahead of now (trending's --max-future)."""
+    return datetime.now(UTC) + timedelta(days=1)
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def event_files(directory: Path) -> list[Path]:
+    """The event files in landing (= event time) order."""
+    return sorted(p for p in directory.iterdir() if p.name.endswith(".jsonl"))
+
+
+def load_catalog(path: Path) -> dict[str, tuple[str, str]]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        return {r["article_id"]: (r["title"], r["section"]) for r in csv.DictReader(handle)}
+
+
+def output_row(
+    start: datetime, article_id: str, views: int, catalog: dict[str, tuple[str, str]]
+) -> tuple[Any, ...]:
+    title, section = catalog.get(article_id, ("", ""))
+    return (
+        iso(start),
+        iso(start + WINDOW),
+        article_id,
+        title,
+        section,
+        views,
+        article_id in catalog,
+    )
+
+
+def write_rows(path: Path, rows: list[tuple[Any, ...]]) -> None:
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(HEADER)
+        writer.writerows(rows)
+
+
+def mark(label: str) -> None:
+    """One line the benchmark reads: `PEER-MARK label <epoch seconds>` (e.g. when the engine
+    has started and is about to read, so start-up can be told apart from processing)."""
+    print(f"PEER-MARK {label} {time.time():.3f}", flush=True)

@@ -1,0 +1,189 @@
+"""14. Peers side by side: trending's job on Apache Flink (PyFlink), Pathway and Bytewax, on the
+same pre-generated files, on the same machine, in one run.
+
+Each variant is a process of its own, launched and timed the same way, alternated:
+
+- **slipstream**: `slipstream run trending --trigger available-now` to its default SQLite sink
+  (every file in one micro-batch, as scenario 3's streaming variant);
+- **flink**, **pathway**, **bytewax**: bench/peers/NAME_trending.py in the peer's own virtual
+  environment `.venv-peers/NAME` (`make bench-peers` creates them, pinned by
+  bench/peers/requirements-NAME.txt), writing its final rows to a CSV file. Each program's
+  docstring says how it expresses the job and where it cannot.
+
+Measured per run: wall time from launch to exit (events/s over all input lines, dirt
+included), start-up (launch to the program's "reading" mark; for slipstream, wall time minus
+its micro-batches), processing events/s, CPU seconds of the process tree (a fairer figure than
+wall time on a shared machine), and peak memory (summed RSS of the process group, /proc every
+0.2 s). Output rows are compared with slipstream's and with tests/trending_reference.py (plain
+Python + pandas) run twice: over all lines as one batch (what an available-now run over every
+file computes: nothing is late), and file by file (what a streaming engine with a 10-minute
+watermark computes when it reads the files in order: the generator's late events dropped)."""
+
+from __future__ import annotations
+
+import math
+import pickle
+import subprocess
+import sys
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench.core import REPO, Context, Result, alternate, median, paired_ratios, summarize_ratio
+from bench.peerruns import Row, compare, csv_rows, measure
+from bench.procs import slipstream_command
+from bench.workloads import TrendingInput, generate_trending, land_all
+
+NAME = "peers"
+TITLE = "peers side by side: trending on slipstream, Flink, Pathway, Bytewax, same files"
+IN_PROCESS = False
+PEERS = ("flink", "pathway", "bytewax")
+METRICS = (
+    "wall_s",
+    "events_per_s",
+    "startup_s",
+    "processing_s",
+    "events_per_s_processing",
+    "cpu_s",
+    "events_per_cpu_s",
+    "peak_rss_mib",
+)
+WINDOW, SLIDE, WATERMARK = timedelta(minutes=10), timedelta(minutes=1), timedelta(minutes=10)
+
+
+def peer_python(peer: str) -> Path:
+    return REPO / ".venv-peers" / peer / "bin" / "python"
+
+
+def references(data: TrendingInput, landing: Path, cache: Path) -> dict[str, set[Row]]:
+    """tests/trending_reference.py over the same files: all as one batch, and file by file.
+    Kept in `cache` (the same seed and size give the same files), so a rerun with the same
+    `--work` directory skips the minutes the reference takes over 1,000,000 lines."""
+    from tests.trending_reference import article_views, counted_events
+
+    if cache.exists():
+        loaded: dict[str, set[Row]] = pickle.loads(cache.read_bytes())
+        return loaded
+
+    now = datetime.now(UTC)
+    files = [landing / p.name for p in data.files]
+    batches = [p.read_text(encoding="utf-8").splitlines() for p in files]
+    one_batch = [[line for lines in batches for line in lines]]
+    out = {}
+    for label, split in (("one batch", one_batch), ("file by file", batches)):
+        events, _ = counted_events(split, WATERMARK, now)
+        out[label] = article_views(events, data.catalog, WINDOW, SLIDE)
+    cache.write_bytes(pickle.dumps(out))
+    return out
+
+
+def run(ctx: Context) -> Result:
+    from bench.scenarios.flagship import table_rows
+
+    result = Result(NAME, TITLE)
+    events = ctx.param("events", 100_000, 1_000_000)
+    reps = ctx.param("reps", 1, 1)
+    timeout = float(ctx.param("timeout", 900, 3600))
+    wanted = list(ctx.param("peers", list(PEERS), list(PEERS)))
+    missing = [p for p in wanted if not peer_python(p).exists()]
+    peers = [p for p in wanted if p not in missing]
+    data = generate_trending(ctx.work / "input", events, 2000.0, markers=False)
+    landing = ctx.work / "landing"
+    land_all(data, landing)
+    result.params = {
+        "events": data.total_lines,
+        "files": len(data.files),
+        "repetitions": reps,
+        "peers": peers,
+        "job": "dedup event_id (10 min), 10-min windows sliding by 1 min, watermark 10 min, "
+        "count per (window, article), left join to the catalog",
+    }
+    if missing:
+        result.notes.append(f"not installed (run `make bench-peers`): {', '.join(missing)}")
+    ctx.log(f"  {data.total_lines:,} events in {len(data.files)} files")
+    outputs: dict[str, Path] = {}
+    failed: dict[str, str] = {}
+
+    def one(variant: str, rep: int) -> dict[str, Any]:
+        work = ctx.scratch(f"runs/{variant}-{rep + 1}")
+        log = work / "run.log"
+        if variant == "slipstream":
+            db = work / "out.db"
+            argv = slipstream_command(
+                "run", "trending", "--input", landing, "--input", f"catalog={data.catalog}",
+                "--trigger", "available-now", "--state-dir", work, "--sink", f"sqlite:{db}",
+            )  # fmt: skip
+            outputs[variant] = db
+        else:
+            out = work / "rows.csv"
+            script = REPO / "bench" / "peers" / f"{variant}_trending.py"
+            argv = [str(peer_python(variant)), str(script), str(landing), str(data.catalog)]
+            argv.append(str(out))
+            outputs[variant] = out
+        try:
+            return measure(argv, log, data.total_lines, timeout)
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:  # one peer must not hide the rest
+            outputs.pop(variant, None)
+            failed[variant] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            return dict.fromkeys(METRICS, math.nan)
+
+    variants = ["slipstream", *peers]
+    runs = alternate(variants, one, reps, warmup=False, log=ctx.log)
+    for v, why in failed.items():
+        result.notes.append(f"{v} failed: {why}")
+    variants = [v for v in variants if v in outputs]
+    if "slipstream" not in outputs:
+        result.failed = "slipstream's run failed: nothing to compare with"
+        return result
+    tables = {
+        v: table_rows(outputs[v]) if v == "slipstream" else csv_rows(outputs[v]) for v in variants
+    }
+    refs: dict[str, set[Row]] = {}
+    if ctx.param("reference", True, True):
+        refs = references(data, landing, ctx.work / f"reference-{events}.pickle")
+    for v in variants:
+        mine = [r for r in runs if r["variant"] == v]
+        row: dict[str, Any] = {"variant": v, "events": data.total_lines}
+        for metric in METRICS:
+            row[metric] = median([r[metric] for r in mine])
+        row["output_rows"] = len(tables[v])
+        row["views"] = sum(r[5] for r in tables[v])
+        same = compare(tables[v], tables["slipstream"])
+        row["rows = slipstream"] = same["equal"]
+        for label, ref in refs.items():
+            versus = compare(tables[v], ref)
+            row[f"rows = reference, {label}"] = versus["equal"]
+            if not versus["equal"] and label == "file by file":
+                windows = Counter(r[0] for r in tables[v] ^ ref).most_common(3)
+                result.notes.append(
+                    f"{v} vs reference ({label}): {versus['rows_only_here']} rows only in {v}, "
+                    f"{versus['rows_only_there']} only in the reference, views "
+                    f"{versus['views_diff']:+,}; windows most concerned: {windows}"
+                )
+        result.add(**row)
+        if not same["equal"]:
+            result.notes.append(
+                f"{v} vs slipstream: {same['rows_only_here']} rows only in {v}, "
+                f"{same['rows_only_there']} only in slipstream, views {same['views_diff']:+,}"
+            )
+    for label, ref in refs.items():
+        result.headline[f"reference ({label}): rows, views"] = (
+            f"{len(ref):,} rows, {sum(r[5] for r in ref):,} views"
+        )
+    for peer in variants[1:]:
+        for metric, label in (
+            ("events_per_s", "events/s, launch to exit"),
+            ("events_per_s_processing", "events/s, processing"),
+            ("events_per_cpu_s", "events per CPU second"),
+        ):
+            result.headline[f"slipstream / {peer}, {label}"] = summarize_ratio(
+                paired_ratios(runs, metric, "slipstream", peer)
+            )
+    result.notes.append(
+        "events = every input line (dirt included); wall = launch to exit, start-up included; "
+        "processing = from the program's 'reading' mark (slipstream: its micro-batches) to "
+        "its end; CPU = user + system seconds of the process tree; memory = peak summed RSS"
+    )
+    result.notes.append(f"python {sys.version.split()[0]}; peers' pins: bench/peers/")
+    return result
