@@ -87,6 +87,7 @@ class ConnectServer:
             # what the UI would show (plans, Connect statements), for tests to search
             "--conf", "spark.eventLog.enabled=true",
             "--conf", f"spark.eventLog.dir={self.events}",
+            "--conf", "spark.eventLog.compress=false",
             "spark-internal",
         ]  # fmt: skip
         self.events.mkdir()
