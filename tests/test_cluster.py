@@ -1,10 +1,12 @@
 """Slipstream on a real Spark standalone cluster (issue 15): a master and a worker on 127.0.0.1
 from the installed pyspark (the `spark_cluster` fixture, slipstream/standalone.py), drivers on
-this host, three driver starts in all:
+this host, four driver starts in all:
 
-- `mobile`, available-now, launched as docs/scaling.md says: `spark-submit --deploy-mode client`
-  with the wheel built from this checkout (and a Python that can import slipstream from nothing
-  else), into PostgreSQL with the COPY running on the executors (`parallel_rows=0`);
+- `mobile`, launched as docs/scaling.md says: `spark-submit --deploy-mode client` with the
+  wheel built from this checkout (and a Python that can import slipstream from nothing else),
+  into PostgreSQL with the COPY running on the executors (`parallel_rows=0`): live, its driver
+  SIGKILLed inside a batch's PostgreSQL transaction (after the executors staged the batch),
+  then the same command finishes the stream with available-now;
 - `trending`, live (default trigger) into SQLite (`views`) and Parquet (`archive`) while files
   land: the worker is SIGKILLed mid-batch (with its executor) and a new one started, then the
   driver is SIGKILLed mid-batch, and the same command finishes the stream with available-now.
