@@ -162,7 +162,6 @@ def test_mobile_submitted_with_the_wheel_survives_a_killed_driver_in_postgres(
         *spark_flags(spark_cluster, str(python)),
         str(REPO / "scripts" / "slipstream_submit.py"),
         "run", "mobile", "--input", str(landing), "--state-dir", str(state),
-        "--max-files-per-trigger", "1",
         "--sink", f"{postgres.url(pg_database)}?parallel_rows=0", "--table", "mobile",
     ]  # fmt: skip
 
@@ -171,17 +170,18 @@ def test_mobile_submitted_with_the_wheel_survives_a_killed_driver_in_postgres(
             write_atomically(landing, path.name, path.read_text().splitlines())
 
     # live (default trigger, one file a batch): the driver's Python SIGKILLs itself inside the
-    # PostgreSQL transaction of batch 2, after the executors staged its rows
+    # PostgreSQL transaction of batch 1, after the executors staged its rows
     land(paths[:4])
     killed = subprocess.run(
-        command, capture_output=True, text=True, timeout=TIMEOUT_S,
-        env={**env_without_checkout(), **fault("before-commit", 2)},
+        [*command, "--max-files-per-trigger", "1"], capture_output=True, text=True,
+        timeout=TIMEOUT_S, env={**env_without_checkout(), **fault("before-commit", 1)},
     )  # fmt: skip
     assert killed.returncode != 0, (killed.stdout + killed.stderr)[-4000:]
-    assert read_pg(postgres, pg_database, "_slipstream_stage_mobile")["_batch_id"].eq(2).any()
+    assert read_pg(postgres, pg_database, "_slipstream_stage_mobile")["_batch_id"].eq(1).any()
     ledger = postgres.query(pg_database, "SELECT batch_id FROM _slipstream_batches")
-    assert sorted(b for (b,) in ledger) == [0, 1], "batch 2 was committed before the kill"
-    # the same command finishes the stream with available-now, four more files landed
+    assert sorted(b for (b,) in ledger) == [0], "batch 1 was committed before the kill"
+    # the same command finishes the stream with available-now (batch 1 again, then every
+    # file in one batch), four more files landed
     land(paths[4:])
     done = subprocess.run(
         [*command, "--trigger", "available-now"],
