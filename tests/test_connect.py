@@ -166,7 +166,8 @@ def test_mobile_to_postgres_through_connect_and_its_status(
     kinds = [r["event"] for r in records]
     assert kinds[0] == "run_started" and kinds.count("progress") >= 3
     assert {r["pid"] for r in records} == {records[0]["pid"]}
-    # status reads the event log the client's listener wrote, and the table's latest rows
+    # status reads the event log the client's listener wrote (its latest rows show only a
+    # state dir's default sink, not this database)
     out = io.StringIO()
     assert commands.status(tmp_path / "st", "mobile", True, out) == 0
     report = json.loads(out.getvalue())
@@ -175,8 +176,6 @@ def test_mobile_to_postgres_through_connect_and_its_status(
     assert set(queries) == {"mobile.counts", "mobile.quarantine.actions"}
     assert queries["mobile.counts"]["total_input_rows"] == len(lines)
     assert queries["mobile.counts"]["health"] == "stopped"
-    latest = report["latest_rows"]["mobile.counts"]["rows"]
-    assert len(latest) == min(5, len(got))
 
 
 def _iso(value: Any) -> str:
