@@ -16,9 +16,11 @@ and on this shared 2-core machine at a load of 30-50 the stock worker took 13-14
 (also at nice -15), so every foreachBatch query failed to start ("Python worker failed to
 connect back"). The worker's own `main` then runs as it would; only the order differs.
 
-Start-up waits, bounded, until the port accepts connections (about 11 s here) or the process
-exits; `stop()` ends its process group (SIGTERM, then SIGKILL) and removes its folder. When it
-cannot start, `unavailable()` fails the test under CI and skips it locally, with the reason."""
+Its event log (what Spark's UI shows: plans, Connect statements) is kept in the same folder,
+so tests can search it. Start-up waits, bounded, until the port accepts connections (about
+11 s here) or the process exits; `stop()` ends its process group (SIGTERM, then SIGKILL) and
+removes its folder. When it cannot start, `unavailable()` fails the test under CI and skips
+it locally, with the reason."""
 
 from __future__ import annotations
 
@@ -57,6 +59,7 @@ class ConnectServer:
         self.home = Path(pyspark.__file__).parent
         self.base = Path(tempfile.mkdtemp(prefix="slipstream-connect-"))
         self.log = self.base / "server.log"
+        self.events = self.base / "events"
         self.port = free_port()
         self.start_timeout = start_timeout
         self.process: subprocess.Popen[bytes] | None = None
@@ -81,8 +84,13 @@ class ConnectServer:
             "--conf", f"spark.connect.grpc.binding.port={self.port}",
             "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
             "--conf", "spark.ui.enabled=false",
+            # what the UI would show (plans, Connect statements), for tests to search
+            "--conf", "spark.eventLog.enabled=true",
+            "--conf", f"spark.eventLog.dir={self.events}",
+            "--conf", "spark.eventLog.compress=false",
             "spark-internal",
         ]  # fmt: skip
+        self.events.mkdir()
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 command, cwd=self.base, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -100,6 +108,10 @@ class ConnectServer:
             tail = self.log.read_text(errors="replace")[-2000:]
             raise RuntimeError(f"exited with {self.process.returncode}:\n{tail}")
         return self
+
+    def event_logs(self) -> list[Path]:
+        """The server application's event log (Spark flushes it at each job and execution)."""
+        return sorted(p for p in self.events.rglob("*") if p.is_file())
 
     def _launcher(self) -> Path:
         """PYSPARK_PYTHON for the server: the foreachBatch worker connects back first."""

@@ -1,10 +1,12 @@
 """Slipstream on a real Spark standalone cluster (issue 15): a master and a worker on 127.0.0.1
 from the installed pyspark (the `spark_cluster` fixture, slipstream/standalone.py), drivers on
-this host, three driver starts in all:
+this host, four driver starts in all:
 
-- `mobile`, available-now, launched as docs/scaling.md says: `spark-submit --deploy-mode client`
-  with the wheel built from this checkout (and a Python that can import slipstream from nothing
-  else), into PostgreSQL with the COPY running on the executors (`parallel_rows=0`);
+- `mobile`, launched as docs/scaling.md says: `spark-submit --deploy-mode client` with the
+  wheel built from this checkout (and a Python that can import slipstream from nothing else),
+  into PostgreSQL with the COPY running on the executors (`parallel_rows=0`): live, its driver
+  SIGKILLed inside a batch's PostgreSQL transaction (after the executors staged the batch),
+  then the same command finishes the stream with available-now;
 - `trending`, live (default trigger) into SQLite (`views`) and Parquet (`archive`) while files
   land: the worker is SIGKILLed mid-batch (with its executor) and a new one started, then the
   driver is SIGKILLed mid-batch, and the same command finishes the stream with available-now.
@@ -31,7 +33,7 @@ import pytest
 
 from slipstream.generators.files import write_atomically
 from slipstream.standalone import spark_home
-from slipstream.testing import PipelineHarness
+from slipstream.testing import PipelineHarness, fault
 from tests.test_crash import (
     SEED,
     mobile_expected,
@@ -141,15 +143,16 @@ def local_results(spark: Any, pipeline: str, files: list[Path], workdir: Path, *
         return h.results()
 
 
-def test_mobile_submitted_with_the_wheel_writes_postgres_from_the_executors(
+def test_mobile_submitted_with_the_wheel_survives_a_killed_driver_in_postgres(
     spark: Any, spark_cluster: Any, postgres: Any, pg_database: str, tmp_path: Path
 ) -> None:
     rng = random.Random(f"{SEED}-cluster")
-    (tmp_path / "input").mkdir()
-    files = [
-        write_atomically(tmp_path / "input", f"events-{i:04d}.json", mobile_file(rng, i))
-        for i in range(8)
-    ]
+    landing, state = tmp_path / "input", tmp_path / "state"
+    landing.mkdir()
+    files = [mobile_file(rng, i) for i in range(8)]
+    paths = [tmp_path / f"events-{i:04d}.json" for i in range(8)]
+    for path, lines in zip(paths, files, strict=True):
+        path.write_text("\n".join(lines) + "\n")
     wheel = build_wheel(tmp_path / "dist")
     python = wheel_only_python(tmp_path)
     before = apps(spark_cluster)
@@ -158,29 +161,54 @@ def test_mobile_submitted_with_the_wheel_writes_postgres_from_the_executors(
         "--deploy-mode", "client", "--py-files", str(wheel),
         *spark_flags(spark_cluster, str(python)),
         str(REPO / "scripts" / "slipstream_submit.py"),
-        "run", "mobile", "--input", str(tmp_path / "input"), "--state-dir", str(tmp_path / "state"),
-        "--trigger", "available-now", "--max-files-per-trigger", "3",
+        "run", "mobile", "--input", str(landing), "--state-dir", str(state),
         "--sink", f"{postgres.url(pg_database)}?parallel_rows=0", "--table", "mobile",
     ]  # fmt: skip
+
+    def land(part: list[Path]) -> None:
+        for path in part:
+            write_atomically(landing, path.name, path.read_text().splitlines())
+
+    # live (default trigger, one file a batch): the driver's Python SIGKILLs itself inside the
+    # PostgreSQL transaction of batch 1, after the executors staged its rows
+    land(paths[:4])
+    killed = subprocess.run(
+        [*command, "--max-files-per-trigger", "1"], capture_output=True, text=True,
+        timeout=TIMEOUT_S, env={**env_without_checkout(), **fault("before-commit", 1)},
+    )  # fmt: skip
+    assert killed.returncode != 0, (killed.stdout + killed.stderr)[-4000:]
+    assert read_pg(postgres, pg_database, "_slipstream_stage_mobile")["_batch_id"].eq(1).any()
+    ledger = postgres.query(pg_database, "SELECT batch_id FROM _slipstream_batches")
+    assert sorted(b for (b,) in ledger) == [0], "batch 1 was committed before the kill"
+    # the same command finishes the stream with available-now (batch 1 again, then every
+    # file in one batch), four more files landed
+    land(paths[4:])
     done = subprocess.run(
-        command, capture_output=True, text=True, timeout=TIMEOUT_S, env=env_without_checkout()
-    )
+        [*command, "--trigger", "available-now"],
+        capture_output=True, text=True, timeout=TIMEOUT_S, env=env_without_checkout(),
+    )  # fmt: skip
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     assert "summary mobile.counts:" in done.stdout, done.stdout
 
     got = normalise_mobile(read_pg(postgres, pg_database, "mobile"))
     local = normalise_mobile(
-        pd.DataFrame(local_results(spark, "mobile", files, tmp_path / "local"))
+        pd.DataFrame(local_results(spark, "mobile", paths, tmp_path / "local"))
     )
     pd.testing.assert_frame_equal(got, local, obj="cluster vs local[2]")
-    pd.testing.assert_frame_equal(got, mobile_expected(files), obj="cluster vs pandas")
+    pd.testing.assert_frame_equal(got, mobile_expected(paths), obj="cluster vs pandas")
+    ledger = postgres.query(pg_database, "SELECT batch_id FROM _slipstream_batches")
+    assert sorted(b for (b,) in ledger) == list(range(len(ledger))), "a batch lost or doubled"
+    assert read_pg(postgres, pg_database, "_slipstream_stage_mobile").empty
 
-    (app,) = apps(spark_cluster) - before  # it ran on the cluster (spark-submit's master)
-    logs = "\n".join(executor_stderr(spark_cluster, app).values())
-    assert "Running task" in logs and "Finished task" in logs
-    # A Python worker ran in the executor: the staging COPY (parsing and counting are built-ins)
-    assert "Times: total" in logs
-    assert "s3cret" not in done.stdout + done.stderr + logs
+    first, second = sorted(apps(spark_cluster) - before)  # both ran on spark-submit's master
+    for app in (first, second):
+        logs = "\n".join(executor_stderr(spark_cluster, app).values())
+        assert "Running task" in logs and "Finished task" in logs
+        # A Python worker ran in the executor: the staging COPY (parsing and counting are
+        # built-ins), its function imported from the wheel
+        assert "Times: total" in logs
+        assert "s3cret" not in logs
+    assert "s3cret" not in killed.stdout + killed.stderr + done.stdout + done.stderr
 
 
 def test_trending_live_survives_a_lost_worker_and_a_killed_driver(

@@ -15,10 +15,14 @@ where, measured against the server started from the installed pyspark:
   folder from the client: they need the server's files at the same paths (the same machine or
   a shared mount).
 
+- The PostgreSQL sink's merge runs in that worker too, and its staging COPY in the server's
+  executors (`DataFrame.mapInArrow`, as in a classic run): the database must be reachable from
+  the server's hosts, and the password travels to the server inside the pickled
+  `foreachBatch` function (see sinks/postgres.py).
+
 What is refused, with `CONNECT_NOT_SUPPORTED` and the reason: Spark settings the server owns
-(anything but `spark.sql.*` and `spark.hadoop.*`), `--master` with `--remote`, the console
-sink (it prints on the server) and the PostgreSQL sink (it stages large batches through
-RDDs, which Spark Connect does not offer)."""
+(anything but `spark.sql.*` and `spark.hadoop.*`), `--master` with `--remote`, and the console
+sink (it prints on the server)."""
 
 from __future__ import annotations
 
@@ -40,12 +44,6 @@ REFUSED_SINKS = {
     "console": (
         "the console sink prints on the server's standard output, not here",
         "use --sink sqlite or memory, or run without --remote to see the rows here",
-    ),
-    "postgresql": (
-        "the PostgreSQL sink stages large batches from the executors through RDDs, which "
-        "Spark Connect does not offer",
-        "write to --sink sqlite or a file sink under --remote, or run PostgreSQL runs without "
-        "--remote",
     ),
 }
 

@@ -14,9 +14,10 @@ How one micro-batch is written
 2. Rows reach the staging table, each tagged (query id, batch id, attempt, partition, seq), where
    `attempt` is a fresh random id for this call of the sink.
    - Large batches (more than `parallel_rows`, default 10,000) are written in parallel from the
-     executors: one `COPY` per partition, in its own transaction that first takes an advisory
-     lock on (query, batch, attempt, partition) and deletes that partition's rows, so a task that
-     Spark retries (or runs speculatively twice) leaves exactly one copy.
+     executors (`mapInArrow`, classic and Connect alike): one `COPY` per partition, in its own
+     transaction that first takes an advisory lock on (query, batch, attempt, partition) and
+     deletes that partition's rows, so a task that Spark retries (or runs speculatively twice)
+     leaves exactly one copy.
    - Small batches are copied from the driver inside the merge transaction (no extra round of
      tasks and connections for a handful of rows).
 3. ONE driver transaction: check the ledger again, check that the staging table holds exactly
@@ -39,13 +40,15 @@ It lives in a `Secret` (its repr is `***`) from parsing to the moment `psycopg.c
 and is passed as a keyword, never inside a DSN string. `describe()` (shown by `check`, the run
 header and errors) prints `postgresql://user@host:port/db`. Every psycopg error is scrubbed of the
 password before it is re-raised. To reach the executors the password travels inside the pickled
-function that Spark sends with each staging task, as Spark's own JDBC source ships its `password`
-option. Spark does not log task closures (a Python function is opaque bytes to the JVM; a failing
-task logs its traceback, which holds source lines and our scrubbed message, never local values),
-but the bytes do pass through Spark's RPC and block manager: on a shared cluster enable
-`spark.network.crypto.enabled` / `spark.io.encryption.enabled`, or keep the password out of the
-job entirely with a `~/.pgpass` file on each executor host. The password given on the command
-line is visible to other local users in `ps`; prefer PGPASSWORD or ~/.pgpass.
+function of `mapInArrow` that Spark sends with each staging task (under Spark Connect, also
+inside the `foreachBatch` function the client sends to the server), as Spark's own JDBC source
+ships its `password` option. Plans, the UI and the event log name that function `stage(...)`
+and show none of its bytes (tests/test_connect.py searches the server's event log); a failing
+task's traceback holds source lines and our scrubbed message, never local values. The bytes
+do pass through Spark's RPC and block manager: on a shared cluster enable
+`spark.network.crypto.enabled` / `spark.io.encryption.enabled` (and TLS for Connect), or keep
+the password out of the job with a `~/.pgpass` file on each executor host. A password given on
+the command line is visible to other local users in `ps`; prefer PGPASSWORD or ~/.pgpass.
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ from slipstream.sinks.base import (
 from slipstream.sinks.postgres_io import (
     FIX_CONNECT,
     STAGE_COLUMNS,
+    STAGED_COUNT,
     PgTarget,
     _cause,
     _copy_partition,
@@ -83,7 +87,7 @@ from slipstream.sinks.postgres_io import (
     read_table,
     retry_advice,
     scrub,
-    stage_partitions,
+    stage_arrow_batches,
     staging_table,
 )
 from slipstream.specs import SinkSpec
@@ -291,7 +295,7 @@ class PostgresSink(DatabaseSink):
             ) from None
 
     def _stage_on_executors(self, stored: DataFrame, info: BatchInfo, attempt: str) -> int:
-        stage = stage_partitions(
+        stage = stage_arrow_batches(
             self.target,
             staging_table(info.ctx.table),
             stored.columns,
@@ -299,8 +303,8 @@ class PostgresSink(DatabaseSink):
             info.batch_id,
             attempt,
         )
-        try:
-            counts = stored.rdd.mapPartitionsWithIndex(stage).collect()
+        try:  # one row per partition: its count (mapInArrow: no RDD, so Connect runs it too)
+            counts = [row[0] for row in stored.mapInArrow(stage, STAGED_COUNT).collect()]
         except Exception as exc:  # a task failed: surface our own error, scrubbed
             text = scrub(str(exc), self.target.password)
             found = find_error(text)

@@ -1,9 +1,10 @@
 """PostgreSQL plumbing for the sink (sinks/postgres.py): where to connect and how, without
 ever showing the password; the staging table; COPY from the driver and from the executors.
 
-Executors run `stage_partitions`' function: it takes the connection parameters (with the
-password, which Spark ships inside the task closure, never in logs) and COPYs its partition
-into the staging table in its own transaction."""
+Executors run `stage_arrow_batches`' function (through `DataFrame.mapInArrow`, which classic
+Spark and Spark Connect both offer): it takes the connection parameters (with the password,
+which Spark ships inside the pickled function, never in plans or logs) and COPYs its
+partition into the staging table in its own transaction."""
 
 from __future__ import annotations
 
@@ -218,26 +219,45 @@ def staging_table(table: str) -> str:
 # --- executor side ---------------------------------------------------------------------------
 
 
-def stage_partitions(
+def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    yield first
+    yield from rest
+
+
+#: the schema of what each staging task of `stage_arrow_batches` returns: its row count
+STAGED_COUNT = "rows long"
+
+
+def stage_arrow_batches(
     target: PgTarget, staging: str, columns: list[str], query_id: str, batch_id: int, attempt: str
 ) -> Any:
-    """The function each staging task runs (pickled with its arguments; see the module doc)."""
+    """The function of `DataFrame.mapInArrow` each staging task runs (classic and Spark
+    Connect alike: no RDD): it COPYs its partition's Arrow batches into the staging table and
+    returns one row, its count. Pickled with its arguments (see the module doc)."""
 
-    def stage(part: int, rows: Iterator[Any]) -> Iterator[int]:
-        first = next(rows, None)
-        if first is None:
-            yield 0
-            return
-        yield _copy_partition(
-            target, staging, columns, query_id, batch_id, attempt, part, _chain(first, rows)
-        )
+    def stage(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        from pyspark import TaskContext
+
+        context = TaskContext.get()  # set in every Python worker of a task
+        assert context is not None, "a staging function runs inside a Spark task"
+        part = context.partitionId()  # stable across retries: the key of the task's rows
+        first = next(batches, None)
+        count = 0
+        if first is not None:
+            rows = _arrow_rows(_chain(first, batches))
+            count = _copy_partition(
+                target, staging, columns, query_id, batch_id, attempt, part, rows
+            )
+        yield pa.RecordBatch.from_pydict({"rows": pa.array([count], pa.int64())})
 
     return stage
 
 
-def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
-    yield first
-    yield from rest
+def _arrow_rows(batches: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
+    """Rows as tuples of Python values (the same values a `Row` holds), batch by batch."""
+    for batch in batches:
+        yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
 
 
 def _copy_partition(
