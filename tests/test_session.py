@@ -51,3 +51,19 @@ def test_no_spark_submit_means_no_submitted_master(monkeypatch) -> None:
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     assert submitted_master() is None  # and no JVM was started to find out
     assert is_local("local") and is_local("local[4]") and not is_local("spark://h:7077")
+
+
+def test_a_url_with_credentials_is_redacted_wherever_spark_lists_settings() -> None:
+    import re
+
+    from slipstream.session import SECRETS
+
+    defaults = streaming_defaults(cores=2, master="spark://127.0.0.1:7077", environ={})
+    assert defaults["spark.scheduler.listenerbus.logSlowEvent"] == "false"
+    pattern = re.compile(defaults["spark.redaction.regex"])  # the same syntax in Java's regex
+    assert pattern.pattern == SECRETS["spark.redaction.regex"]
+    command = "pyspark-shell run mobile --sink postgresql://app:Zx9%2FKq@db:5432/x"
+    assert pattern.search(command)
+    assert pattern.search("spark.jdbc.password") and pattern.search("s3a://AKIA:secret@bucket/")
+    assert not pattern.search("run mobile --sink postgresql://db:5432/x --input /data/in")
+    assert not pattern.search("spark://127.0.0.1:7077")

@@ -114,6 +114,18 @@ RETENTION = {
     "spark.ui.dagGraph.retainedRootRDDs": "200",
 }
 
+# Secrets. Spark replaces a setting by "*********(redacted)" in its event log, UI and environment
+# listings when its key or its value matches `spark.redaction.regex`; Spark's pattern looks for
+# names (password, token, ...). Under spark-submit the driver's command line, with a `--sink
+# postgresql://user:password@host/db` in it, is a value (`sun.java.command`): a URL that carries
+# credentials matches too. Spark's warning about a slow listener event prints the event itself,
+# unredacted (the environment update, with that command line, took over 1 s under load in
+# tests/test_cluster.py): off.
+SECRETS = {
+    "spark.redaction.regex": r"(?i)secret|password|token|access[.]?key|://[^/\s:@]+:[^/\s@]*@",
+    "spark.scheduler.listenerbus.logSlowEvent": "false",
+}
+
 
 def physical_memory_mib() -> int | None:
     """Physical RAM of this machine in MiB (None where the OS does not say)."""
@@ -139,6 +151,7 @@ def streaming_defaults(
         **({"spark.driver.memory": default_driver_memory()} if is_local(master) else {}),
         **MEMORY,
         **RETENTION,
+        **SECRETS,
         "spark.sql.shuffle.partitions": str(default_shuffle_partitions(cores)),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.streaming.stateStore.providerClass": (
