@@ -23,6 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DateType, DecimalType, StructField, StructType
 
+from slipstream.errors import SlipstreamError
 from slipstream.sinks.base import (
     LEDGER_TABLE,
     BatchInfo,
@@ -36,6 +37,29 @@ from slipstream.sinks.base import (
 from slipstream.specs import SinkSpec
 
 CHUNK = 5000
+# SQLite's primary result codes that a later try can outlive: another process holds the file
+# (BUSY, LOCKED), the disk is full or failed (FULL, IOERR), the file cannot be opened now
+# (CANTOPEN), memory ran out (NOMEM), the call was interrupted (INTERRUPT), a lock protocol race
+# (PROTOCOL). Anything else (CONSTRAINT, MISMATCH, TOOBIG, ERROR: no such table or column,
+# READONLY, CORRUPT, ...) is the data, the table or the file, and fails the same batch again.
+TRANSIENT_CODES = frozenset(
+    {"BUSY", "LOCKED", "FULL", "IOERR", "CANTOPEN", "NOMEM", "INTERRUPT", "PROTOCOL"}
+)
+
+
+def retry_advice(exc: sqlite3.Error) -> str:
+    """What a restart does about a sqlite3 error, said truthfully (its result code)."""
+    name = str(getattr(exc, "sqlite_errorname", "") or "")  # SQLITE_BUSY_SNAPSHOT, ...
+    primary = name.split("_")[1] if name.count("_") >= 1 else ""
+    if not name or primary in TRANSIENT_CODES:
+        return (
+            f"a restart retries the batch once the cause is gone ({name or 'no result code'}: "
+            "another writer, a full or failing disk; nothing was committed)"
+        )
+    return (
+        f"a restart will fail on this batch the same way ({name}: the data, the table or the "
+        "file is refused); fix the table or the file (or reset the output) first"
+    )
 
 
 def _sqlite_type(data_type: DataType) -> str:
@@ -58,6 +82,18 @@ class SqliteSink(DatabaseSink):
     @classmethod
     def from_spec(cls, spec: SinkSpec, default_database: Path) -> SqliteSink:
         return cls(spec, default_database)
+
+    @contextmanager
+    def errors(self, info: BatchInfo) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise SlipstreamError(
+                "SINK_WRITE_FAILED",
+                f"SQLite {self.path} failed while writing batch {info.batch_id} into "
+                f"{info.ctx.table}: {exc}",
+                retry_advice(exc),
+            ) from None
 
     def describe(self, ctx: SinkContext | None = None) -> str:
         table = f" table {ctx.table}" if ctx else ""
