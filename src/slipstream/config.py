@@ -64,6 +64,7 @@ class Settings:
     rows_per_second: int = 1000
     max_files_per_trigger: int | None = None
     latest_first: bool = False
+    late_rows: bool = True  # the late-row dead-letter (quality/late.py)
     source_table: str | None = None
     kafka_bootstrap: str | None = None
     kafka_topic: str | None = None
