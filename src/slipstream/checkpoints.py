@@ -148,6 +148,26 @@ def last_planned_batch(checkpoint: Path) -> int | None:
     return _last_batch(checkpoint, "offsets")
 
 
+def sweep_interrupted_writes(checkpoint: Path) -> list[Path]:
+    """Delete what a killed writer left in a query checkpoint's offset and commit logs: Spark
+    writes `N` as a hidden temp file (`.N.UUID.tmp`, and its `.crc`) and renames it into place,
+    so a SIGKILL inside that write leaves the temp file. Harmless after batch 0, but at batch 0
+    Spark refuses to start on an offset log that is not empty
+    (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY), which would strand the checkpoint for good.
+    Call it holding the checkpoint lock: then no writer is alive. Returns what it deleted."""
+    swept = []
+    for log in ("offsets", "commits"):
+        folder = Path(checkpoint) / log
+        if not folder.is_dir():
+            continue
+        for path in folder.iterdir():
+            name = path.name
+            if name.startswith(".") and name.endswith((".tmp", ".tmp.crc")) and path.is_file():
+                path.unlink(missing_ok=True)
+                swept.append(path)
+    return swept
+
+
 def not_ours(path: Path | str, what: str) -> CheckpointError:
     return CheckpointError(
         "RESET_NOT_OURS",

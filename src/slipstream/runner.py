@@ -15,7 +15,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from slipstream.checkpoints import CheckpointLock
+from slipstream.checkpoints import CheckpointLock, sweep_interrupted_writes
 from slipstream.connect import sink_violations, start_query
 from slipstream.control import StopControl
 from slipstream.errors import ValidationError
@@ -198,6 +198,8 @@ def start(
     queries: dict[str, StreamingQuery] = {}
     try:
         refuse_foreign_outputs(prepared)  # under the lock: no reset can run meanwhile
+        for out in prepared.outputs.values():  # a kill inside Spark's log write
+            sweep_interrupted_writes(out.ctx.checkpoint)
         built = build(spark, prepared)
         refused = check(prepared, built)
         if refused:
