@@ -25,9 +25,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from slipstream.pipelines.base import Input, Output, Params, Pipeline
+from slipstream.quality.parse import REASON, SOURCE
 from slipstream.quality.quarantine import read_quarantine
+from slipstream.sources.parquet_files import parquet_rows
 from slipstream.testing import PipelineHarness
 from tests.test_hostile import NUMBERS, DeletingCollectSink
 
@@ -256,3 +259,12 @@ def test_hostile_parquet_files(spark: SparkSession, tmp_path: Path) -> None:
     assert Counter(got_valid) == Counter(want_valid)
     assert len(got_valid) + quarantined + 0 + 0 == sent
     assert totals["quarantined"] == quarantined
+
+    # a batch read of the same files (the late-row dead-letter's re-read) judges them alike
+    landed = [str(p) for p in run.input.iterdir()]
+    again = parquet_rows(spark.read.format("binaryFile").load(landed), NUMBERS, ("id", "ts"))
+    verdicts = again.filter(F.col(REASON).isNotNull()).select(SOURCE, REASON).collect()
+    files_rejected = {
+        (q["source"], q["reason"]) for q in quarantine if q["reason"].startswith("parquet_")
+    }
+    assert {(r[SOURCE], r[REASON]) for r in verdicts} == files_rejected

@@ -125,14 +125,21 @@ class _Rejected(Exception):
     """A file that is not read: its reason."""
 
 
-class _Reader:
-    """One file's verdict and rows, in the declared layout (Arrow types of the output)."""
+class FileReader:
+    """A file's verdict and rows, in the declared layout (`output_schema` as Arrow types)."""
 
-    def __init__(self, out: pa.Schema, spark_types: dict[str, str], required: set[str]) -> None:
-        self.out = out
-        self.declared = pa.schema([out.field(n) for n in spark_types])
-        self.spark_types = spark_types
-        self.required = required
+    def __init__(
+        self,
+        schema: StructType,
+        required: tuple[str, ...],
+        timezone: str = "UTC",
+        buffer_bytes: int = BUFFER_BYTES,
+    ) -> None:
+        self.buffer_bytes = buffer_bytes
+        self.out = to_arrow_schema(output_schema(schema), timezone=timezone)
+        self.spark_types = {f.name: f.dataType.simpleString() for f in schema.fields}
+        self.declared = pa.schema([self.out.field(n) for n in self.spark_types])
+        self.required = set(required)
 
     def read(self, uri: str) -> Iterator[pa.RecordBatch]:
         """The file's rows, or its one rejection row; nothing when it is gone."""
@@ -186,7 +193,7 @@ class _Reader:
         columns = [c for f in self.declared if (c := _column(parquet.schema_arrow, f.name))]
         meta = parquet.metadata
         size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-        if size <= BUFFER_BYTES:
+        if size <= self.buffer_bytes:
             held = list(parquet.iter_batches(columns=columns))
             return lambda: iter(held)
         for _ in parquet.iter_batches(columns=columns):
@@ -230,13 +237,8 @@ def output_schema(schema: StructType) -> StructType:
 def parquet_rows(listing: DataFrame, schema: StructType, required: tuple[str, ...]) -> DataFrame:
     """A `binaryFile` listing (stream or batch) -> each file's rows or its rejection row:
     the declared columns, `_raw` (NULL for a row read), `_source` and `_reason`."""
-    out = output_schema(schema)
     timezone = listing.sparkSession.conf.get("spark.sql.session.timeZone")
-    reader = _Reader(
-        to_arrow_schema(out, timezone=timezone),
-        {f.name: f.dataType.simpleString() for f in schema.fields},
-        set(required),
-    )
+    reader = FileReader(schema, required, timezone or "UTC")
 
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -244,4 +246,4 @@ def parquet_rows(listing: DataFrame, schema: StructType, required: tuple[str, ..
                 yield from reader.read(uri)
 
     paths = listing.select(F.col("_metadata.file_path").alias("path"))
-    return paths.mapInArrow(decode, out)
+    return paths.mapInArrow(decode, output_schema(schema))
