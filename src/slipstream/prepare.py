@@ -264,13 +264,16 @@ def _bind_input(
         )
     if len(streams) == 1:
         flag = "--input "  # a one-stream pipeline names its input path plainly
-    binding = Binding(spec.name, path, settings.format or spec.format, flag.rstrip(), spec.schema)
+    fmt = settings.format or spec.format
+    binding = Binding(spec.name, path, fmt, flag.rstrip(), spec.schema, spec.required)
     source = get_source(kind)
     if check:
         source.validate(settings, binding)
     rules = check_expectations(pipeline.expectations(spec.name, params))
-    # an event-time column needs the guard, and the guard a quarantine (quality/guard.py)
-    parses = binding.format in ("json", "csv") or bool(spec.required or spec.event_time)
+    # an event-time column needs the guard, and the guard a quarantine (quality/guard.py);
+    # parquet files are judged whole, and a rejected one goes to the quarantine
+    parquet = kind == "files" and fmt == "parquet"
+    parses = fmt in ("json", "csv") or parquet or bool(spec.required or spec.event_time)
     if rules and not parses:
         raise ConfigError(
             "EXPECTATION_INVALID",

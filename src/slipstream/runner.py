@@ -54,14 +54,18 @@ def read_records(spark: SparkSession, prepared: Prepared, bound: BoundInput) -> 
 
 
 def parse_input(frame: DataFrame, fmt: str, spec: Input) -> DataFrame:
-    """Raw records of an input (json, csv, typed) -> typed rows with a `_reason`; the stream
-    and the late-row dead-letter's re-read of a committed batch (quality/late.py) share it."""
+    """Raw records of an input (json, csv, typed, parquet) -> typed rows with a `_reason`; the
+    stream and the late-row dead-letter's re-read of a committed batch (quality/late.py) share
+    it."""
     if fmt == "json":
         assert spec.schema is not None, f"input {spec.name} declares no schema for json"
         return parse_json(frame, spec.schema, spec.required)
     if fmt == "csv":
         assert spec.schema is not None
         return parse_csv(frame, spec.schema, spec.required)
+    if fmt == "parquet":  # rows read and rejected files (sources/parquet_files.py)
+        assert spec.schema is not None, f"input {spec.name} declares no schema for parquet"
+        return check_typed(frame, spec.schema, spec.required)
     if fmt == "typed" and spec.schema is not None and (spec.required or spec.event_time):
         return check_typed(frame, spec.schema, spec.required)
     return frame

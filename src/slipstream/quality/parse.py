@@ -251,12 +251,16 @@ def _typed_records(
 
 
 def check_typed(typed: DataFrame, schema: StructType, required: tuple[str, ...]) -> DataFrame:
-    """Already-typed input (parquet, tables): only required fields can fail."""
+    """Already-typed input (parquet, tables): only required fields can fail. A row that
+    comes with a `_reason` and `_raw` (a rejected parquet file) keeps them."""
     checks = [(F.col(n).isNull(), F.lit(f"missing required field '{n}'")) for n in required]
     raw = F.to_json(F.struct(*[F.col(f.name) for f in schema.fields]))
+    reason = _first_reason(checks)
+    if REASON in typed.columns:
+        raw, reason = F.coalesce(F.col(RAW), raw), F.coalesce(F.col(REASON), reason)
     return typed.select(
         *[F.col(f.name) for f in schema.fields],
         raw.alias(RAW),
         F.col(SOURCE),
-        _first_reason(checks).alias(REASON),
+        reason.alias(REASON),
     )

@@ -34,12 +34,13 @@ class Binding:
     format: str
     flag: str = "--input"
     schema: StructType | None = None  # the input's declared schema (None: text lines)
+    required: tuple[str, ...] = ()  # its required fields (a parquet file lacking one: rejected)
 
 
 @dataclass(frozen=True)
 class RawInput:
     frame: DataFrame
-    format: str  # json | csv | text | typed
+    format: str  # json | csv | text | typed | parquet (typed, a rejected file's `_reason` set)
     replayable: bool  # can Spark re-read an offset range after a failure?
 
 

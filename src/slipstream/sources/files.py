@@ -1,5 +1,9 @@
 """Files landing in a directory (json, csv, text lines; parquet typed).
 
+Parquet files are listed with Spark's `binaryFile` format and each is read whole by pyarrow
+after it is judged (sources/parquet_files.py): a corrupt file, or one whose columns do not fit
+the declared schema, becomes one quarantine record instead of failing the query.
+
 Files must appear atomically (write elsewhere, then rename in): Spark lists the directory each
 trigger and reads a file once. Line formats are read as text so that a malformed line can be
 quarantined with its raw text instead of being silently turned into NULLs.
@@ -18,6 +22,7 @@ from pyspark.sql import functions as F
 from slipstream.errors import ConfigError
 from slipstream.quality.parse import SOURCE
 from slipstream.sources.base import Binding, RawInput, Source, register
+from slipstream.sources.parquet_files import LISTING, parquet_rows
 
 if TYPE_CHECKING:
     from slipstream.config import Settings
@@ -68,9 +73,8 @@ class FilesSource(Source):
                     "parquet input needs a declared schema",
                     "declare the pipeline's input schema",
                 )
-            frame = reader.schema(schema).parquet(path)
-            frame = frame.withColumn(SOURCE, F.col("_metadata.file_path"))
-            return RawInput(frame, "typed", True)
+            listing = reader.format("binaryFile").schema(LISTING).load(path)
+            return RawInput(parquet_rows(listing, schema, binding.required), "parquet", True)
         frame = reader.format("text").load(path)
         frame = frame.select(F.col("value"), F.col("_metadata.file_path").alias(SOURCE))
         return RawInput(frame, fmt, True)
