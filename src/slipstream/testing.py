@@ -40,7 +40,6 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal
 
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -48,6 +47,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import TimestampType
 
 from slipstream import runner
+from slipstream.closing import StartStop
 from slipstream.config import load_settings
 from slipstream.generators.files import write_atomically
 from slipstream.monitor.listener import Handler
@@ -99,7 +99,7 @@ class CollectSink(BatchSink):
         return "collect (test sink: records every batch)"
 
 
-class PipelineHarness:
+class PipelineHarness(StartStop):
     """Run a pipeline over a landing folder you feed, batch by batch."""
 
     def __init__(
@@ -248,14 +248,6 @@ class PipelineHarness:
         if self.run is not None:
             self.run.stop()
             self.run = None
-
-    def __enter__(self) -> PipelineHarness:
-        return self.start()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 Moment = datetime | int  # an aware datetime, or epoch milliseconds
