@@ -94,15 +94,19 @@ class Devices:
         return {"rate": self.rate, "users": self.users, "devices": self.devices}
 
 
+OWN = (
+    streams.Own("rate", 5.0, "records per second of event time (5)"),
+    streams.Own("users", 40, "distinct users (40)"),
+    streams.Own("devices", 20, "distinct devices (20)"),
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    streams.add_arguments(parser, DEFAULTS)
-    parser.add_argument("--rate", metavar="N", help="records per second of event time (5)")
-    parser.add_argument("--users", metavar="N", help="distinct users (40)")
-    parser.add_argument("--devices", metavar="N", help="distinct devices (20)")
+    streams.add_arguments(parser, DEFAULTS, *OWN)
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     spec = streams.spec_from_args(args, DEFAULTS)
-    workload = Devices(**streams.numbers(args, rate=5.0, users=40, devices=20))
+    workload = Devices(**streams.own_values(args, *OWN))
     streams.run(args, out, workload, spec)
     return 0

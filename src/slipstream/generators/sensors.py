@@ -108,23 +108,22 @@ class Sensors:
         }
 
 
+OWN = (
+    streams.Own("sensors", 20, "sensors in all (default 20)"),
+    streams.Own("noisy", 2, "sensors that report far too often (default 2)"),
+    streams.Own("drifting", 2, "sensors whose value drifts upward (default 2)"),
+    streams.Own("erroring", 2, "sensors that send error codes (default 2)"),
+    streams.Own("noisy_every", 10.0, "how often a noisy sensor reports (default 10)", "SECONDS"),
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    streams.add_arguments(parser, DEFAULTS)
-    for name, help_text in (
-        ("sensors", "sensors in all (default 20)"),
-        ("noisy", "sensors that report far too often (default 2)"),
-        ("drifting", "sensors whose value drifts upward (default 2)"),
-        ("erroring", "sensors that send error codes (default 2)"),
-    ):
-        parser.add_argument(f"--{name}", metavar="N", help=help_text)
-    parser.add_argument(
-        "--noisy-every", metavar="SECONDS", help="how often a noisy sensor reports (default 10)"
-    )
+    streams.add_arguments(parser, DEFAULTS, *OWN)
 
 
 def fleet_from_args(args: argparse.Namespace, spec: StreamSpec) -> Sensors:
-    values = streams.numbers(args, sensors=20, noisy=2, drifting=2, erroring=2)
-    every = streams.number("noisy_every", args.noisy_every, float, 10.0)
+    values = streams.own_values(args, *OWN)
+    every = values.pop("noisy_every")
     return Sensors(
         **values,
         noisy_every_ms=int(every * 1000),
