@@ -25,7 +25,7 @@ class Closing(AbstractContextManager[Any]):
         self.close()
 
 
-class StartStop(AbstractContextManager[Any]):
+class StartStop(Closing):
     """`with thing:` gives what `start()` returns and calls `stop()` at the end, error or not;
     a `start()` that fails calls `stop()` too, for whatever it had started."""
 
@@ -42,10 +42,5 @@ class StartStop(AbstractContextManager[Any]):
             self.stop()
             raise
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
         self.stop()

@@ -12,12 +12,11 @@ crashes. Out-of-order, late, duplicate and malformed records come from generator
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import random
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any, TextIO
+from typing import Any
 
 from slipstream.generators import streams
 from slipstream.generators.streams import Record, Shape, StreamSpec
@@ -104,12 +103,4 @@ OWN = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    streams.add_arguments(parser, DEFAULTS, *OWN)
-
-
-def run(args: argparse.Namespace, out: TextIO) -> int:
-    spec = streams.spec_from_args(args, DEFAULTS)
-    workload = Users(**streams.own_values(args, *OWN), seed=spec.seed)
-    streams.run(args, out, workload, spec)
-    return 0
+add_arguments, run = streams.command(DEFAULTS, OWN, lambda own, spec: Users(**own, seed=spec.seed))

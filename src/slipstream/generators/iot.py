@@ -15,12 +15,11 @@ Out-of-order, late, duplicate and malformed records come from generators/streams
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any, TextIO
+from typing import Any
 
 from slipstream.generators import streams
 from slipstream.generators.streams import Record, Shape, StreamSpec
@@ -101,12 +100,4 @@ OWN = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    streams.add_arguments(parser, DEFAULTS, *OWN)
-
-
-def run(args: argparse.Namespace, out: TextIO) -> int:
-    spec = streams.spec_from_args(args, DEFAULTS)
-    workload = Devices(**streams.own_values(args, *OWN))
-    streams.run(args, out, workload, spec)
-    return 0
+add_arguments, run = streams.command(DEFAULTS, OWN, lambda own, spec: Devices(**own))

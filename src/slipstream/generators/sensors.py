@@ -14,10 +14,9 @@ Out-of-order, late, duplicate and malformed readings come from the shared engine
 
 from __future__ import annotations
 
-import argparse
 import random
 from collections.abc import Iterator
-from typing import Any, TextIO
+from typing import Any
 
 from slipstream.generators import streams
 from slipstream.generators.streams import Record, Shape, StreamSpec
@@ -117,22 +116,14 @@ OWN = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    streams.add_arguments(parser, DEFAULTS, *OWN)
-
-
-def fleet_from_args(args: argparse.Namespace, spec: StreamSpec) -> Sensors:
-    values = streams.own_values(args, *OWN)
-    every = values.pop("noisy_every")
+def fleet(own: dict[str, Any], spec: StreamSpec) -> Sensors:
+    every = own.pop("noisy_every")
     return Sensors(
-        **values,
+        **own,
         noisy_every_ms=int(every * 1000),
         seed=spec.seed,
         origin_ms=streams.to_ms(spec.start),
     )
 
 
-def run(args: argparse.Namespace, out: TextIO) -> int:
-    spec = streams.spec_from_args(args, DEFAULTS)
-    streams.run(args, out, fleet_from_args(args, spec), spec)
-    return 0
+add_arguments, run = streams.command(DEFAULTS, OWN, fleet)

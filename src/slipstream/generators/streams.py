@@ -64,7 +64,7 @@ from slipstream.specs import DURATION_HELP, parse_duration
 __all__ = [
     "DEFAULT_START", "DIRT", "REPORT_NAME", "Record", "Report", "Shape", "StreamCounts",
     "StreamSpec", "Workload", "_bad", "add_arguments", "folder", "generate", "iso_ms", "moment",
-    "Own", "duration", "number", "own_values", "run", "spec_from_args", "to_ms",
+    "Own", "command", "duration", "number", "own_values", "run", "spec_from_args", "to_ms",
 ]  # fmt: skip
 
 
@@ -305,6 +305,23 @@ def number(name: str, text: str | None, kind: type, default: Any) -> Any:
 def own_values(args: argparse.Namespace, *own: Own) -> dict[str, Any]:
     """The workload's own flags' values, by name, each read as its default's type."""
     return {flag.name: flag.read(getattr(args, flag.name)) for flag in own}
+
+
+def command(
+    defaults: StreamSpec, own: Sequence[Own], make: Callable[[dict[str, Any], StreamSpec], Workload]
+) -> tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace, TextIO], int]]:
+    """A record generator's `add_arguments` and `run`: the flags every generator has and its
+    `own`; a run makes the workload from its own flags' values and the spec, and writes it."""
+
+    def add(parser: argparse.ArgumentParser) -> None:
+        add_arguments(parser, defaults, *own)
+
+    def generate(args: argparse.Namespace, out: TextIO) -> int:
+        spec = spec_from_args(args, defaults)
+        run(args, out, make(own_values(args, *own), spec), spec)
+        return 0
+
+    return add, generate
 
 
 def duration(name: str, text: str) -> timedelta:

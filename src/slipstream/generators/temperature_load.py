@@ -14,11 +14,10 @@ depends on both sides' watermarks, which a generator cannot promise.
 
 from __future__ import annotations
 
-import argparse
 import random
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any, TextIO
+from typing import Any
 
 from slipstream.generators import streams
 from slipstream.generators.streams import Record, Shape, StreamSpec
@@ -102,12 +101,6 @@ OWN = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    streams.add_arguments(parser, DEFAULTS, *OWN)
-
-
-def run(args: argparse.Namespace, out: TextIO) -> int:
-    spec = streams.spec_from_args(args, DEFAULTS)
-    workload = Locations(**streams.own_values(args, *OWN), seed=spec.seed)
-    streams.run(args, out, workload, spec)
-    return 0
+add_arguments, run = streams.command(
+    DEFAULTS, OWN, lambda own, spec: Locations(**own, seed=spec.seed)
+)
