@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -81,6 +82,19 @@ def session(cores: int = 2, conf: Mapping[str, str] | None = None) -> SparkSessi
     return build_session(
         f"local[{cores}]", test_conf, app_name="slipstream-tests", log_level="ERROR"
     )
+
+
+def article_views_db(path: Path, rows: Iterable[Sequence[Any]]) -> Path:
+    """A SQLite file with trending's `article_views` table, as its sink writes it, holding
+    `rows`: for tests (and benchmarks) of the read side, `slipstream.serving.trending`."""
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE article_views (window_start TEXT, window_end TEXT, article_id TEXT, "
+            "title TEXT, section TEXT, views BIGINT, in_catalog BOOLEAN, "
+            "PRIMARY KEY (window_start, article_id))"
+        )
+        conn.executemany("INSERT INTO article_views VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    return path
 
 
 class CollectSink(BatchSink):
