@@ -266,6 +266,36 @@ def ratio_headlines(
         )
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """How a scenario compares its variants: a table row per variant with the median of each
+    of `metrics` (`add_medians`), and a headline per pair of variants, the paired ratios of
+    the `ratio` metric (`ratio_headlines`: `prefix a / b, label`)."""
+
+    metrics: dict[str, str | None]
+    ratio: str
+    pairs: list[tuple[str, str]]
+    label: str
+    prefix: str = ""
+    warmup: bool = True
+
+    def run(
+        self,
+        ctx: Context,
+        result: Result,
+        variants: Sequence[str],
+        run_one: Callable[[str, int], dict[str, Any]],
+        reps: int,
+        **fixed: Any,
+    ) -> list[dict[str, Any]]:
+        """`alternate` the variants, then add their rows (with the `fixed` columns) and the
+        headlines to `result`; returns the measured runs."""
+        runs = alternate(variants, run_one, reps, warmup=self.warmup, log=ctx.log)
+        add_medians(result, runs, variants, self.metrics, **fixed)
+        ratio_headlines(result, runs, self.ratio, self.pairs, self.label, prefix=self.prefix)
+        return runs
+
+
 class Stopwatch:
     def __init__(self) -> None:
         self.started = time.perf_counter()

@@ -20,7 +20,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from slipstream.pipelines import Input, Output, Params, Pipeline
-from slipstream.pipelines.base import check_windows, duration_param, not_null, watermarked
+from slipstream.pipelines.base import duration_param
+from slipstream.pipelines.frames import check_windows, not_null, watermarked, window_bounds
 from slipstream.specs import spark_interval
 
 
@@ -67,8 +68,7 @@ class Windows(Pipeline):
             F.sum("value").alias("total"), F.avg("value").alias("average")
         )
         sums = sums.select(
-            F.col("window.start").alias("window_start"),
-            F.col("window.end").alias("window_end"),
+            *window_bounds(),
             "total",
             "average",
         )

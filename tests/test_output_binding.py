@@ -200,7 +200,7 @@ def test_keys_that_may_be_null_are_refused_at_check(spark: SparkSession, tmp_pat
     key fails its batch rather than adding a row."""
     from slipstream import runner
     from slipstream.config import load_settings
-    from slipstream.pipelines.base import not_null
+    from slipstream.pipelines.frames import not_null
 
     def problems(pipeline: str, **flags: Any) -> list[str]:
         settings = load_settings(

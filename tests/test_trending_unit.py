@@ -24,6 +24,7 @@ from slipstream.generators.trending import TrendingSpec, write_catalog
 from slipstream.monitor.listener import RunTotals, progress_summary
 from slipstream.quality.expectations import Expectation, as_expectation_failure, check_expectations
 from slipstream.serving import top_articles
+from slipstream.testing import article_views_db
 
 
 @pytest.fixture
@@ -234,17 +235,6 @@ def test_progress_summary_counts_late_duplicates_and_rules() -> None:
 # --- the read side ----------------------------------------------------------------------------
 
 
-def _views_db(path: Path, rows: list[tuple[Any, ...]]) -> Path:
-    with sqlite3.connect(path) as conn:
-        conn.execute(
-            "CREATE TABLE article_views (window_start TEXT, window_end TEXT, article_id TEXT, "
-            "title TEXT, section TEXT, views BIGINT, in_catalog BOOLEAN, "
-            "PRIMARY KEY (window_start, article_id))"
-        )
-        conn.executemany("INSERT INTO article_views VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-    return path
-
-
 def _row(start_min: int, article: str, views: int, known: bool = True) -> tuple[Any, ...]:
     start = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(minutes=start_min)
     end = start + timedelta(minutes=10)
@@ -288,7 +278,7 @@ def test_top_articles_reads_an_index_range_yet_chooses_as_a_full_scan(tmp_path: 
         for i in [*range(0, 40), *range(160, 200)]
         for a, v in (("a1", 1), ("a2", 5))
     ]
-    db = _views_db(tmp_path / "v.db", rows)
+    db = article_views_db(tmp_path / "v.db", rows)
     for now in [t0 + timedelta(seconds=7 * k) for k in range(1000)]:
         tops = top_articles(db, n=1, now=now)
         got = {k: (v[0]["window_start"] if v else None) for k, v in tops.items()}
@@ -301,7 +291,7 @@ def test_top_articles_current_and_latest_complete(tmp_path: Path) -> None:
     # in [00:12, 00:13): current = the window ending 00:13, latest complete = ending 00:12
     rows = [_row(m, a, v) for m in range(0, 13) for a, v in (("a1", 10 + m), ("a2", 20 - m))]
     rows.append(_row(3, "a9", 15, known=False))
-    db = _views_db(tmp_path / "v.db", rows)
+    db = article_views_db(tmp_path / "v.db", rows)
     tops = top_articles(db, n=2)
     assert [(r["window_end"], r["article_id"], r["views"], r["rank"]) for r in tops["current"]] == [
         ("2026-01-01T00:13:00Z", "a2", 17, 1),
@@ -409,7 +399,7 @@ def test_demo_view_renders_the_top_ten(tmp_path: Path) -> None:
     from slipstream.demo_trending import TopView
 
     rows = [_row(0, f"a{i}", 100 - i) for i in range(12)] + [_row(0, "a99", 1, known=False)]
-    db = _views_db(tmp_path / "v.db", rows)
+    db = article_views_db(tmp_path / "v.db", rows)
     out = io.StringIO()
     view = TopView(db, out, n=10, rate=2000)
     view({"event": "progress", "query": "trending.views", "progress": PROGRESS})

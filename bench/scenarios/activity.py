@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import inproc
-from bench.core import Context, Result, Stopwatch, add_medians, alternate, ratio_headlines
+from bench.core import Comparison, Context, Result, Stopwatch
 
 NAME = "activity"
 TITLE = "activity: user_status on transformWithState (rows) vs transformWithStateInPandas"
@@ -71,8 +71,7 @@ def run(ctx: Context) -> Result:
     def one(variant: str, rep: int) -> dict[str, Any]:
         return measure(ctx, variant, folder, actions)
 
-    runs = alternate(variants, one, reps, warmup=True, log=ctx.log)
     metrics = {"seconds": "seconds", "events_per_s": "events_per_s", "state_rows": "state_rows"}
-    add_medians(result, runs, variants, metrics, actions=actions)
-    ratio_headlines(result, runs, "events_per_s", [("rows", "pandas")], "events/s")
+    by = Comparison(metrics, "events_per_s", [("rows", "pandas")], "events/s")
+    by.run(ctx, result, variants, one, reps, actions=actions)
     return result

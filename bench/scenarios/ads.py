@@ -22,7 +22,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from bench import inproc
-from bench.core import Context, Result, Stopwatch, add_medians, alternate, ratio_headlines
+from bench.core import Comparison, Context, Result, Stopwatch
 
 NAME = "ads"
 TITLE = "ads: impressions joined to clicks, streaming vs a Spark batch join, and its state"
@@ -120,11 +120,10 @@ def run(ctx: Context) -> Result:
     def one(variant: str, rep: int) -> dict[str, Any]:
         return measure(ctx, variant, root / "streams", catalog, events, files)
 
-    runs = alternate(variants, one, reps, warmup=False, log=ctx.log)
     metrics = {"seconds": "seconds", "events_per_s": "events_per_s", "state_max": "state_max",
                "state_plateau": "state_plateau", "batches": "batches"}  # fmt: skip
-    add_medians(result, runs, variants, metrics, events=events)
-    ratio_headlines(result, runs, "events_per_s", [("slipstream", "batch")], "events/s")
+    by = Comparison(metrics, "events_per_s", [("slipstream", "batch")], "events/s", warmup=False)
+    by.run(ctx, result, variants, one, reps, events=events)
     result.notes.append(
         "slipstream runs five queries (three outputs, two quarantines), each reading and "
         "parsing its inputs; the batch job reads each stream once per join"

@@ -82,16 +82,6 @@ def batch_job(
     )
 
 
-def write_sqlite(rows: list[Any], db: Path) -> None:
-    with sqlite3.connect(db) as conn:
-        conn.execute(
-            "CREATE TABLE article_views (window_start TEXT, window_end TEXT, article_id TEXT, "
-            "title TEXT, section TEXT, views BIGINT, in_catalog BOOLEAN, "
-            "PRIMARY KEY (window_start, article_id))"
-        )
-        conn.executemany("INSERT INTO article_views VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-
-
 def table_rows(db: Path) -> set[tuple[Any, ...]]:
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         cols = ", ".join(COLUMNS)
@@ -138,12 +128,14 @@ def run_streaming(
 def run_batch(
     ctx: Context, landing: Path, data: TrendingInput, parser: str = "spark"
 ) -> dict[str, Any]:
+    from slipstream.testing import article_views_db
+
     spark = inproc.session()
     scratch = ctx.scratch(f"runs/batch-{parser}-{inproc.unique()}")
     db = scratch / "trending.db"
     watch = Stopwatch()
     rows = [tuple(r) for r in batch_job(spark, landing, data.catalog, parser).collect()]
-    write_sqlite(rows, db)
+    article_views_db(db, rows)
     seconds = watch.seconds()
     return {
         "seconds": seconds,

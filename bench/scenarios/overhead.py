@@ -25,12 +25,10 @@ from pyspark.sql import functions as F
 
 from bench import inproc
 from bench.core import (
+    Comparison,
     Context,
     Result,
     Stopwatch,
-    add_medians,
-    alternate,
-    ratio_headlines,
 )
 from bench.workloads import write_mobile_files
 
@@ -140,43 +138,39 @@ def run(ctx: Context) -> Result:
 
     ctx.log(f"  rate workload: {rate:,} rows/s, {batches} batches after {warmup}")
     variants = ["slipstream", "plain"]
-    runs = alternate(
+    rate_metrics = {"rows_per_s": "rows_per_s", "ms_per_batch": "ms_per_batch", "seconds": None}
+    pairs = [("slipstream", "plain")]
+    by = Comparison(rate_metrics, "rows_per_s", pairs, "processed rows/s", prefix="rate: ")
+    by.run(
+        ctx,
+        result,
         variants,
         lambda v, rep: run_rate(ctx, v, rate, warmup, batches),
         reps,
-        warmup=True,
-        log=ctx.log,
-    )
-    rate_metrics = {"rows_per_s": "rows_per_s", "ms_per_batch": "ms_per_batch", "seconds": None}
-    add_medians(
-        result, runs, variants, rate_metrics, workload="rate -> window count",
+        workload="rate -> window count",
         input=f"{rate:,} rows/s",
-    )  # fmt: skip
-    pairs = [("slipstream", "plain")]
-    ratio_headlines(result, runs, "rows_per_s", pairs, "processed rows/s", prefix="rate: ")
+    )
 
     input_dir = ctx.scratch("mobile-input")
     lines = write_mobile_files(input_dir, files, per_file)
     ctx.log(f"  mobile workload: {lines:,} lines in {files} files")
     variants = ["slipstream", "plain", "plain+variant-parse"]
-    runs = alternate(
-        variants,
-        lambda v, rep: run_mobile(ctx, v, input_dir, lines),
-        reps,
-        warmup=True,
-        log=ctx.log,
-    )
     file_metrics = {"rows_per_s": "lines_per_s", "ms_per_batch": None, "seconds": "seconds"}
-    add_medians(
-        result, runs, variants, file_metrics, workload="mobile JSON files, available-now",
-        input=f"{lines:,} lines",
-    )  # fmt: skip
     pairs = [
         ("slipstream", "plain"),
         ("plain+variant-parse", "plain"),
         ("slipstream", "plain+variant-parse"),
     ]
-    ratio_headlines(result, runs, "lines_per_s", pairs, "lines/s", prefix="mobile: ")
+    by = Comparison(file_metrics, "lines_per_s", pairs, "lines/s", prefix="mobile: ")
+    runs = by.run(
+        ctx,
+        result,
+        variants,
+        lambda v, rep: run_mobile(ctx, v, input_dir, lines),
+        reps,
+        workload="mobile JSON files, available-now",
+        input=f"{lines:,} lines",
+    )
     quarantined = [r["quarantined"] for r in runs if r["variant"] == "slipstream"]
     result.notes.append(
         f"mobile input: {lines:,} lines, of which about 0.5% malformed; slipstream quarantined "

@@ -33,12 +33,10 @@ from pyspark.sql.types import StructType
 from bench import inproc
 from bench.core import (
     REPO,
+    Comparison,
     Context,
     Result,
     Stopwatch,
-    add_medians,
-    alternate,
-    ratio_headlines,
 )
 from bench.workloads import write_mobile_files
 from slipstream.pipelines.mobile import MobilePipeline
@@ -131,13 +129,13 @@ def run(ctx: Context) -> Result:
     def one(variant: str, rep: int) -> dict[str, Any]:
         return measure(variant, input_dir, lines, baseline)
 
-    runs = alternate(variants, one, reps, warmup=True, log=ctx.log)
     metrics = {"seconds": "seconds", "lines_per_s": "lines_per_s"}
-    add_medians(result, runs, variants, metrics, lines=lines)
     pairs = [("slipstream strict", "spark reader"), ("from_json", "spark reader")]
     if baseline is not None:
         pairs.append(("slipstream strict", old))
-    ratio_headlines(result, runs, "lines_per_s", pairs, "lines/s")
+    Comparison(metrics, "lines_per_s", pairs, "lines/s").run(
+        ctx, result, variants, one, reps, lines=lines
+    )
     result.notes.append(
         "lines/s = lines / wall time of a batch job keeping the valid records in noop; "
         "ratios are paired within one repetition, median (min-max)"

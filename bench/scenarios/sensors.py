@@ -25,14 +25,12 @@ from pyspark.sql import functions as F
 
 from bench import inproc
 from bench.core import (
+    Comparison,
     Context,
     Result,
     Stopwatch,
-    add_medians,
-    alternate,
     median,
     paired_ratios,
-    ratio_headlines,
 )
 from slipstream.pipelines.sensors import SCHEMA
 
@@ -110,10 +108,9 @@ def run(ctx: Context) -> Result:
     def one(variant: str, rep: int) -> dict[str, Any]:
         return measure(ctx, variant, folder, readings)
 
-    runs = alternate(variants, one, reps, warmup=True, log=ctx.log)
     metrics = {"seconds": "seconds", "events_per_s": "events_per_s"}
-    add_medians(result, runs, variants, metrics, readings=readings)
-    ratio_headlines(result, runs, "events_per_s", [("slipstream", "batch")], "events/s")
+    by = Comparison(metrics, "events_per_s", [("slipstream", "batch")], "events/s")
+    runs = by.run(ctx, result, variants, one, reps, readings=readings)
     shares = [QUERIES / r for r in paired_ratios(runs, "seconds", "slipstream", "parse once")]
     result.headline["reading and parsing, 4 queries x parse once / slipstream, seconds"] = (
         f"{median(shares):.2f} ({min(shares):.2f}-{max(shares):.2f}, {len(shares)} pairs)"

@@ -26,9 +26,9 @@ import struct
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import IO
 
+from slipstream.closing import StartStop
 from slipstream.errors import CheckpointError
 
 LOCK_FILE = ".slipstream.lock"
@@ -68,7 +68,7 @@ def in_use(root: Path, holder: str) -> CheckpointError:
     )
 
 
-class CheckpointLock:
+class CheckpointLock(StartStop):
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._handle: IO[str] | None = None
@@ -94,13 +94,8 @@ class CheckpointLock:
             self._handle.close()
             self._handle = None
 
-    def __enter__(self) -> CheckpointLock:
-        return self.acquire()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.release()
+    # `with CheckpointLock(root):` holds the lock for the block
+    start, stop = acquire, release
 
 
 def is_locked(root: Path) -> bool:

@@ -1,11 +1,13 @@
-"""`Closing`: what makes a resource with a `close()` usable in a `with` block, written once
-(the event log, the metrics and dashboard servers, the monitoring handles)."""
+"""`Closing` and `StartStop`: what makes a resource usable in a `with` block, written once.
+`Closing` for one with a `close()` (the event log, the metrics and dashboard servers, the
+monitoring handles); `StartStop` for one with `start()` and `stop()` (the checkpoint lock, the
+pipeline harness, the standalone cluster)."""
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 
 class Closing(AbstractContextManager[Any]):
@@ -21,3 +23,24 @@ class Closing(AbstractContextManager[Any]):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class StartStop(Closing):
+    """`with thing:` gives what `start()` returns and calls `stop()` at the end, error or not;
+    a `start()` that fails calls `stop()` too, for whatever it had started."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def close(self) -> None:
+        self.stop()

@@ -26,7 +26,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import TracebackType
+
+from slipstream.closing import StartStop
 
 HOST = "127.0.0.1"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -88,7 +89,7 @@ class Daemon:
             self.proc.wait()
 
 
-class StandaloneCluster:
+class StandaloneCluster(StartStop):
     """A master and one worker (`cores`, `memory`) on 127.0.0.1; work dirs under `root`."""
 
     def __init__(
@@ -186,15 +187,3 @@ class StandaloneCluster:
             if daemon is not None:
                 daemon.kill(signal.SIGTERM)
         self.worker = self.master = None
-
-    def __enter__(self) -> StandaloneCluster:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

@@ -36,11 +36,11 @@ from __future__ import annotations
 
 import itertools
 import json
+import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal
 
 from pyspark.sql import DataFrame, Row, SparkSession
@@ -48,6 +48,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import TimestampType
 
 from slipstream import runner
+from slipstream.closing import StartStop
 from slipstream.config import load_settings
 from slipstream.generators.files import write_atomically
 from slipstream.monitor.listener import Handler
@@ -83,6 +84,19 @@ def session(cores: int = 2, conf: Mapping[str, str] | None = None) -> SparkSessi
     )
 
 
+def article_views_db(path: Path, rows: Iterable[Sequence[Any]]) -> Path:
+    """A SQLite file with trending's `article_views` table, as its sink writes it, holding
+    `rows`: for tests (and benchmarks) of the read side, `slipstream.serving.trending`."""
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE article_views (window_start TEXT, window_end TEXT, article_id TEXT, "
+            "title TEXT, section TEXT, views BIGINT, in_catalog BOOLEAN, "
+            "PRIMARY KEY (window_start, article_id))"
+        )
+        conn.executemany("INSERT INTO article_views VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    return path
+
+
 class CollectSink(BatchSink):
     """Records the rows of every micro-batch, by batch id (timestamps as ISO text). Tests only:
     it collects each batch to the driver."""
@@ -99,7 +113,7 @@ class CollectSink(BatchSink):
         return "collect (test sink: records every batch)"
 
 
-class PipelineHarness:
+class PipelineHarness(StartStop):
     """Run a pipeline over a landing folder you feed, batch by batch."""
 
     def __init__(
@@ -248,14 +262,6 @@ class PipelineHarness:
         if self.run is not None:
             self.run.stop()
             self.run = None
-
-    def __enter__(self) -> PipelineHarness:
-        return self.start()
-
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 Moment = datetime | int  # an aware datetime, or epoch milliseconds

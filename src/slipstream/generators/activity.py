@@ -12,16 +12,14 @@ crashes. Out-of-order, late, duplicate and malformed records come from generator
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import random
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any, TextIO
+from typing import Any
 
 from slipstream.generators import streams
 from slipstream.generators.streams import Record, Shape, StreamSpec
-from slipstream.specs import parse_duration
 
 ACTIONS = ("click", "scroll", "purchase")
 SHAPE = Shape("actions", time_field="ts", required=("user_id", "action", "ts"), numeric=())
@@ -98,19 +96,11 @@ class Users:
         }
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    streams.add_arguments(parser, DEFAULTS)
-    parser.add_argument("--users", metavar="N", help="users (200)")
-    parser.add_argument("--bursty", metavar="N", help="users acting every 1-2 s (3)")
-    parser.add_argument("--idle", metavar="DURATION", help="mean idle gap between sessions (45m)")
+OWN = (
+    streams.Own("users", 200, "users (200)"),
+    streams.Own("bursty", 3, "users acting every 1-2 s (3)"),
+    streams.Own("idle", timedelta(minutes=45), "mean idle gap between sessions (45m)"),
+)
 
 
-def run(args: argparse.Namespace, out: TextIO) -> int:
-    spec = streams.spec_from_args(args, DEFAULTS)
-    try:
-        idle = parse_duration(args.idle) if args.idle else timedelta(minutes=45)
-    except ValueError as exc:
-        raise streams._bad("idle", args.idle, str(exc)) from None
-    workload = Users(**streams.numbers(args, users=200, bursty=3), idle=idle, seed=spec.seed)
-    streams.run(args, out, workload, spec)
-    return 0
+add_arguments, run = streams.command(DEFAULTS, OWN, lambda own, spec: Users(**own, seed=spec.seed))

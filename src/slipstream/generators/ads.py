@@ -151,15 +151,17 @@ def read_catalog(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+OWN = (
+    streams.Own("rate", 2.0, "impressions per second of event time (2)"),
+    streams.Own("ads", 40, "ads in the catalog (40)"),
+    streams.Own("users", 5_000, "distinct users (5000)"),
+    streams.Own("ctr", 0.1, "share of impressions clicked (0.1)", "F"),
+    streams.Own("late_clicks", 0.05, "share of clicks 1-2 hours after the impression (0.05)", "F"),
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    streams.add_arguments(parser, DEFAULTS)
-    parser.add_argument("--rate", metavar="N", help="impressions per second of event time (2)")
-    parser.add_argument("--ads", metavar="N", help="ads in the catalog (40)")
-    parser.add_argument("--users", metavar="N", help="distinct users (5000)")
-    parser.add_argument("--ctr", metavar="F", help="share of impressions clicked (0.1)")
-    parser.add_argument(
-        "--late-clicks", metavar="F", help="share of clicks 1-2 hours after the impression (0.05)"
-    )
+    streams.add_arguments(parser, DEFAULTS, *OWN)
     parser.add_argument(
         "--catalog",
         type=Path,
@@ -170,8 +172,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     spec = streams.spec_from_args(args, DEFAULTS)
-    flags = streams.numbers(args, rate=2.0, ads=40, users=5_000, ctr=0.1, late_clicks=0.05)
-    workload = Ads(**flags, seed=spec.seed)
+    workload = Ads(**streams.own_values(args, *OWN), seed=spec.seed)
     catalog = args.catalog or Path(args.out).resolve().parent / CATALOG_NAME
     workload.write_catalog(catalog)
     streams.run(args, out, workload, spec)

@@ -15,12 +15,11 @@ Out-of-order, late, duplicate and malformed records come from generators/streams
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any, TextIO
+from typing import Any
 
 from slipstream.generators import streams
 from slipstream.generators.streams import Record, Shape, StreamSpec
@@ -94,15 +93,11 @@ class Devices:
         return {"rate": self.rate, "users": self.users, "devices": self.devices}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    streams.add_arguments(parser, DEFAULTS)
-    parser.add_argument("--rate", metavar="N", help="records per second of event time (5)")
-    parser.add_argument("--users", metavar="N", help="distinct users (40)")
-    parser.add_argument("--devices", metavar="N", help="distinct devices (20)")
+OWN = (
+    streams.Own("rate", 5.0, "records per second of event time (5)"),
+    streams.Own("users", 40, "distinct users (40)"),
+    streams.Own("devices", 20, "distinct devices (20)"),
+)
 
 
-def run(args: argparse.Namespace, out: TextIO) -> int:
-    spec = streams.spec_from_args(args, DEFAULTS)
-    workload = Devices(**streams.numbers(args, rate=5.0, users=40, devices=20))
-    streams.run(args, out, workload, spec)
-    return 0
+add_arguments, run = streams.command(DEFAULTS, OWN, lambda own, spec: Devices(**own))

@@ -14,10 +14,9 @@ Out-of-order, late, duplicate and malformed readings come from the shared engine
 
 from __future__ import annotations
 
-import argparse
 import random
 from collections.abc import Iterator
-from typing import Any, TextIO
+from typing import Any
 
 from slipstream.generators import streams
 from slipstream.generators.streams import Record, Shape, StreamSpec
@@ -108,32 +107,23 @@ class Sensors:
         }
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    streams.add_arguments(parser, DEFAULTS)
-    for name, help_text in (
-        ("sensors", "sensors in all (default 20)"),
-        ("noisy", "sensors that report far too often (default 2)"),
-        ("drifting", "sensors whose value drifts upward (default 2)"),
-        ("erroring", "sensors that send error codes (default 2)"),
-    ):
-        parser.add_argument(f"--{name}", metavar="N", help=help_text)
-    parser.add_argument(
-        "--noisy-every", metavar="SECONDS", help="how often a noisy sensor reports (default 10)"
-    )
+OWN = (
+    streams.Own("sensors", 20, "sensors in all (default 20)"),
+    streams.Own("noisy", 2, "sensors that report far too often (default 2)"),
+    streams.Own("drifting", 2, "sensors whose value drifts upward (default 2)"),
+    streams.Own("erroring", 2, "sensors that send error codes (default 2)"),
+    streams.Own("noisy_every", 10.0, "how often a noisy sensor reports (default 10)", "SECONDS"),
+)
 
 
-def fleet_from_args(args: argparse.Namespace, spec: StreamSpec) -> Sensors:
-    values = streams.numbers(args, sensors=20, noisy=2, drifting=2, erroring=2)
-    every = streams.number("noisy_every", args.noisy_every, float, 10.0)
+def fleet(own: dict[str, Any], spec: StreamSpec) -> Sensors:
+    every = own.pop("noisy_every")
     return Sensors(
-        **values,
+        **own,
         noisy_every_ms=int(every * 1000),
         seed=spec.seed,
         origin_ms=streams.to_ms(spec.start),
     )
 
 
-def run(args: argparse.Namespace, out: TextIO) -> int:
-    spec = streams.spec_from_args(args, DEFAULTS)
-    streams.run(args, out, fleet_from_args(args, spec), spec)
-    return 0
+add_arguments, run = streams.command(DEFAULTS, OWN, fleet)

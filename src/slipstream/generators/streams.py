@@ -34,6 +34,7 @@ import heapq
 import json
 import random
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TextIO
@@ -63,7 +64,7 @@ from slipstream.specs import DURATION_HELP, parse_duration
 __all__ = [
     "DEFAULT_START", "DIRT", "REPORT_NAME", "Record", "Report", "Shape", "StreamCounts",
     "StreamSpec", "Workload", "_bad", "add_arguments", "folder", "generate", "iso_ms", "moment",
-    "number", "numbers", "run", "spec_from_args", "to_ms",
+    "Own", "command", "duration", "number", "own_values", "run", "spec_from_args", "to_ms",
 ]  # fmt: skip
 
 
@@ -221,8 +222,24 @@ def generate(
 # -- the command line, shared by the workload modules ---------------------------------------------
 
 
-def add_arguments(parser: argparse.ArgumentParser, defaults: StreamSpec) -> None:
-    """The flags every record generator has; a workload adds its own after these."""
+@dataclass(frozen=True)
+class Own:
+    """A workload's own flag, declared once: `--NAME` (underscores as dashes), its default,
+    whose type says how a value is read (an int, a float or a duration), and its help."""
+
+    name: str
+    default: float | timedelta
+    help: str
+    metavar: str = ""
+
+    def read(self, text: str | None) -> Any:
+        if isinstance(self.default, timedelta):
+            return self.default if text is None else duration(self.name, text)
+        return number(self.name, text, type(self.default), self.default)
+
+
+def add_arguments(parser: argparse.ArgumentParser, defaults: StreamSpec, *own: Own) -> None:
+    """The flags every record generator has, then the workload's `own`."""
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="landing dir")
     parser.add_argument(
         "--duration",
@@ -260,6 +277,9 @@ def add_arguments(parser: argparse.ArgumentParser, defaults: StreamSpec) -> None
         "--report", type=Path, metavar="FILE", help=f"report JSON (default: OUT/{REPORT_NAME})"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar, no report print")
+    for flag in own:
+        metavar = flag.metavar or ("DURATION" if isinstance(flag.default, timedelta) else "N")
+        parser.add_argument("--" + flag.name.replace("_", "-"), metavar=metavar, help=flag.help)
 
 
 def number(name: str, text: str | None, kind: type, default: Any) -> Any:
@@ -282,12 +302,39 @@ def number(name: str, text: str | None, kind: type, default: Any) -> Any:
         ) from None
 
 
-def numbers(args: argparse.Namespace, **defaults: float) -> dict[str, Any]:
-    """The workload's own number flags, by name, each parsed as its default's type."""
-    return {
-        name: number(name, getattr(args, name), type(default), default)
-        for name, default in defaults.items()
-    }
+def own_values(args: argparse.Namespace, *own: Own) -> dict[str, Any]:
+    """The workload's own flags' values, by name, each read as its default's type."""
+    return {flag.name: flag.read(getattr(args, flag.name)) for flag in own}
+
+
+def command(
+    defaults: StreamSpec, own: Sequence[Own], make: Callable[[dict[str, Any], StreamSpec], Workload]
+) -> tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace, TextIO], int]]:
+    """A record generator's `add_arguments` and `run`: the flags every generator has and its
+    `own`; a run makes the workload from its own flags' values and the spec, and writes it."""
+
+    def add(parser: argparse.ArgumentParser) -> None:
+        add_arguments(parser, defaults, *own)
+
+    def generate(args: argparse.Namespace, out: TextIO) -> int:
+        spec = spec_from_args(args, defaults)
+        run(args, out, make(own_values(args, *own), spec), spec)
+        return 0
+
+    return add, generate
+
+
+def duration(name: str, text: str) -> timedelta:
+    """A duration flag's value; a bad one fails naming the flag and what it takes."""
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        flag = "--" + name.replace("_", "-")
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"{flag} has value {text!r}; allowed: {exc}",
+            f"give {flag} {DURATION_HELP}",
+        ) from None
 
 
 def spec_from_args(args: argparse.Namespace, defaults: StreamSpec) -> StreamSpec:
@@ -296,17 +343,8 @@ def spec_from_args(args: argparse.Namespace, defaults: StreamSpec) -> StreamSpec
         values[name] = number(name, getattr(args, name), float, getattr(defaults, name))
     for name in ("duration", "file_every", "watermark", "window"):
         text = getattr(args, name)
-        if text is None:
-            continue
-        try:
-            values[name] = parse_duration(text)
-        except ValueError as exc:
-            flag = "--" + name.replace("_", "-")
-            raise ConfigError(
-                "CONFIG_BAD_VALUE",
-                f"{flag} has value {text!r}; allowed: {exc}",
-                f"give {flag} {DURATION_HELP}",
-            ) from None
+        if text is not None:
+            values[name] = duration(name, text)
     if args.start is not None:
         values["start"] = moment(args.start)
     elif args.pace == "live":

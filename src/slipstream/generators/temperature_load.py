@@ -14,16 +14,13 @@ depends on both sides' watermarks, which a generator cannot promise.
 
 from __future__ import annotations
 
-import argparse
 import random
 from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any, TextIO
+from typing import Any
 
-from slipstream.errors import ConfigError
 from slipstream.generators import streams
 from slipstream.generators.streams import Record, Shape, StreamSpec
-from slipstream.specs import DURATION_HELP, parse_duration
 
 SHAPES = (
     Shape(
@@ -97,33 +94,13 @@ class Locations:
         }
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    streams.add_arguments(parser, DEFAULTS)
-    parser.add_argument("--locations", metavar="N", help="locations (10)")
-    parser.add_argument("--temp-every", metavar="DURATION", help="temperature period (10m)")
-    parser.add_argument("--load-every", metavar="DURATION", help="load period (15m)")
+OWN = (
+    streams.Own("locations", 10, "locations (10)"),
+    streams.Own("temp_every", timedelta(minutes=10), "temperature period (10m)"),
+    streams.Own("load_every", timedelta(minutes=15), "load period (15m)"),
+)
 
 
-def _every(flag: str, text: str | None, default: timedelta) -> timedelta:
-    if text is None:
-        return default
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise ConfigError(
-            "CONFIG_BAD_VALUE",
-            f"{flag} has value {text!r}; allowed: {exc}",
-            f"give {flag} " + DURATION_HELP,
-        ) from None
-
-
-def run(args: argparse.Namespace, out: TextIO) -> int:
-    spec = streams.spec_from_args(args, DEFAULTS)
-    workload = Locations(
-        streams.number("locations", args.locations, int, 10),
-        _every("--temp-every", args.temp_every, timedelta(minutes=10)),
-        _every("--load-every", args.load_every, timedelta(minutes=15)),
-        seed=spec.seed,
-    )
-    streams.run(args, out, workload, spec)
-    return 0
+add_arguments, run = streams.command(
+    DEFAULTS, OWN, lambda own, spec: Locations(**own, seed=spec.seed)
+)

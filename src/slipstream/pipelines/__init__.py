@@ -3,7 +3,9 @@
 A pipeline of your own is one module too: subclass `Pipeline`, declare its `Input`s, `Param`s
 and `Output`s, write `build` (see examples/orders.py), and run it as `module:Class`. The
 shortcuts: a schema as a Spark DDL string, `event_stream` (a JSON stream with an event-time
-column), `duration_param`, `choice_param`, `count_param`, `watermarked` and `not_null`."""
+column), `duration_param`, `choice_param`, `count_param`; and for `build` (in
+`slipstream.pipelines.frames`), `watermarked`, `window_bounds`, `not_null` and
+`check_windows`."""
 
 from slipstream.pipelines.base import (
     Input,
@@ -15,9 +17,8 @@ from slipstream.pipelines.base import (
     count_param,
     duration_param,
     event_stream,
-    not_null,
-    watermarked,
 )
+from slipstream.pipelines.frames import check_windows, not_null, watermarked, window_bounds
 from slipstream.pipelines.registry import get_pipeline, pipelines
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "Param",
     "Params",
     "Pipeline",
+    "check_windows",
     "choice_param",
     "count_param",
     "duration_param",
@@ -34,4 +36,5 @@ __all__ = [
     "not_null",
     "pipelines",
     "watermarked",
+    "window_bounds",
 ]

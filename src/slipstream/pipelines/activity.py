@@ -54,9 +54,8 @@ from slipstream.pipelines.base import (
     count_param,
     duration_param,
     event_stream,
-    not_null,
-    watermarked,
 )
+from slipstream.pipelines.frames import not_null, watermarked
 from slipstream.pipelines.schema import parse_ddl
 from slipstream.quality.expectations import Expectation
 from slipstream.specs import spark_interval

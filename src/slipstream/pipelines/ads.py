@@ -38,17 +38,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.pipelines.base import (
-    Input,
-    Output,
-    Params,
-    Pipeline,
-    check_windows,
-    duration_param,
-    event_stream,
-    not_null,
-    watermarked,
-)
+from slipstream.pipelines.base import Input, Output, Params, Pipeline, duration_param, event_stream
+from slipstream.pipelines.frames import check_windows, not_null, watermarked, window_bounds
 from slipstream.pipelines.schema import check_csv_header, parse_ddl
 from slipstream.specs import spark_interval
 
@@ -209,8 +200,7 @@ def campaign_stats(
         ),
     )
     return stats.select(
-        F.col("window.start").alias("window_start"),
-        F.col("window.end").alias("window_end"),
+        *window_bounds(),
         "campaign",
         "impressions",
         "clicks",

@@ -23,29 +23,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    BooleanType,
-    DataType,
-    DateType,
-    IntegralType,
-    StringType,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType, TimestampType
 
 from slipstream import values
 from slipstream.errors import ConfigError
 from slipstream.pipelines.schema import parse_ddl
 from slipstream.quality.expectations import Expectation
-from slipstream.specs import (  # noqa: F401  check_windows: pipelines import it from here
-    DURATION_HELP,
-    OutputMode,
-    SinkSpec,
-    check_windows,
-    spark_interval,
-)
+from slipstream.specs import DURATION_HELP, OutputMode, SinkSpec
 
 if TYPE_CHECKING:
     from slipstream.sinks.base import Sink, SinkContext
@@ -132,42 +117,6 @@ class Output:
         return self.table or self.name
 
 
-def _never_used(data_type: DataType) -> Column | None:
-    """A non-null literal of `data_type` (what tells Spark a column cannot be NULL)."""
-    from datetime import UTC, date, datetime
-
-    if isinstance(data_type, StringType):
-        return F.lit("")
-    if isinstance(data_type, IntegralType):
-        return F.lit(0).cast(data_type)
-    if isinstance(data_type, TimestampType):
-        return F.lit(datetime(1970, 1, 1, tzinfo=UTC))
-    if isinstance(data_type, DateType):
-        return F.lit(date(1970, 1, 1))
-    if isinstance(data_type, BooleanType):
-        return F.lit(False)
-    return None
-
-
-def not_null(frame: DataFrame, *columns: str) -> DataFrame:
-    """Declare an output's key columns never NULL, so Spark's schema says so (what `check`
-    reads: a NULL key never conflicts, so an upsert on it would add a row each batch). Spark
-    marks window bounds and parsed fields nullable even when the pipeline guarantees them
-    (event times are required, windows need one). Enforced, never assumed: a NULL arriving
-    anyway fails the batch with "NULL key COLUMN" instead of writing it."""
-    kinds = {f.name: f.dataType for f in frame.schema.fields}
-    out = []
-    for name in frame.columns:
-        fallback = _never_used(kinds[name]) if name in columns else None
-        if fallback is None:
-            out.append(F.col(name))
-            continue
-        c = F.col(name)
-        guarded = F.when(c.isNull(), F.raise_error(F.lit(f"NULL key {name}"))).otherwise(c)
-        out.append(F.coalesce(guarded, fallback).alias(name))  # the fallback is never reached
-    return frame.select(*out)
-
-
 def duration_param(name: str, default: timedelta | None, text: str) -> Param:
     """A duration parameter (`--window 5m`); with default None it may be left unset."""
     parse = values.optional_duration if default is None else values.duration
@@ -186,15 +135,6 @@ def count_param(name: str, default: float, text: str) -> Param:
         return Param(name, values.positive_int, default, text, allowed, "N")
     allowed = f"a number above 0 and at most {values.MAX_COUNT:,}"
     return Param(name, values.positive_number, default, text, allowed, "N")
-
-
-def watermarked(
-    frame: DataFrame, event_time: str, delay: timedelta, unique: Sequence[str] = ()
-) -> DataFrame:
-    """`frame` under a watermark of `delay` on `event_time`; with `unique`, a record re-sent
-    within the watermark (the same values of those columns) is kept once."""
-    out = frame.withWatermark(event_time, spark_interval(delay))
-    return out.dropDuplicatesWithinWatermark(list(unique)) if unique else out
 
 
 class Params(Mapping[str, Any]):

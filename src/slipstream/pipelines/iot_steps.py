@@ -29,16 +29,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.pipelines.base import (
-    Output,
-    Params,
-    Pipeline,
-    check_windows,
-    duration_param,
-    event_stream,
-    not_null,
-    watermarked,
-)
+from slipstream.pipelines.base import Output, Params, Pipeline, duration_param, event_stream
+from slipstream.pipelines.frames import check_windows, not_null, watermarked, window_bounds
 from slipstream.pipelines.schema import parse_ddl
 from slipstream.specs import spark_interval
 
@@ -89,8 +81,7 @@ class IotStepsPipeline(Pipeline):
             F.sum("num_steps").alias("num_steps")
         )
         steps = sums.select(
-            F.col("window.start").alias("window_start"),
-            F.col("window.end").alias("window_end"),
+            *window_bounds(),
             "num_steps",
         )
         return {"steps": not_null(steps, "window_start")}

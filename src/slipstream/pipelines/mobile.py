@@ -15,15 +15,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.pipelines.base import (
-    Output,
-    Params,
-    Pipeline,
-    duration_param,
-    event_stream,
-    not_null,
-    watermarked,
-)
+from slipstream.pipelines.base import Output, Params, Pipeline, duration_param, event_stream
+from slipstream.pipelines.frames import not_null, watermarked, window_bounds
 from slipstream.specs import spark_interval
 
 
@@ -64,8 +57,7 @@ class MobilePipeline(Pipeline):
         actions = watermarked(inputs["actions"], "ts", params.watermark)
         counts = actions.groupBy(F.window("ts", spark_interval(params.window)), "action").count()
         counts = counts.select(
-            F.col("window.start").alias("window_start"),
-            F.col("window.end").alias("window_end"),
+            *window_bounds(),
             "action",
             "count",
         )

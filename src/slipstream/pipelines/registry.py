@@ -24,7 +24,7 @@ from slipstream.errors import ConfigError
 from slipstream.pipelines.base import Pipeline, check_declaration
 
 ENTRY_POINT_GROUP = "slipstream.pipelines"
-NOT_PIPELINES = frozenset({"base", "registry", "schema"})
+NOT_PIPELINES = frozenset({"base", "frames", "registry", "schema"})
 
 
 def builtin() -> dict[str, str]:

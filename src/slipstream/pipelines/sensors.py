@@ -37,13 +37,11 @@ from slipstream.pipelines.base import (
     Output,
     Params,
     Pipeline,
-    check_windows,
     count_param,
     duration_param,
     event_stream,
-    not_null,
-    watermarked,
 )
+from slipstream.pipelines.frames import check_windows, not_null, watermarked, window_bounds
 from slipstream.pipelines.schema import parse_ddl
 from slipstream.specs import spark_interval
 
@@ -117,8 +115,7 @@ class SensorsPipeline(Pipeline):
                 error_codes(),
             )
             .select(
-                F.col("window.start").alias("window_start"),
-                F.col("window.end").alias("window_end"),
+                *window_bounds(),
                 "sensor_id",
                 "readings",
                 "mean_value",
@@ -134,8 +131,7 @@ class SensorsPipeline(Pipeline):
             .agg(F.count(F.lit(1)).alias("readings"))
             .where(F.col("readings") > F.lit(expected))
             .select(
-                F.col("window.start").alias("window_start"),
-                F.col("window.end").alias("window_end"),
+                *window_bounds(),
                 "sensor_id",
                 "readings",
                 F.lit(expected).alias("expected"),

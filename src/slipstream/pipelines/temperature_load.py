@@ -34,8 +34,8 @@ from slipstream.pipelines.base import (
     choice_param,
     duration_param,
     event_stream,
-    watermarked,
 )
+from slipstream.pipelines.frames import watermarked
 from slipstream.specs import spark_interval
 
 

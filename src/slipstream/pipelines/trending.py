@@ -49,17 +49,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from slipstream.errors import ConfigError
-from slipstream.pipelines.base import (
-    Input,
-    Output,
-    Params,
-    Pipeline,
-    check_windows,
-    duration_param,
-    event_stream,
-    not_null,
-    watermarked,
-)
+from slipstream.pipelines.base import Input, Output, Params, Pipeline, duration_param, event_stream
+from slipstream.pipelines.frames import check_windows, not_null, watermarked, window_bounds
 from slipstream.pipelines.schema import check_csv_header, parse_ddl
 from slipstream.quality.expectations import Expectation
 from slipstream.sinks.base import Sink, SinkContext
@@ -180,8 +171,7 @@ class TrendingPipeline(Pipeline):
         catalog = F.broadcast(catalog_side(inputs["catalog"]))
         joined = counts.join(catalog, on="article_id", how="left")
         views = joined.select(
-            F.col("window.start").alias("window_start"),
-            F.col("window.end").alias("window_end"),
+            *window_bounds(),
             "article_id",
             "title",
             "section",

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.pipelines.base import Input, Output, Params, Pipeline, not_null
+from slipstream.pipelines.base import Input, Output, Params, Pipeline
+from slipstream.pipelines.frames import not_null
 
 
 class WordCountPipeline(Pipeline):
