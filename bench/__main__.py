@@ -48,6 +48,7 @@ SCENARIOS = (
     "ads",
     "cluster",
     "peers",
+    "parquet",
 )
 IN_ALL = tuple(s for s in SCENARIOS if s not in ("soak", "peers"))  # `all` leaves out the
 # hour-long soak and the peers (their own environments, `make bench-peers`)
