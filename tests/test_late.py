@@ -230,6 +230,29 @@ def test_late_rows_false_only_counts(spark: SparkSession, tmp_path: Path) -> Non
     assert late == 1  # still counted
 
 
+def test_batches_spark_dropped_nothing_in_are_not_read_again(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The dead-letter reads a batch's files again only when the batch's progress says that a
+    stateful operator dropped rows (or does not say): in order, nothing is read twice."""
+    settings = {"mode": "update", "window": "10m", "watermark": "5m", "max_files_per_trigger": 1}
+    with PipelineHarness(spark, "mobile", tmp_path, **settings) as h:
+        assert h.run is not None and h.run.dead_letter is not None
+        letter = h.run.dead_letter
+        for n in (20, 21, 22):  # in order: nothing is late
+            h.feed([json.dumps(action(n, n))])
+            h.process()
+        assert (letter.reread, letter.written) == (0, 0)
+        assert letter.skipped >= 3  # the three batches (and any no-data batch after them)
+        h.feed([json.dumps(action(99, 3))])  # late against 10:17
+        h.process()
+        assert (letter.reread, letter.written) == (1, 1)
+        late = h.totals["mobile.counts"]["late"]
+    written = late_records(tmp_path / "state", "mobile", "counts")
+    assert [json.loads(r["raw"])["id"] for b in written.values() for r in b] == ["p99"]
+    assert late == 1
+
+
 def test_what_the_dead_letter_covers_is_read_from_each_output_plan(
     spark: SparkSession, tmp_path: Path
 ) -> None:

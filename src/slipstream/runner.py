@@ -210,6 +210,9 @@ def start(
             raise refused[0]
         record_outputs(prepared)
         recorder.run_started([q.output.ctx.query_name for q in built], origin)
+        # before the queries start: it tells this run's batches from earlier ones
+        late = dead_letter(spark, prepared)
+        listener.handlers.insert(0, late.handle)  # drop counts, and a wake for its thread
         for query in built:
             out = query.output
             writer = query.frame.writeStream.queryName(out.ctx.query_name)
@@ -218,8 +221,6 @@ def start(
             started = start_query(apply_trigger(out.sink.attach(writer, out.ctx), settings.trigger))
             listener.register(str(started.id), out.ctx.query_name)
             queries[out.name] = started
-        late = dead_letter(spark, prepared)
-        listener.handlers.insert(0, late.handle)  # it only wakes the dead-letter's thread
     except BaseException as exc:
         for started in queries.values():
             started.stop()

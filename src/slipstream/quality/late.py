@@ -19,7 +19,13 @@ written whole (temporary file, then rename) and never rewritten; `.done` keeps t
 handled and the query id it belongs to. It never blocks or fails the query: a failure is a
 warning in the log, and the batch is tried again at the next wake. A batch is bounded by the
 trigger; its late rows reach the driver one partition at a time (`sinks.base.local_rows`: not
-`DataFrame.toLocalIterator`, whose jobs Spark 4.3 keeps alive with their plans, issue 16)."""
+`DataFrame.toLocalIterator`, whose jobs Spark 4.3 keeps alive with their plans, issue 16).
+
+A batch is read again only when it may hold late rows: its progress reports how many rows its
+stateful operators dropped by watermark (each late row of a deduplication or a join, each late
+partial aggregate of a window aggregation), and a batch with 0 is skipped, so in-order input
+costs no second read. A batch whose progress this run never saw (one before a restart, or the
+last before a crash) is read again, as is one whose progress does not say."""
 
 from __future__ import annotations
 
@@ -38,6 +44,13 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from slipstream.checkpoint_logs import (
+    BatchOffsets,
+    batch_files,
+    batch_offsets,
+    committed,
+    query_id,
+)
 from slipstream.quality.expectations import route
 from slipstream.quality.late_plan import LatePlan, LateRule
 from slipstream.quality.parse import RAW, REASON, SOURCE
@@ -58,65 +71,6 @@ def iso(micros: int) -> str:
     """Microseconds since the epoch as ISO UTC (`2018-03-02T10:03:00Z`; year 0001 too)."""
     moment = (_EPOCH + timedelta(microseconds=micros)).replace(tzinfo=None)
     return moment.isoformat(timespec="microseconds" if micros % 10**6 else "seconds") + "Z"
-
-
-def _log_lines(path: Path) -> list[str]:
-    """A metadata log file of Spark's: a version line, then one entry a line."""
-    return path.read_text(encoding="utf-8").splitlines()[1:]
-
-
-@dataclass(frozen=True)
-class BatchOffsets:
-    watermark_ms: int  # batchWatermarkMs
-    timestamp_ms: int  # batchTimestampMs
-    sources: tuple[Any, ...]  # each source's offset (JSON), None where it has none
-
-
-def batch_offsets(checkpoint: Path, batch: int) -> BatchOffsets:
-    lines = _log_lines(Path(checkpoint) / "offsets" / str(batch))
-    meta = json.loads(lines[0])
-    sources = tuple(None if s.strip() == "-" else json.loads(s) for s in lines[1:])
-    return BatchOffsets(
-        int(meta.get("batchWatermarkMs", 0)), int(meta["batchTimestampMs"]), sources
-    )
-
-
-def _entries(folder: Path, log_offset: int) -> Iterator[dict[str, Any]]:
-    """The file source's log entries of one of its log offsets (its own file, or a compacted
-    file holding every entry up to its number), read a line at a time."""
-    plain = folder / str(log_offset)
-    if plain.is_file():
-        for line in _log_lines(plain):
-            yield json.loads(line)
-        return
-    compacted = sorted(
-        (int(p.name.split(".")[0]), p) for p in folder.glob("*.compact") if p.name[0].isdigit()
-    )
-    path = next((p for n, p in compacted if n >= log_offset), None)
-    if path is None:
-        raise FileNotFoundError(f"{plain}: no log entry for the file source's batch {log_offset}")
-    with path.open(encoding="utf-8") as handle:
-        next(handle, None)  # the version line
-        for line in handle:
-            entry = json.loads(line)
-            if entry.get("batchId") == log_offset:
-                yield entry
-
-
-def batch_files(checkpoint: Path, batch: int) -> list[str]:
-    """Every file batch `batch` read from the query's file sources (other sources: none)."""
-    now = batch_offsets(checkpoint, batch).sources
-    before = batch_offsets(checkpoint, batch - 1).sources if batch > 0 else ()
-    files: list[str] = []
-    for index, offset in enumerate(now):
-        if not (isinstance(offset, dict) and "logOffset" in offset):
-            continue
-        previous = before[index] if index < len(before) else None
-        start = previous["logOffset"] if isinstance(previous, dict) else -1
-        folder = Path(checkpoint) / "sources" / str(index)
-        for log_offset in range(int(start) + 1, int(offset["logOffset"]) + 1):
-            files += [str(e["path"]) for e in _entries(folder, log_offset)]
-    return files
 
 
 def _local(path: str) -> Path:
@@ -212,20 +166,6 @@ def reset_late(root: Path) -> list[str]:
     return [str(root)]
 
 
-def query_id(checkpoint: Path) -> str | None:
-    try:
-        return str(json.loads((Path(checkpoint) / "metadata").read_text())["id"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def committed(checkpoint: Path) -> list[int]:
-    folder = Path(checkpoint) / "commits"
-    if not folder.is_dir():
-        return []
-    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
-
-
 @dataclass
 class Covered:
     """One output's dead-letter: its folder and its rules."""
@@ -257,10 +197,21 @@ class DeadLetter:
         self.written = 0  # late records written by this run
         self._names = {c.output.ctx.query_name for c in covered}
         self._lock = threading.Lock()
+        self._seen = threading.Lock()  # `_dropped`, written by the listener's thread
         self._wake = threading.Event()
         self._closed = False
         self._thread: threading.Thread | None = None
         self._warned: set[str] = set()
+        # (query, batch) -> rows Spark's stateful operators dropped, from the batch's progress
+        self._dropped: dict[tuple[str, int], int] = {}
+        self.reread = 0  # batches whose files were read again
+        self.skipped = 0  # batches Spark reported nothing late in: nothing to read again
+        # the last batch each output committed before this run: a later one is this run's, and
+        # its progress (with its drop count) is on its way to `handle`
+        self._before = {
+            c.output.ctx.query_name: max(committed(c.output.ctx.checkpoint), default=-1)
+            for c in covered
+        }
 
     def start(self) -> DeadLetter:
         if self.covered:
@@ -271,6 +222,10 @@ class DeadLetter:
 
     def handle(self, record: dict[str, Any]) -> None:
         if record.get("event") == "progress" and record.get("query") in self._names:
+            dropped = _dropped(record.get("progress"))
+            if dropped is not None:
+                with self._seen:
+                    self._dropped[str(record["query"]), dropped[0]] = dropped[1]
             self._wake.set()
 
     def _loop(self) -> None:
@@ -278,7 +233,7 @@ class DeadLetter:
             self._wake.wait()
             self._wake.clear()
             if not self._closed:
-                self.catch_up()
+                self.catch_up(live=True)
 
     def close(self) -> None:
         self._closed = True
@@ -287,20 +242,22 @@ class DeadLetter:
             self._thread.join(timeout=600)
         self.catch_up()
 
-    def catch_up(self) -> int:
-        """Write the batches committed and not yet handled; the late records written."""
+    def catch_up(self, *, live: bool = False) -> int:
+        """Write the batches committed and not yet handled; the late records written. `live`
+        (the thread, woken by a progress): a batch of this run whose progress has not come yet
+        waits for it; otherwise (at a stop, after `process_all_available`) it is read again."""
         with self._lock:
             before = self.written
             for cover in self.covered:
                 try:
-                    self._catch_up(cover)
+                    self._catch_up(cover, live)
                 except Exception as exc:  # never the query's failure: tried again next time
                     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
                     log.warning("late-row dead-letter of %s: %s (tried again at the next "
                                 "batch)", cover.output.ctx.query_name, first)  # fmt: skip
             return self.written - before
 
-    def _catch_up(self, cover: Covered) -> None:
+    def _catch_up(self, cover: Covered, live: bool) -> None:
         checkpoint = cover.output.ctx.checkpoint
         qid = query_id(checkpoint)
         if qid is None:
@@ -315,13 +272,25 @@ class DeadLetter:
                             "starts both over", cover.folder, owner, qid,
                             self.prepared.pipeline.name)  # fmt: skip
             return
+        name = cover.output.ctx.query_name
         for batch in committed(checkpoint):
             if batch <= last:
                 continue
+            with self._seen:
+                dropped = self._dropped.pop((name, batch), None)
+            if dropped is None and live and batch > self._before.get(name, -1):
+                break  # committed, its progress not delivered yet: the next wake
             target = cover.folder / f"batch-{batch}.jsonl"
-            if not target.exists():
+            if dropped == 0:
+                self.skipped += 1  # no operator dropped a row: nothing can be late
+            elif not target.exists():
+                self.reread += 1
                 self.written += self._write_batch(cover, batch, target)
             cover.mark_done(qid, batch)
+            last = batch
+        with self._seen:  # a progress that came after its batch was handled
+            for key in [k for k in self._dropped if k[0] == name and k[1] <= last]:
+                del self._dropped[key]
 
     def _write_batch(self, cover: Covered, batch: int, target: Path) -> int:
         checkpoint = cover.output.ctx.checkpoint
@@ -374,6 +343,22 @@ class DeadLetter:
                     },
                     ensure_ascii=False,
                 )
+
+
+def _dropped(progress: Any) -> tuple[int, int] | None:
+    """(batch, rows dropped by watermark over every stateful operator) from a progress, or
+    None when it does not say (no stateful operator, or one without the count): then the batch
+    is read again. Spark counts each late input row of a deduplication or a join, and a late
+    partial aggregate of a window aggregation, so 0 means that no row of the batch was late."""
+    if not isinstance(progress, dict) or not isinstance(progress.get("batchId"), int):
+        return None
+    operators = progress.get("stateOperators")
+    if not isinstance(operators, list) or not operators:
+        return None
+    counts = [op.get("numRowsDroppedByWatermark") for op in operators if isinstance(op, dict)]
+    if len(counts) != len(operators) or not all(isinstance(c, int) for c in counts):
+        return None
+    return int(progress["batchId"]), sum(counts)
 
 
 def _chain(first: str, rest: Iterator[str]) -> Iterator[str]:

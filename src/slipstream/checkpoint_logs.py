@@ -1,0 +1,88 @@
+"""What Spark's checkpoint of one streaming query says, read as files, without Spark.
+
+A query checkpoint holds `metadata` (the query id), `offsets/N` (batch N's plan: its time, the
+watermark it carries and each source's offset), `commits/N` (batch N done) and, for a file
+source I, `sources/I/K` (the files of the source's log offset K, or `K.compact` holding every
+entry up to K). The late-row dead-letter reads which files a committed batch read from these
+(quality/late.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+def _log_lines(path: Path) -> list[str]:
+    """A metadata log file of Spark's: a version line, then one entry a line."""
+    return path.read_text(encoding="utf-8").splitlines()[1:]
+
+
+@dataclass(frozen=True)
+class BatchOffsets:
+    watermark_ms: int  # batchWatermarkMs
+    timestamp_ms: int  # batchTimestampMs
+    sources: tuple[Any, ...]  # each source's offset (JSON), None where it has none
+
+
+def batch_offsets(checkpoint: Path, batch: int) -> BatchOffsets:
+    lines = _log_lines(Path(checkpoint) / "offsets" / str(batch))
+    meta = json.loads(lines[0])
+    sources = tuple(None if s.strip() == "-" else json.loads(s) for s in lines[1:])
+    return BatchOffsets(
+        int(meta.get("batchWatermarkMs", 0)), int(meta["batchTimestampMs"]), sources
+    )
+
+
+def _entries(folder: Path, log_offset: int) -> Iterator[dict[str, Any]]:
+    """The file source's log entries of one of its log offsets (its own file, or a compacted
+    file holding every entry up to its number), read a line at a time."""
+    plain = folder / str(log_offset)
+    if plain.is_file():
+        for line in _log_lines(plain):
+            yield json.loads(line)
+        return
+    compacted = sorted(
+        (int(p.name.split(".")[0]), p) for p in folder.glob("*.compact") if p.name[0].isdigit()
+    )
+    path = next((p for n, p in compacted if n >= log_offset), None)
+    if path is None:
+        raise FileNotFoundError(f"{plain}: no log entry for the file source's batch {log_offset}")
+    with path.open(encoding="utf-8") as handle:
+        next(handle, None)  # the version line
+        for line in handle:
+            entry = json.loads(line)
+            if entry.get("batchId") == log_offset:
+                yield entry
+
+
+def batch_files(checkpoint: Path, batch: int) -> list[str]:
+    """Every file batch `batch` read from the query's file sources (other sources: none)."""
+    now = batch_offsets(checkpoint, batch).sources
+    before = batch_offsets(checkpoint, batch - 1).sources if batch > 0 else ()
+    files: list[str] = []
+    for index, offset in enumerate(now):
+        if not (isinstance(offset, dict) and "logOffset" in offset):
+            continue
+        previous = before[index] if index < len(before) else None
+        start = previous["logOffset"] if isinstance(previous, dict) else -1
+        folder = Path(checkpoint) / "sources" / str(index)
+        for log_offset in range(int(start) + 1, int(offset["logOffset"]) + 1):
+            files += [str(e["path"]) for e in _entries(folder, log_offset)]
+    return files
+
+
+def query_id(checkpoint: Path) -> str | None:
+    try:
+        return str(json.loads((Path(checkpoint) / "metadata").read_text())["id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def committed(checkpoint: Path) -> list[int]:
+    folder = Path(checkpoint) / "commits"
+    if not folder.is_dir():
+        return []
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
