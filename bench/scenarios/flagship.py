@@ -19,6 +19,7 @@ dropped at batch boundaries)."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,13 @@ def run_streaming(
     max_files: int | None,
     label: str,
     conf: dict[str, str] | None = None,
+    late: str = "skip",
 ) -> dict[str, Any]:
+    """`late`: the dead-letter as it is ("skip": a batch Spark dropped nothing in is not read
+    again), "reread" (every batch read again, as before that skip) or "off" (`--late-rows
+    false`)."""
+    from unittest import mock
+
     from slipstream import runner
     from slipstream.config import load_settings
 
@@ -110,12 +117,16 @@ def run_streaming(
     }
     if max_files:
         flags["max_files_per_trigger"] = max_files
+    if late == "off":
+        flags["late_rows"] = False
     prepared = runner.prepare(load_settings("trending", flags, environ={}))
-    with inproc.sql_conf(spark, conf or {}):
-        watch = Stopwatch()
-        run = runner.start(spark, prepared)
-    run.wait()
-    seconds = watch.seconds()
+    unknown = mock.patch("slipstream.quality.late._dropped", lambda progress: None)
+    with unknown if late == "reread" else contextlib.nullcontext():
+        with inproc.sql_conf(spark, conf or {}):
+            watch = Stopwatch()
+            run = runner.start(spark, prepared)
+        run.wait()
+        seconds = watch.seconds()
     totals = run.totals.by_query.get("trending.views", {})
     return {
         "seconds": seconds,
@@ -168,7 +179,12 @@ def run(ctx: Context) -> Result:
     capped = f"streaming, {cap} files/batch"
     slip_batch = "batch job, slipstream parser"
     by_partitions = {f"streaming, {p} shuffle partitions": p for p in partitions}
-    variants = ["streaming", "batch job", slip_batch, capped, *by_partitions]
+    dead_letter = {
+        "streaming, dead-letter reads every batch again": "reread",
+        "streaming, --late-rows false": "off",
+    }
+    variants = ["streaming", "batch job", slip_batch, capped, *by_partitions, *dead_letter]
+    variants = [v for v in variants if v in ctx.param("variants", variants, variants)]
 
     def one(variant: str, rep: int) -> dict[str, Any]:
         if variant in by_partitions:
@@ -176,6 +192,8 @@ def run(ctx: Context) -> Result:
             return run_streaming(ctx, landing, data, None, "partitions", conf)
         if variant == "streaming":
             return run_streaming(ctx, landing, data, None, "stream")
+        if variant in dead_letter:
+            return run_streaming(ctx, landing, data, None, "late", late=dead_letter[variant])
         if variant == "batch job":
             return run_batch(ctx, landing, data)
         if variant == slip_batch:
@@ -186,7 +204,6 @@ def run(ctx: Context) -> Result:
     tables = {
         v: table_rows(Path(next(r["db"] for r in runs if r["variant"] == v))) for v in variants
     }
-    stream_rows, batch_rows = tables["streaming"], tables["batch job"]
     for v in variants:
         mine = [r for r in runs if r["variant"] == v]
         rows = tables[v]
@@ -200,29 +217,30 @@ def run(ctx: Context) -> Result:
             views=sum(r[5] for r in rows),
             runs=len(mine),
         )
-    result.headline["streaming / batch job, events/s"] = summarize_ratio(
-        paired_ratios(runs, "events_per_s", "streaming", "batch job")
-    )
-    result.headline["batch job: slipstream parser / Spark's JSON reader, events/s"] = (
-        summarize_ratio(paired_ratios(runs, "events_per_s", slip_batch, "batch job"))
-    )
-    result.headline["streaming / batch job with the same (slipstream) parser, events/s"] = (
-        summarize_ratio(paired_ratios(runs, "events_per_s", "streaming", slip_batch))
-    )
-    result.headline[f"{cap} files/batch / one batch, events/s"] = summarize_ratio(
-        paired_ratios(runs, "events_per_s", capped, "streaming")
-    )
     default_partitions = inproc.session().conf.get(inproc.PARTITIONS_KEY)
-    for variant in by_partitions:
-        result.headline[f"{variant} / {default_partitions} (default), events/s"] = summarize_ratio(
-            paired_ratios(runs, "events_per_s", variant, "streaming")
-        )
-    same = stream_rows == batch_rows == tables[slip_batch]
-    result.headline["streaming rows identical to both batch jobs'"] = same
+    pairs = [
+        ("streaming", "batch job", "streaming / batch job"),
+        (slip_batch, "batch job", "batch job: slipstream parser / Spark's JSON reader"),
+        ("streaming", slip_batch, "streaming / batch job with the same (slipstream) parser"),
+        (capped, "streaming", f"{cap} files/batch / one batch"),
+        *((v, "streaming", f"{v} / {default_partitions} (default)") for v in by_partitions),
+        *(("streaming", v, f"streaming (dead-letter skips) / {v}") for v in dead_letter),
+    ]
+    for a, b, label in pairs:
+        if a in variants and b in variants:
+            result.headline[f"{label}, events/s"] = summarize_ratio(
+                paired_ratios(runs, "events_per_s", a, b)
+            )
+    one_batch = [v for v in ("streaming", "batch job", slip_batch, *dead_letter) if v in tables]
+    same = all(tables[v] == tables[one_batch[0]] for v in one_batch)
+    if len(one_batch) > 1:
+        result.headline[f"rows identical across {', '.join(one_batch)}"] = same
     if not same:
+        first, *rest = (tables[v] for v in one_batch)
+        odd = next(t for t in rest if t != first)
         result.notes.append(
-            f"rows only in streaming: {len(stream_rows - batch_rows)}, only in batch: "
-            f"{len(batch_rows - stream_rows)}; e.g. {sorted(stream_rows ^ batch_rows)[:2]}"
+            f"rows differ: {len(first - odd)} only in {one_batch[0]}, {len(odd - first)} in "
+            f"another; e.g. {sorted(first ^ odd)[:2]}"
         )
     result.notes.append(
         "events/s = input lines (all of them, dirt included) / wall time from query start to "
