@@ -144,6 +144,8 @@ def test_bad_trigger_and_mode_and_port() -> None:
         ({"mode": "upsert"}, "--mode"),
         ({"port": "99999"}, "--port"),
         ({"sink": "kafka:x"}, "--sink"),
+        ({"quarantine_trigger": "available-now"}, "--quarantine-trigger"),
+        ({"quarantine_trigger": "once"}, "--quarantine-trigger"),
     ):
         with pytest.raises(ConfigError) as err:
             load_settings("mobile", flags, environ={})
@@ -274,3 +276,26 @@ def test_a_file_uri_is_its_local_path(tmp_path: Path) -> None:
     assert settings.checkpoint == tmp_path / "c p"
     with pytest.raises(ConfigError, match="not local"):
         load_settings("mobile", {"checkpoint": "file://elsewhere/cp"}, environ={})
+
+
+@pytest.mark.parametrize(
+    ("trigger", "quarantine", "outputs_get", "quarantines_get"),
+    [
+        ("default", None, "default", "default"),
+        ("default", "10s", "default", "every 10s"),
+        ("2s", "30s", "every 2s", "every 30s"),
+        ("2s", "default", "every 2s", "default"),
+        # a finite run stops after what is there: every query must, so all take the run's
+        ("available-now", "10s", "available-now", "available-now"),
+        ("once", "10s", "once", "once"),
+    ],
+)
+def test_the_quarantine_queries_take_their_own_trigger_only_beside_micro_batches(
+    trigger: str, quarantine: str | None, outputs_get: str, quarantines_get: str
+) -> None:
+    from slipstream.runner import query_trigger
+
+    flags = {"trigger": trigger} | ({"quarantine_trigger": quarantine} if quarantine else {})
+    settings = load_settings("mobile", flags, environ={})
+    assert query_trigger(settings, quarantine=False).describe() == outputs_get
+    assert query_trigger(settings, quarantine=True).describe() == quarantines_get

@@ -42,10 +42,15 @@ def variant_args(variant: str) -> tuple[str, ...]:
             args += ["--trigger", value]
         elif key == "partitions":
             args += ["--conf", f"spark.sql.shuffle.partitions={value}"]
+        elif key == "quarantine-trigger":
+            args += ["--quarantine-trigger", value]
         elif key == "max-files":
             args += ["--max-files-per-trigger", value]
         else:
-            raise ValueError(f"unknown variant part {part!r} (trigger=, partitions=, max-files=)")
+            raise ValueError(
+                f"unknown variant part {part!r} "
+                "(trigger=, quarantine-trigger=, partitions=, max-files=)"
+            )
     return tuple(args)
 
 

@@ -72,6 +72,7 @@ class Settings:
     table: dict[str, str] = field(default_factory=dict)  # "" = the first output
     mode: dict[str, OutputMode] = field(default_factory=dict)  # "" = the first output
     trigger: TriggerSpec = field(default_factory=TriggerSpec)
+    quarantine_trigger: TriggerSpec | None = None  # None: as `trigger`
     checkpoint: Path | None = None
     state_dir: Path = Path("state")
     quarantine: Path | None = None

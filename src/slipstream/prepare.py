@@ -131,6 +131,8 @@ class Prepared:
                 lines += [f"  late rows {rule.describe()}" for rule in late.rules]
                 lines += [f"  late rows not written: {why}" for why in late.uncovered]
         lines.append(f"trigger     {s.trigger.describe()}")
+        if s.quarantine_trigger is not None:
+            lines.append(f"quarantine trigger {s.quarantine_trigger.describe()}")
         return "\n".join(lines)
 
 

@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from slipstream.checkpoints import CheckpointLock, sweep_interrupted_writes
+from slipstream.config import Settings
 from slipstream.connect import sink_violations, start_query
 from slipstream.control import StopControl
 from slipstream.errors import ValidationError
@@ -178,6 +179,15 @@ def apply_trigger(writer: Any, trigger: TriggerSpec) -> Any:
     return writer.trigger(realTime=interval)
 
 
+def query_trigger(settings: Settings, quarantine: bool) -> TriggerSpec:
+    """A quarantine query takes `--quarantine-trigger` while the outputs run micro-batches on
+    and on; with a finite trigger (available-now, once) every query takes the run's."""
+    own = settings.quarantine_trigger
+    if quarantine and own is not None and settings.trigger.kind in ("default", "interval"):
+        return own
+    return settings.trigger
+
+
 def start(
     spark: SparkSession,
     prepared: Prepared,
@@ -218,7 +228,8 @@ def start(
             writer = query.frame.writeStream.queryName(out.ctx.query_name)
             writer = writer.outputMode(out.ctx.mode)
             writer = writer.option("checkpointLocation", str(out.ctx.checkpoint))
-            started = start_query(apply_trigger(out.sink.attach(writer, out.ctx), settings.trigger))
+            trigger = query_trigger(settings, quarantine=out.spec is None)
+            started = start_query(apply_trigger(out.sink.attach(writer, out.ctx), trigger))
             listener.register(str(started.id), out.ctx.query_name)
             queries[out.name] = started
     except BaseException as exc:

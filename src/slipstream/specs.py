@@ -110,6 +110,14 @@ class TriggerSpec:
         except ValueError:
             raise ValueError(TRIGGER_HELP) from None
 
+    @classmethod
+    def parse_micro_batch(cls, text: str | TriggerSpec) -> TriggerSpec:
+        """A trigger that runs micro-batches on and on: `default` or an interval."""
+        spec = cls.parse(text)
+        if spec.kind not in ("default", "interval"):
+            raise ValueError("default, or an interval such as 10s")
+        return spec
+
     @property
     def finite(self) -> bool:
         """True when the query stops by itself after the data available at start."""
