@@ -75,6 +75,7 @@ def batch_files(checkpoint: Path, batch: int) -> list[str]:
 
 
 def query_id(checkpoint: Path) -> str | None:
+    """The query id of a checkpoint that started once; None for a new (or reset) one."""
     try:
         return str(json.loads((Path(checkpoint) / "metadata").read_text())["id"])
     except (OSError, ValueError, KeyError, TypeError):

@@ -45,6 +45,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from slipstream.checkpoint_logs import query_id
 from slipstream.connect import is_connect
 from slipstream.errors import SlipstreamError
 from slipstream.specs import OutputMode, SinkSpec
@@ -131,14 +132,6 @@ class Sink(ABC):
 def checkpoint_query_id(checkpoint: Path) -> str:
     """Spark's persistent query id, from the checkpoint's `metadata` file (written at start)."""
     return str(json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"])
-
-
-def known_query_id(checkpoint: Path) -> str | None:
-    """The query id of a checkpoint that started once; None for a new (or reset) one."""
-    try:
-        return checkpoint_query_id(checkpoint)
-    except (OSError, ValueError, KeyError, IndexError):
-        return None
 
 
 def iso_utc(column: str) -> Any:
@@ -294,7 +287,7 @@ class DatabaseSink(BatchSink):
 
         if last_committed_batch(ctx.checkpoint) is not None:
             return None  # a resume: this query's own rows
-        mine = known_query_id(ctx.checkpoint) or ""
+        mine = query_id(ctx.checkpoint) or ""
         p = self.placeholder
         with closing(self.connect()) as conn:
             if not self.ledger_exists(conn):
