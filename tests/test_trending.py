@@ -142,29 +142,27 @@ def restarted(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> 
         "max_files_per_trigger": 1,
     }
     day = "2026-01-01T00:"
+    at = {  # event id: (article, time after 00:00)
+        "e1": ("a0001", "20:00Z"),
+        "e2": ("a0001", "21:00Z"),
+        "e3": ("a0002", "25:00+00:00"),
+        "e4": ("a0001", "30:00Z"),
+        "e5": ("a0004", "40:00Z"),
+        "L1": ("a0001", "05:00Z"),
+        "L2": ("a0003", "19:59Z"),
+        "W1": ("a0001", "22:00Z"),
+    }
+
+    def file(*ids: str) -> list[str]:
+        return [_event(i, at[i][0], day + at[i][1]) for i in ids]
+
     with PipelineHarness(spark, "trending", root, **settings) as h:
-        h.feed(
-            [
-                _event("e1", "a0001", day + "20:00Z"),
-                _event("e2", "a0001", day + "21:00Z"),
-                _event("e3", "a0002", day + "25:00+00:00"),
-                _event("e1", "a0001", day + "20:00Z"),
-            ]
-        )
-        h.feed([_event("e1", "a0001", day + "20:00Z"), _event("e4", "a0001", day + "30:00Z")])
+        h.feed(file("e1", "e2", "e3", "e1"))
+        h.feed(file("e1", "e4"))
         h.process()
         first = dict(h.totals[RESULTS])
     with PipelineHarness(spark, "trending", root, **settings) as h:
-        h.feed(
-            [
-                _event("L1", "a0001", day + "05:00Z"),
-                _event("L2", "a0003", day + "19:59Z"),
-                _event("W1", "a0001", day + "22:00Z"),
-                _event("e2", "a0001", day + "21:00Z"),
-                _event("e5", "a0004", day + "40:00Z"),
-            ],  # fmt: skip
-            name="batch-00002.json",
-        )
+        h.feed(file("L1", "L2", "W1", "e2", "e5"), name="batch-00002.json")
         h.process()
         second = dict(h.totals[RESULTS])
         table = h.results()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from statistics import fmean
 
@@ -70,17 +70,11 @@ class ProgressPoint:
 
     @classmethod
     def of(cls, event: QueryProgress) -> ProgressPoint:
+        """The event's figures of the same names, and how far its watermark lags its time."""
         mark = event.watermark
-        return cls(
-            ts=event.ts,
-            batch_id=event.batch_id,
-            input_rows=event.input_rows,
-            input_rps=event.input_rps,
-            processed_rps=event.processed_rps,
-            batch_duration_ms=event.batch_duration_ms,
-            watermark_lag_s=None if mark is None else (event.ts - mark).total_seconds(),
-            state_rows=event.state_rows,
-        )
+        lag = None if mark is None else (event.ts - mark).total_seconds()
+        same = {f.name: getattr(event, f.name) for f in fields(cls) if f.name != "watermark_lag_s"}
+        return cls(**same, watermark_lag_s=lag)
 
 
 def _mean(values: Iterable[float | None]) -> float | None:

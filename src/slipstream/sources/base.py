@@ -68,6 +68,11 @@ def register(cls: type[Source]) -> type[Source]:
     return cls
 
 
+def spark_stream(spark: SparkSession, kind: str, options: dict[str, str | int]) -> DataFrame:
+    """The stream of one of Spark's own sources (socket, kafka, rate), read with `options`."""
+    return spark.readStream.format(kind).options(**options).load()
+
+
 def get_source(kind: str) -> Source:
     # Import the built-in modules so their @register runs.
     from slipstream.sources import files, kafka, rate, socket, table  # noqa: F401

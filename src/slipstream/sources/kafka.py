@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from slipstream.errors import ConfigError
 from slipstream.quality.parse import SOURCE
-from slipstream.sources.base import Binding, RawInput, Source, register
+from slipstream.sources.base import Binding, RawInput, Source, register, spark_stream
 
 if TYPE_CHECKING:
     from slipstream.config import Settings
@@ -53,16 +53,10 @@ class KafkaSource(Source):
 
     def read(self, spark: SparkSession, settings: Settings, binding: Binding) -> RawInput:
         fmt = binding.format
-        frame = (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", str(settings.kafka_bootstrap))
-            .option("subscribe", str(settings.kafka_topic))
-            .load()
-            .select(
-                F.col("value").cast("string").alias("value"),
-                F.concat_ws(
-                    ":", F.lit("kafka"), F.col("topic"), F.col("partition"), F.col("offset")
-                ).alias(SOURCE),
-            )
+        servers, topic = str(settings.kafka_bootstrap), str(settings.kafka_topic)
+        raw = spark_stream(spark, "kafka", {"kafka.bootstrap.servers": servers, "subscribe": topic})
+        where = F.concat_ws(
+            ":", F.lit("kafka"), F.col("topic"), F.col("partition"), F.col("offset")
         )
+        frame = raw.select(F.col("value").cast("string").alias("value"), where.alias(SOURCE))
         return RawInput(frame, fmt if fmt in ("json", "csv", "text") else "json", True)

@@ -8,7 +8,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from slipstream.quality.parse import SOURCE
-from slipstream.sources.base import Binding, RawInput, Source, register
+from slipstream.sources.base import Binding, RawInput, Source, register, spark_stream
 
 if TYPE_CHECKING:
     from slipstream.config import Settings
@@ -22,10 +22,6 @@ class RateSource(Source):
         return f"rate {settings.rows_per_second} rows/s"
 
     def read(self, spark: SparkSession, settings: Settings, binding: Binding) -> RawInput:
-        frame = (
-            spark.readStream.format("rate")
-            .option("rowsPerSecond", settings.rows_per_second)
-            .load()
-            .withColumn(SOURCE, F.lit("rate"))
-        )
+        raw = spark_stream(spark, "rate", {"rowsPerSecond": settings.rows_per_second})
+        frame = raw.withColumn(SOURCE, F.lit("rate"))
         return RawInput(frame, "typed", True)

@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from slipstream.quality.parse import SOURCE
-from slipstream.sources.base import Binding, RawInput, Source, register
+from slipstream.sources.base import Binding, RawInput, Source, register, spark_stream
 
 if TYPE_CHECKING:
     from slipstream.config import Settings
@@ -27,11 +27,8 @@ class SocketSource(Source):
 
     def read(self, spark: SparkSession, settings: Settings, binding: Binding) -> RawInput:
         fmt = binding.format
-        frame = (
-            spark.readStream.format("socket")
-            .option("host", settings.host)
-            .option("port", settings.port)
-            .load()
-            .select(F.col("value"), F.lit(f"socket:{settings.host}:{settings.port}").alias(SOURCE))
+        raw = spark_stream(spark, "socket", {"host": settings.host, "port": settings.port})
+        frame = raw.select(
+            F.col("value"), F.lit(f"socket:{settings.host}:{settings.port}").alias(SOURCE)
         )
         return RawInput(frame, fmt if fmt != "parquet" else "text", False)
