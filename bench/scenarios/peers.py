@@ -167,6 +167,10 @@ def latency(ctx: Context, variants: list[str]) -> Result:
     rates = list(ctx.param("latency_rates", [1_000], [1_000, 10_000]))
     seconds = int(ctx.param("latency_seconds", 15, 60))
     wanted = list(ctx.param("latency_variants", variants, variants))
+    absent = [v for v in wanted if v != "slipstream" and not peer_python(v).exists()]
+    wanted = [v for v in wanted if v not in absent]
+    if absent:
+        result.notes.append(f"not installed (run `make bench-peers`): {', '.join(absent)}")
     result.params = {
         "rates": rates,
         "seconds_per_run": seconds,
