@@ -67,6 +67,7 @@ class Result:
     machine_after: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     command: str = ""
+    sections: list[Result] = field(default_factory=list)  # further tables of the same scenario
 
     def add(self, **row: Any) -> None:
         for key in row:
@@ -358,6 +359,8 @@ def render(result: Result, markdown: bool = False) -> str:
         parts.append(f"* {key}: {fmt(value)}")
     for note in result.notes:
         parts.append(f"- {note}")
+    for section in result.sections:
+        parts.append(render(section, markdown))
     return "\n".join(parts)
 
 

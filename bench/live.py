@@ -1,5 +1,6 @@
 """A live trending run: `slipstream run trending` in a subprocess, files landing at a fixed rate,
-markers polled in the serving table. Shared by the sustained-rate and recovery scenarios.
+markers polled in the serving table. Shared by the sustained-rate and recovery scenarios, and
+(`PeerLiveRun`: a peer program, its output file tailed) by the peers scenario's latency part.
 
 Time line of a run (all on this process's monotonic clock):
 
@@ -16,7 +17,13 @@ from typing import Any
 
 from bench.core import median, percentile
 from bench.procs import Proc, slipstream_command
-from bench.workloads import MarkerPoller, Pacer, TrendingInput, generate_trending
+from bench.workloads import (
+    MarkerFilePoller,
+    MarkerPoller,
+    Pacer,
+    TrendingInput,
+    generate_trending,
+)
 
 
 @dataclass
@@ -32,17 +39,20 @@ class LiveRun:
         self.state = self.work / "state"
         self.db = self.state / "trending.db"
         self.pacer = Pacer(self.data.files, self.landing, self.interval)
-        self.poller = MarkerPoller(self.db)
+        self.poller: Any = self.make_poller()
         self.proc: Proc | None = None
         self.launches: list[float] = []
 
     @classmethod
     def prepare(
-        cls, work: Path, rate: int, seconds: int, extra_args: tuple[str, ...] = ()
+        cls, work: Path, rate: int, seconds: int, extra_args: tuple[str, ...] = (), **fields: Any
     ) -> LiveRun:
         """Generate `seconds` + 1 files of `rate` events each (file 0 is the warm-up file)."""
         data = generate_trending(work / "input", rate * (seconds + 1), float(rate), markers=True)
-        return cls(work, data, extra_args=extra_args)
+        return cls(work, data, extra_args=extra_args, **fields)
+
+    def make_poller(self) -> Any:
+        return MarkerPoller(self.db)
 
     def command(self) -> list[str]:
         return slipstream_command(
@@ -140,6 +150,34 @@ class LiveRun:
         }
 
 
+@dataclass
+class PeerLiveRun(LiveRun):
+    """The same live run for a peer program (scenario peers): `python SCRIPT LANDING CATALOG
+    OUT --live` in the peer's own environment, reading the growing landing folder and appending
+    every row it emits to OUT (one line a row, flushed per update); the poller tails OUT."""
+
+    python: Path = Path()
+    script: Path = Path()
+
+    def make_poller(self) -> Any:
+        self.out = self.work / "live-rows.csv"
+        return MarkerFilePoller(self.out)
+
+    def command(self) -> list[str]:
+        return [
+            str(self.python),
+            str(self.script),
+            str(self.landing),
+            str(self.data.catalog),
+            str(self.out),
+            "--live",
+            *self.extra_args,
+        ]
+
+    def spark_rates(self, since: float, until: float) -> dict[str, Any]:
+        return {}
+
+
 def latency_summary(latencies: dict[int, float]) -> dict[str, float]:
     values = [latencies[k] for k in sorted(latencies)]
     third = max(1, len(values) // 3)
@@ -152,3 +190,10 @@ def latency_summary(latencies: dict[int, float]) -> dict[str, float]:
         "first_third_p50_s": median(values[:third]),
         "last_third_p50_s": median(values[-third:]),
     }
+
+
+def keeps_up(summary: dict[str, float], drained: bool) -> bool:
+    """Every landed file's counts became visible, and the last third's latency p50 is at most
+    1 s (or 10%) above the first third's: latency steady, not growing with the input."""
+    first, last = summary["first_third_p50_s"], summary["last_third_p50_s"]
+    return drained and last <= max(first + 1.0, 1.1 * first)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import sqlite3
 import threading
 import time
@@ -182,61 +183,34 @@ class Pacer:
 # ---------------------------------------------------------------- the poller
 
 
-class MarkerPoller:
-    """Polls the serving table for marker articles; records when each was first seen.
+class _Poller:
+    """Polls an output for marker articles in a thread; records when each was first seen (on
+    this process's monotonic clock) and the most views any marker row showed. Resolution:
+    `every` seconds (latencies are over-stated by half of it on average)."""
 
-    A poll is one indexed-free scan of `article_views` restricted to marker-length ids; the
-    table holds (windows x articles) rows, a few thousand, so a poll takes about a millisecond.
-    Resolution: `every` seconds (latencies are over-stated by half of it on average)."""
-
-    def __init__(self, db: Path, table: str = "article_views", every: float = 0.05) -> None:
-        self.db = db
-        self.table = table
+    def __init__(self, every: float = 0.05) -> None:
         self.every = every
         self.seen: dict[int, float] = {}
         self.max_views = 0
-        self.ledger_rows = 0
-        self.ledger_seen: list[tuple[int, float]] = []  # (ledger rows, first seen at)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
 
-    def start(self) -> MarkerPoller:
+    def start(self) -> _Poller:
         self._thread = threading.Thread(target=self._run, name="bench-poller", daemon=True)
         self._thread.start()
         return self
 
-    def _connect(self) -> sqlite3.Connection | None:
-        if self._conn is None and self.db.exists():
-            self._conn = sqlite3.connect(
-                f"file:{self.db}?mode=ro", uri=True, timeout=1, check_same_thread=False
-            )
-        return self._conn
-
     def poll(self) -> None:
-        conn = self._connect()
-        if conn is None:
-            return
-        try:
-            rows = conn.execute(
-                f'SELECT article_id, MAX(views) FROM "{self.table}" '
-                f"WHERE length(article_id) = {MARKER_LENGTH} "
-                f"AND article_id LIKE '{MARKER_PREFIX}%' GROUP BY article_id"
-            ).fetchall()
-            ledger = conn.execute("SELECT COUNT(*) FROM _slipstream_batches").fetchone()[0]
-        except sqlite3.OperationalError:  # the sink has not created its tables yet
-            return
-        now = time.monotonic()
-        with self._lock:
-            for article, views in rows:
-                index = marker_index(article)
-                if index not in self.seen:
-                    self.seen[index] = now
-                self.max_views = max(self.max_views, int(views))
-            if ledger != self.ledger_rows:
-                self.ledger_rows = ledger
-                self.ledger_seen.append((ledger, now))
+        raise NotImplementedError
+
+    def _record(self, markers: list[tuple[str, int]], now: float) -> None:
+        """(marker article, views) pairs seen at `now`; the caller holds the lock."""
+        for article, views in markers:
+            index = marker_index(article)
+            if index not in self.seen:
+                self.seen[index] = now
+            self.max_views = max(self.max_views, int(views))
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
@@ -264,6 +238,100 @@ class MarkerPoller:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        self._close()
+
+    def _close(self) -> None:
+        pass
+
+
+class MarkerPoller(_Poller):
+    """Polls the serving table for marker articles.
+
+    A poll is one indexed-free scan of `article_views` restricted to marker-length ids; the
+    table holds (windows x articles) rows, a few thousand, so a poll takes about a millisecond."""
+
+    def __init__(self, db: Path, table: str = "article_views", every: float = 0.05) -> None:
+        super().__init__(every)
+        self.db = db
+        self.table = table
+        self.ledger_rows = 0
+        self.ledger_seen: list[tuple[int, float]] = []  # (ledger rows, first seen at)
+        self._conn: sqlite3.Connection | None = None
+
+    def _connect(self) -> sqlite3.Connection | None:
+        if self._conn is None and self.db.exists():
+            self._conn = sqlite3.connect(
+                f"file:{self.db}?mode=ro", uri=True, timeout=1, check_same_thread=False
+            )
+        return self._conn
+
+    def poll(self) -> None:
+        conn = self._connect()
+        if conn is None:
+            return
+        try:
+            rows = conn.execute(
+                f'SELECT article_id, MAX(views) FROM "{self.table}" '
+                f"WHERE length(article_id) = {MARKER_LENGTH} "
+                f"AND article_id LIKE '{MARKER_PREFIX}%' GROUP BY article_id"
+            ).fetchall()
+            ledger = conn.execute("SELECT COUNT(*) FROM _slipstream_batches").fetchone()[0]
+        except sqlite3.OperationalError:  # the sink has not created its tables yet
+            return
+        now = time.monotonic()
+        with self._lock:
+            self._record(rows, now)
+            if ledger != self.ledger_rows:
+                self.ledger_rows = ledger
+                self.ledger_seen.append((ledger, now))
+
+    def _close(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+MARKER_LINE = re.compile(
+    rb"^(?:\+[IU]\[)?("
+    + MARKER_PREFIX.encode()
+    + rb"[0-9]{%d}), ?[^,]*, ?([0-9]+)\]?$" % MARKER_DIGITS
+)
+
+
+class MarkerFilePoller(_Poller):
+    """Tails a file of output rows that a program appends to (and flushes) as it emits them,
+    one row a line, `article_id,window_start,views` (bench/peers/peer_common.LiveOut) or
+    Flink's print sink's `+I[article_id, window_start, views]` (`+U` an update; `-U`/`-D`
+    lines, retractions, are not counted): the peers' live output. A poll reads the bytes
+    added since the last one and looks only at the complete lines of a marker article."""
+
+    def __init__(self, path: Path, every: float = 0.05) -> None:
+        super().__init__(every)
+        self.path = path
+        self.lines = 0
+        self._offset = 0
+        self._partial = b""
+
+    def poll(self) -> None:
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self._offset)
+                chunk = handle.read()
+        except FileNotFoundError:
+            return
+        now = time.monotonic()
+        if not chunk:
+            return
+        self._offset += len(chunk)
+        data = self._partial + chunk
+        cut = data.rfind(b"\n") + 1
+        self._partial = data[cut:]
+        lines = data[:cut].splitlines()
+        prefix = MARKER_PREFIX.encode()
+        markers = []
+        for line in lines:
+            if prefix in line[:6] and (match := MARKER_LINE.match(line.strip())):
+                markers.append((match[1].decode(), int(match[2])))
+        with self._lock:
+            self.lines += len(lines)
+            self._record(markers, now)

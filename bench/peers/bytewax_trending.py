@@ -10,18 +10,29 @@ time) order, in batches of lines. Then:
   `SlidingWindower` of 10 min every 1 min aligned to the epoch; an item older than the
   watermark is late for all its windows and dropped (the late stream is discarded);
 - each closed window's count joined to the catalog (a dict: the catalog is static);
-- at end of input every window closes; rows are collected and written as CSV."""
+- at end of input every window closes; rows are collected and written as CSV.
+
+Live mode (`--live`, OUT = the live output): Bytewax's file sources read what a folder holds
+when they start, so `PolledDirSource` (one partition) lists the folder in name order every
+second and reads each new file whole, as one batch, never ending. `count_window` emits a
+window's count only when the watermark closes it (20 minutes of event time after an event)
+and has no early firing, so the counts are one `stateful_batch` step instead (`LiveCounts`,
+keyed on one key like the dedup): for each batch it adds the events to their ten windows
+(an event whose window ended at or before the watermark, newest ts - 10 min as of the batch's
+start, is late for that window), forgets the windows the watermark has passed, and emits the
+changed (window, article) counts of the batch, which the sink appends to OUT, flushed per
+batch: slipstream's update mode, one Bytewax batch for one micro-batch."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import bytewax.operators as op
-from bytewax.dataflow import Dataflow
+from bytewax.dataflow import Dataflow, Stream
 from bytewax.inputs import FixedPartitionedSource, StatefulSourcePartition
 from bytewax.operators.windowing import EventClock, SlidingWindower, count_window
 from bytewax.outputs import DynamicSink, StatelessSinkPartition
@@ -31,8 +42,11 @@ from peer_common import (
     SLIDE,
     WATERMARK,
     WINDOW,
+    LiveOut,
+    arguments,
     event_files,
     horizon,
+    iso,
     load_catalog,
     mark,
     output_row,
@@ -75,6 +89,88 @@ class OrderedDirSource(FixedPartitionedSource[str, None]):
         return _OrderedFiles(self.files)
 
 
+class _Polled(StatefulSourcePartition[str, None]):
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.read: set[str] = set()
+        self.awake: datetime | None = None
+        mark("reading")
+
+    def next_batch(self) -> list[str]:
+        new = [p for p in event_files(self.directory) if p.name not in self.read]
+        if not new:
+            self.awake = datetime.now(UTC) + timedelta(seconds=1)
+            return []
+        self.awake = None
+        self.read.add(new[0].name)
+        with new[0].open(encoding="utf-8") as handle:
+            return handle.readlines()
+
+    def next_awake(self) -> datetime | None:
+        return self.awake
+
+    def snapshot(self) -> None:
+        return None
+
+
+class PolledDirSource(FixedPartitionedSource[str, None]):
+    """The files of a growing folder in name order, one partition: every second, the folder
+    is listed and each file not read yet is read whole (one batch a file); never ends."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def list_parts(self) -> list[str]:
+        return ["all"]
+
+    def build_part(self, step_id: str, for_part: str, resume_state: None) -> _Polled:
+        return _Polled(self.directory)
+
+
+class LiveCounts(op.StatefulBatchLogic[tuple[str, str, datetime], list[Any], None]):
+    """Counts per (window, article) updated per batch; emits the batch's changed counts."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[int, str], int] = {}
+        self.newest = EPOCH
+
+    def on_batch(self, values: list[tuple[str, str, datetime]]) -> tuple[list[Any], bool]:
+        watermark = (self.newest - WATERMARK - EPOCH) // SLIDE  # in minutes since the epoch
+        span = WINDOW // SLIDE
+        changed: set[tuple[int, str]] = set()
+        for _, article, ts in values:
+            self.newest = max(self.newest, ts)
+            last = (ts - EPOCH) // SLIDE  # the newest window start holding ts
+            for start in range(max(last - span + 1, watermark - span + 1), last + 1):
+                key = (start, article)
+                self.counts[key] = self.counts.get(key, 0) + 1
+                changed.add(key)
+        rows = [(a, iso(EPOCH + SLIDE * w), self.counts[(w, a)]) for w, a in changed]
+        passed = (self.newest - WATERMARK - EPOCH) // SLIDE - span  # windows ended by then
+        if passed >= 0 and len(self.counts) > 0:
+            self.counts = {k: n for k, n in self.counts.items() if k[0] > passed}
+        return ([rows] if rows else []), op.StatefulBatchLogic.RETAIN
+
+    def snapshot(self) -> None:
+        return None
+
+
+class _Append(StatelessSinkPartition[list[Any]]):
+    def __init__(self, out: LiveOut) -> None:
+        self.out = out
+
+    def write_batch(self, items: list[list[Any]]) -> None:
+        self.out.write([row for rows in items for row in rows])
+
+
+class LiveSink(DynamicSink[list[Any]]):
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def build(self, step_id: str, worker_index: int, worker_count: int) -> _Append:
+        return _Append(LiveOut(self.path))
+
+
 class _Collect(StatelessSinkPartition[tuple[Any, ...]]):
     def __init__(self, rows: list[tuple[Any, ...]]) -> None:
         self.rows = rows
@@ -107,12 +203,17 @@ def dedup(
     return (seen, newest), (event,)
 
 
-def flow(events: Path, catalog: dict[str, tuple[str, str]], sink: CollectSink) -> Dataflow:
+def unique_events(df: Dataflow, source: Any) -> Stream[tuple[str, tuple[str, str, datetime]]]:
+    """Parsed, valid and deduplicated events, keyed on one key ("all")."""
     until = horizon()
-    df = Dataflow("trending")
-    lines = op.input("files", df, OrderedDirSource(events))
+    lines = op.input("files", df, source)
     parsed = op.filter_map("parse", lines, lambda line: parse_line(line, until))
-    unique = op.stateful_flat_map("dedup", op.key_on("one", parsed, lambda _: "all"), dedup)
+    return op.stateful_flat_map("dedup", op.key_on("one", parsed, lambda _: "all"), dedup)
+
+
+def flow(events: Path, catalog: dict[str, tuple[str, str]], sink: CollectSink) -> Dataflow:
+    df = Dataflow("trending")
+    unique = unique_events(df, OrderedDirSource(events))
     clock = EventClock(lambda e: e[2], wait_for_system_duration=WATERMARK)
     windower = SlidingWindower(length=WINDOW, offset=SLIDE, align_to=EPOCH)
     counted = count_window(
@@ -127,13 +228,27 @@ def flow(events: Path, catalog: dict[str, tuple[str, str]], sink: CollectSink) -
     return df
 
 
-def main(events: str, catalog: str, out: str) -> None:
-    sink = CollectSink()
+def live_flow(events: Path, out: Path) -> Dataflow:
+    """Live mode: the growing folder, counts updated and emitted per batch (LiveCounts). The
+    catalog join only adds title and section to a row: the live output carries neither."""
+    df = Dataflow("trending-live")
+    unique = unique_events(df, PolledDirSource(events))
+    counts = op.stateful_batch("views", unique, lambda _: LiveCounts())
+    op.output("rows", op.map("value", counts, lambda kv: kv[1]), LiveSink(out))
+    return df
+
+
+def main(events: str, catalog: str, out: str, live: bool = False) -> None:
     mark("started")
+    if live:
+        run_main(live_flow(Path(events), Path(out)))
+        return
+    sink = CollectSink()
     run_main(flow(Path(events), load_catalog(Path(catalog)), sink))
     write_rows(Path(out), sorted(sink.rows))
     mark("done")
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    positional, live_mode, _ = arguments(sys.argv[1:])
+    main(*positional[:3], live=live_mode)

@@ -12,7 +12,14 @@
   newest ts it has processed) passes its end + 10 min, the watermark's role; count per window;
 - left join to the catalog (`pw.io.csv.read`, static);
 - `pw.io.csv.write` writes the stream of changes (+1/-1 per row); the final rows (net +1) are
-  written to OUT_CSV after the run."""
+  written to OUT_CSV after the run.
+
+Live mode (`--live`, OUT = the live output): the events are read with `mode="streaming"` (the
+reader polls the folder and reads each new file; its default `autocommit_duration_ms` = 1500,
+a commit of what was read at most every 1.5 s, left as is, like slipstream's default trigger)
+and never end; the windowby's counts are incremental (a window's count is updated by each
+commit, not held until the cutoff), so `pw.io.subscribe` gets the new rows of each commit and
+appends them to OUT, flushed at the end of each commit's time (`on_time_end`)."""
 
 from __future__ import annotations
 
@@ -23,7 +30,18 @@ from pathlib import Path
 from typing import Any
 
 import pathway as pw
-from peer_common import EPOCH, SLIDE, WATERMARK, WINDOW, horizon, mark, parse_line, write_rows
+from peer_common import (
+    EPOCH,
+    SLIDE,
+    WATERMARK,
+    WINDOW,
+    LiveOut,
+    arguments,
+    horizon,
+    mark,
+    parse_line,
+    write_rows,
+)
 
 UNTIL = horizon()
 
@@ -52,8 +70,9 @@ def valid_ts(event_id: str, article_id: str, ts: str) -> datetime | None:
     return parsed[2] if parsed else None
 
 
-def build(events: Path, catalog: Path, changes: Path) -> None:
-    raw = pw.io.jsonlines.read(str(events), schema=Event, mode="static")
+def build(events: Path, catalog: Path, changes: Path, live: bool = False) -> None:
+    mode = "streaming" if live else "static"
+    raw = pw.io.jsonlines.read(str(events), schema=Event, mode=mode)
     checked = raw.select(
         pw.this.event_id,
         pw.this.article_id,
@@ -87,7 +106,27 @@ def build(events: Path, catalog: Path, changes: Path) -> None:
         section=titles.section,
         views=counts.views,
     )
-    pw.io.csv.write(joined, str(changes))
+    if live:
+        subscribe(joined, changes)
+    else:
+        pw.io.csv.write(joined, str(changes))
+
+
+def subscribe(joined: pw.Table, out: Path) -> None:
+    """Append the rows each commit adds to `out`, flushed at the end of the commit's time."""
+    sink = LiveOut(out)
+    pending: list[tuple[str, str, int]] = []
+
+    def on_change(key: Any, row: dict[str, Any], time: int, is_addition: bool) -> None:
+        if is_addition:
+            start = row["window_start"].strftime("%Y-%m-%dT%H:%M:%SZ")
+            pending.append((row["article_id"], start, int(row["views"])))
+
+    def on_time_end(time: int) -> None:
+        sink.write(pending)
+        pending.clear()
+
+    pw.io.subscribe(joined, on_change=on_change, on_time_end=on_time_end)
 
 
 def final_rows(changes: Path, catalog: Path) -> list[tuple[Any, ...]]:
@@ -108,15 +147,18 @@ def final_rows(changes: Path, catalog: Path) -> list[tuple[Any, ...]]:
     return sorted(rows)
 
 
-def main(events: str, catalog: str, out: str) -> None:
-    changes = Path(out).with_suffix(".changes.csv")
+def main(events: str, catalog: str, out: str, live: bool = False) -> None:
+    changes = Path(out) if live else Path(out).with_suffix(".changes.csv")
     mark("started")
-    build(Path(events), Path(catalog), changes)
+    build(Path(events), Path(catalog), changes, live)
     mark("reading")
     pw.run(monitoring_level=pw.MonitoringLevel.NONE)
+    if live:
+        return
     write_rows(Path(out), final_rows(changes, Path(catalog)))
     mark("done")
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    positional, live_mode, _ = arguments(sys.argv[1:])
+    main(*positional[:3], live=live_mode)

@@ -5,7 +5,12 @@ The rules are trending's (src/slipstream/pipelines/trending.py): a line is a JSO
 `event_id`, `article_id` and `ts` are strings, `user_id` a string or absent, `ts` an ISO-8601
 time (no zone means UTC) at most a day ahead, `article_id` shaped like `a123`. Output rows are
 (window_start, window_end, article_id, title, section, views, in_catalog), times as
-`YYYY-MM-DDTHH:MM:SSZ`, written as CSV with a header, one row per (window, article)."""
+`YYYY-MM-DDTHH:MM:SSZ`, written as CSV with a header, one row per (window, article).
+
+Live mode (`--live`, the latency part of scenario peers): the program reads the landing folder
+as it grows and never ends; every row it emits (a count of a (window, article) as it changes)
+is appended to OUT as `article_id,window_start,views` and the file is flushed after each
+update, so the benchmark sees a row as soon as the engine has emitted it (`LiveOut`)."""
 
 from __future__ import annotations
 
@@ -88,6 +93,25 @@ def write_rows(path: Path, rows: list[tuple[Any, ...]]) -> None:
         writer = csv.writer(handle)
         writer.writerow(HEADER)
         writer.writerows(rows)
+
+
+class LiveOut:
+    """The live output: rows appended as `article_id,window_start,views`, flushed per update
+    (one `write` call = one update of the engine: a batch, an epoch, a changelog row)."""
+
+    def __init__(self, path: Path) -> None:
+        self.handle = path.open("a", encoding="utf-8")
+
+    def write(self, rows: list[tuple[str, str, int]]) -> None:
+        if rows:
+            self.handle.write("".join(f"{a},{w},{n}\n" for a, w, n in rows))
+            self.handle.flush()
+
+
+def arguments(argv: list[str]) -> tuple[list[str], bool, dict[str, str]]:
+    """The positional arguments, whether `--live` was given, and the `--NAME=VALUE` options."""
+    options = dict(a[2:].partition("=")[::2] for a in argv if a.startswith("--") and "=" in a)
+    return [a for a in argv if not a.startswith("--")], "--live" in argv, options
 
 
 def mark(label: str) -> None:

@@ -17,20 +17,33 @@ wall time on a shared machine), and peak memory (summed RSS of the process group
 0.2 s). Output rows are compared with slipstream's and with tests/trending_reference.py (plain
 Python + pandas) run twice: over all lines as one batch (what an available-now run over every
 file computes: nothing is late), and file by file (what a streaming engine with a 10-minute
-watermark computes when it reads the files in order: the generator's late events dropped)."""
+watermark computes when it reads the files in order: the generator's late events dropped).
+
+**Latency** (a second table, `--set parts=[...]` picks "throughput" and/or "latency"): for each
+of `latency_rates`, measured as scenario 4 measures slipstream (bench/live.py): files of `rate`
+events land in a growing folder once a second (atomic rename, event time one second per file,
+one marker article per file) for `latency_seconds`; latency = rename -> a row of the file's
+marker visible in the engine's output (slipstream: its SQLite table, polled every 50 ms; a peer:
+its program in live mode, `--live`, appends every row it emits to a file, flushed per update,
+tailed every 50 ms); the first `latency_settle` files are left out. Every engine emits a
+window's count before the window closes (SEMANTICS says how), as slipstream's update mode does:
+a latency that waited for the window's close would be 20 minutes of event time."""
 
 from __future__ import annotations
 
 import math
 import pickle
+import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from bench.core import REPO, Context, Result, alternate, median, paired_ratios, summarize_ratio
+from bench.live import LiveRun, PeerLiveRun, keeps_up, latency_summary
 from bench.peerruns import Row, compare, csv_rows, measure
 from bench.procs import slipstream_command
 from bench.workloads import TrendingInput, generate_trending, land_all
@@ -50,6 +63,15 @@ METRICS = (
     "peak_rss_mib",
 )
 WINDOW, SLIDE, WATERMARK = timedelta(minutes=10), timedelta(minutes=1), timedelta(minutes=10)
+SEMANTICS = {  # when a row of an event's (window, article) first shows in the output
+    "slipstream": "update mode: the upserted rows of the micro-batch that read the file",
+    "flink": "HOP group window with early fire (delay flink_early_fire; 0 s = every element): "
+    "each count update, through the join's changelog to the print sink (in the JVM)",
+    "pathway": "incremental windowby: the updated counts of the commit that read the file, "
+    "via pw.io.subscribe",
+    "bytewax": "partial counts per source batch (one stateful step, not count_window, which "
+    "emits only when the watermark closes a window)",
+}
 
 
 def peer_python(peer: str) -> Path:
@@ -78,10 +100,140 @@ def references(data: TrendingInput, landing: Path, cache: Path) -> dict[str, set
     return out
 
 
+def copy_input(data: TrendingInput, work: Path) -> TrendingInput:
+    """The same generated files, copied (a live run lands, i.e. moves, its own copy)."""
+    staging = work / "staging"
+    staging.mkdir(parents=True, exist_ok=True)
+    files = [Path(shutil.copy2(p, staging / p.name)) for p in data.files]
+    return TrendingInput(staging, data.catalog, files, data.lines_per_file, data.total_lines)
+
+
+def live_one(ctx: Context, variant: str, data: TrendingInput, rate: int) -> dict[str, Any]:
+    """One live run of `variant` over a copy of `data`: start-up, latencies, keeps up."""
+    seconds = len(data.files) - 1
+    settle = int(ctx.param("latency_settle", 3, 5))
+    drain = float(ctx.param("latency_drain", 30, 90))
+    work = ctx.scratch(f"latency/{variant}-{rate}")
+    mine = copy_input(data, work / "input")
+    if variant == "slipstream":
+        live: LiveRun = LiveRun(work, mine)
+    else:
+        script = REPO / "bench" / "peers" / f"{variant}_trending.py"
+        extra: tuple[str, ...] = ()
+        if variant == "flink":  # Flink's early-fire delay: 0 s = on every element
+            extra = (f"--early-fire={ctx.param('flink_early_fire', '0 s', '0 s')}",)
+        live = PeerLiveRun(work, mine, extra_args=extra, python=peer_python(variant), script=script)
+    label = f"{variant} at {rate:,} events/s"
+    try:
+        startup = live.start(timeout=float(ctx.param("latency_startup_timeout", 300, 300)))
+        ctx.log(f"  {label}: first file visible after {startup:.1f} s; pacing {seconds} s")
+        assert live.proc is not None
+        began = live.pace()
+        cpu_began = live.proc.cpu_seconds()
+        live.wait_paced(seconds + 60)
+        ended = time.monotonic()
+        cpu = (live.proc.cpu_seconds() - cpu_began) / (ended - began)
+        backlog = live.backlog(ended)
+        drained = live.drain(drain)
+    finally:
+        live.stop()
+    lat = latency_summary(live.latencies(first=1 + settle))
+    steady = keeps_up(lat, drained)
+    ctx.log(
+        f"  {label}: p50 {lat['p50_s']:.2f} s, p99 {lat['p99_s']:.2f} s, backlog {backlog} "
+        f"files, keeps up: {steady}"
+    )
+    return {
+        "rate": rate,
+        "engine": variant,
+        "startup_s": startup,
+        "latency_p50_s": lat["p50_s"],
+        "latency_p95_s": lat["p95_s"],
+        "latency_p99_s": lat["p99_s"],
+        "latency_max_s": lat["max_s"],
+        "drift": f"{lat['first_third_p50_s']:.2f} -> {lat['last_third_p50_s']:.2f}",
+        "backlog_files_at_end": backlog,
+        "drained": drained,
+        "keeps_up": steady,
+        "cpu_cores": cpu,
+        "files_measured": lat["files"],
+        "marker_views_max": live.poller.max_views,
+    }
+
+
+def latency(ctx: Context, variants: list[str]) -> Result:
+    """The latency table: every variant at every rate, alternated (A B C, then C B A)."""
+    result = Result(f"{NAME} latency", "latency: files landing once a second, rows visible")
+    rates = list(ctx.param("latency_rates", [1_000], [1_000, 10_000]))
+    seconds = int(ctx.param("latency_seconds", 15, 60))
+    wanted = list(ctx.param("latency_variants", variants, variants))
+    absent = [v for v in wanted if v != "slipstream" and not peer_python(v).exists()]
+    wanted = [v for v in wanted if v not in absent]
+    if absent:
+        result.notes.append(f"not installed (run `make bench-peers`): {', '.join(absent)}")
+    result.params = {
+        "rates": rates,
+        "seconds_per_run": seconds,
+        "files_per_second": 1,
+        "settle_files_excluded": ctx.param("latency_settle", 3, 5),
+        "drain_timeout_s": ctx.param("latency_drain", 30, 90),
+        "poll_interval_s": 0.05,
+        "variants": wanted,
+        "semantics": {v: SEMANTICS[v] for v in wanted},
+        "flink_early_fire": ctx.param("flink_early_fire", "0 s", "0 s"),
+    }
+    failed: dict[str, str] = {}
+    for i, rate in enumerate(rates):
+        ctx.log(f"  latency at {rate:,} events/s: generating {seconds + 1} files")
+        data = generate_trending(ctx.work / f"latency-input-{rate}", rate * (seconds + 1),
+                                 float(rate), markers=True)  # fmt: skip
+        for variant in wanted if i % 2 == 0 else list(reversed(wanted)):
+            try:
+                result.add(**live_one(ctx, variant, data, rate))
+            except RuntimeError as exc:  # one engine must not hide the rest
+                failed[f"{variant} at {rate:,}/s"] = str(exc)[:400]
+                ctx.log(f"  {variant} at {rate:,}/s failed: {str(exc)[:400]}")
+    for what, why in failed.items():
+        result.notes.append(f"{what} failed: {why}")
+    for rate in rates:
+        mine = {r["engine"]: r for r in result.rows if r["rate"] == rate}
+        result.headline[f"latency at {rate:,}/s, p50 / p99 s"] = "; ".join(
+            f"{v} {r['latency_p50_s']:.2f} / {r['latency_p99_s']:.2f}" for v, r in mine.items()
+        )
+        base = mine.get("slipstream")
+        for v, r in mine.items():
+            if base is not None and v != "slipstream":
+                result.headline[f"slipstream / {v} at {rate:,}/s, latency p50, p99"] = (
+                    f"{base['latency_p50_s'] / r['latency_p50_s']:.2f}, "
+                    f"{base['latency_p99_s'] / r['latency_p99_s']:.2f}"
+                )
+    result.notes.append(
+        "latency = file renamed into the landing folder -> a row of its marker visible "
+        "(slipstream: SQLite; a peer: the live output file), first files after start-up left "
+        "out; drift = p50 of the first third -> the last third; keeps up = every file visible "
+        "and drift at most 1 s or 10%; cpu_cores = CPU s of the process group / wall s while "
+        "pacing; marker_views_max must be 1 (each marker is one event)"
+    )
+    for v in wanted:
+        result.notes.append(f"{v}: {SEMANTICS[v]}")
+    return result
+
+
 def run(ctx: Context) -> Result:
+    result = Result(NAME, TITLE)
+    parts = list(ctx.param("parts", ["throughput", "latency"], ["throughput", "latency"]))
+    wanted = list(ctx.param("peers", list(PEERS), list(PEERS)))
+    installed = [p for p in wanted if peer_python(p).exists()]
+    if "throughput" in parts:
+        throughput(ctx, result)
+    if "latency" in parts:
+        result.sections.append(latency(ctx, ["slipstream", *installed]))
+    return result
+
+
+def throughput(ctx: Context, result: Result) -> None:
     from bench.scenarios.flagship import table_rows
 
-    result = Result(NAME, TITLE)
     events = ctx.param("events", 100_000, 1_000_000)
     reps = ctx.param("reps", 1, 1)
     timeout = float(ctx.param("timeout", 900, 3600))
@@ -135,7 +287,7 @@ def run(ctx: Context) -> Result:
     variants = [v for v in variants if v in outputs]
     if "slipstream" not in outputs:
         result.failed = "slipstream's run failed: nothing to compare with"
-        return result
+        return
     tables = {
         v: table_rows(outputs[v]) if v == "slipstream" else csv_rows(outputs[v]) for v in variants
     }
@@ -186,4 +338,3 @@ def run(ctx: Context) -> Result:
         "its end; CPU = user + system seconds of the process tree; memory = peak summed RSS"
     )
     result.notes.append(f"python {sys.version.split()[0]}; peers' pins: bench/peers/")
-    return result

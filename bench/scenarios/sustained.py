@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from bench.core import Context, Result
-from bench.live import LiveRun, latency_summary
+from bench.live import LiveRun, keeps_up, latency_summary
 
 NAME = "sustained"
 TITLE = "sustained rate and latency: trending, default trigger, files landing every second"
@@ -80,12 +80,10 @@ def one_rate(
     lat = latency_summary(live.latencies(first=1 + settle))
     input_rate = live.events_landed(began, ended) / (ended - began)
     headroom = spark["processing_rows_per_s"] / input_rate if input_rate else float("nan")
-    keeps_up = drained and lat["last_third_p50_s"] <= max(
-        lat["first_third_p50_s"] + 1.0, 1.1 * lat["first_third_p50_s"]
-    )
+    steady = keeps_up(lat, drained)
     ctx.log(
         f"  {label}: p50 {lat['p50_s']:.2f} s, p99 {lat['p99_s']:.2f} s, "
-        f"backlog {backlog_end} files, keeps up: {keeps_up}"
+        f"backlog {backlog_end} files, keeps up: {steady}"
     )
     return {
         "rate": rate,
@@ -104,7 +102,7 @@ def one_rate(
         "drift": f"{lat['first_third_p50_s']:.2f} -> {lat['last_third_p50_s']:.2f}",
         "backlog_files_at_end": backlog_end,
         "drained": drained,
-        "keeps_up": keeps_up,
+        "keeps_up": steady,
         "startup_s": startup,
         "files_measured": lat["files"],
     }
