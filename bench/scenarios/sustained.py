@@ -42,8 +42,6 @@ def variant_args(variant: str) -> tuple[str, ...]:
             args += ["--trigger", value]
         elif key == "partitions":
             args += ["--conf", f"spark.sql.shuffle.partitions={value}"]
-        elif key == "scheduler":
-            args += ["--conf", f"spark.scheduler.mode={value}"]
         elif key == "quarantine-trigger":
             args += ["--quarantine-trigger", value]
         elif key == "max-files":
@@ -51,7 +49,7 @@ def variant_args(variant: str) -> tuple[str, ...]:
         else:
             raise ValueError(
                 f"unknown variant part {part!r} "
-                "(trigger=, scheduler=, quarantine-trigger=, partitions=, max-files=)"
+                "(trigger=, quarantine-trigger=, partitions=, max-files=)"
             )
     return tuple(args)
 

@@ -32,7 +32,6 @@ from slipstream.quality.late_plan import late_plan
 from slipstream.quality.parse import check_typed, parse_csv, parse_json
 from slipstream.quality.quarantine import QUALITY_METRICS, accepted, quality_metrics, rejected
 from slipstream.run import Run, batch_boundaries
-from slipstream.session import BACKGROUND_POOL, OUTPUTS_POOL, scheduler_pool
 from slipstream.specs import TriggerSpec, spark_interval
 from slipstream.validate import key_violations, violations
 
@@ -230,9 +229,7 @@ def start(
             writer = writer.outputMode(out.ctx.mode)
             writer = writer.option("checkpointLocation", str(out.ctx.checkpoint))
             trigger = query_trigger(settings, quarantine=out.spec is None)
-            pool = BACKGROUND_POOL if out.spec is None else OUTPUTS_POOL
-            with scheduler_pool(spark, pool):  # every batch of the query runs in its pool
-                started = start_query(apply_trigger(out.sink.attach(writer, out.ctx), trigger))
+            started = start_query(apply_trigger(out.sink.attach(writer, out.ctx), trigger))
             listener.register(str(started.id), out.ctx.query_name)
             queries[out.name] = started
     except BaseException as exc:

@@ -45,11 +45,6 @@ Streaming defaults, each deliberate (see docs/architecture.md and docs/benchmark
   takes only the session-level (`spark.sql.*`, `spark.hadoop.*`) defaults above, minus the
   static retention ones; memory, UI, retention and log level belong to the server's start
   (see slipstream.connect).
-- Fair scheduling with two pools (`data/pools.xml`): the outputs' queries run in `outputs`,
-  which is served first whenever it has tasks waiting; the quarantine queries and the late-row
-  dead-letter's re-reads run in `background`, on what the outputs leave. On 2 cores the
-  quarantine's parse of the same files otherwise takes half the cores in every batch (see
-  docs/benchmarks.md). `--conf spark.scheduler.mode=FIFO` turns it off.
 - Python workers use the driver's interpreter (PYSPARK_PYTHON defaults to `sys.executable`), so
   code that runs on executors sees the same packages as the driver. On a cluster whose hosts
   keep Python elsewhere, set `spark.pyspark.python` (it wins over PYSPARK_PYTHON).
@@ -68,9 +63,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
@@ -78,29 +71,6 @@ DEFAULT_MASTER = "local[*]"
 #: the driver's advertised host on a cluster master, when `--conf spark.driver.host` is not given
 DRIVER_HOST_ENV = "SLIPSTREAM_DRIVER_HOST"
 LOOPBACK = "127.0.0.1"
-
-
-#: the fair-scheduler pools: `outputs` first, `background` (quarantines, late-row re-reads) after
-POOLS_FILE = Path(__file__).parent / "data" / "pools.xml"
-OUTPUTS_POOL, BACKGROUND_POOL = "outputs", "background"
-
-
-@contextmanager
-def scheduler_pool(spark: SparkSession, pool: str) -> Iterator[None]:
-    """Jobs started from this thread meanwhile (a streaming query started here: all of its
-    batches) run in `pool`. Nothing under Spark Connect: the server owns the scheduler."""
-    from slipstream.connect import is_connect
-
-    if is_connect(spark):
-        yield
-        return
-    context = spark.sparkContext
-    before = context.getLocalProperty("spark.scheduler.pool")
-    context.setLocalProperty("spark.scheduler.pool", pool)
-    try:
-        yield
-    finally:
-        context.setLocalProperty("spark.scheduler.pool", before)  # type: ignore[arg-type]
 
 
 def is_local(master: str) -> bool:
@@ -183,8 +153,6 @@ def streaming_defaults(
         **RETENTION,
         **SECRETS,
         "spark.sql.shuffle.partitions": str(default_shuffle_partitions(cores)),
-        "spark.scheduler.mode": "FAIR",
-        "spark.scheduler.allocation.file": str(POOLS_FILE),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.streaming.stateStore.providerClass": (
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

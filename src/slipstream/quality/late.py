@@ -54,7 +54,6 @@ from slipstream.checkpoint_logs import (
 from slipstream.quality.expectations import route
 from slipstream.quality.late_plan import LatePlan, LateRule
 from slipstream.quality.parse import RAW, REASON, SOURCE
-from slipstream.session import BACKGROUND_POOL, scheduler_pool
 from slipstream.sinks.base import local_rows
 from slipstream.sources.parquet_files import parquet_rows
 
@@ -230,12 +229,11 @@ class DeadLetter:
             self._wake.set()
 
     def _loop(self) -> None:
-        with scheduler_pool(self.spark, BACKGROUND_POOL):  # after the outputs' tasks
-            while not self._closed:
-                self._wake.wait()
-                self._wake.clear()
-                if not self._closed:
-                    self.catch_up(live=True)
+        while not self._closed:
+            self._wake.wait()
+            self._wake.clear()
+            if not self._closed:
+                self.catch_up(live=True)
 
     def close(self) -> None:
         self._closed = True
