@@ -42,6 +42,8 @@ def variant_args(variant: str) -> tuple[str, ...]:
             args += ["--trigger", value]
         elif key == "partitions":
             args += ["--conf", f"spark.sql.shuffle.partitions={value}"]
+        elif key == "late-rows":
+            args += ["--late-rows", value]
         elif key == "quarantine-trigger":
             args += ["--quarantine-trigger", value]
         elif key == "max-files":
@@ -49,7 +51,7 @@ def variant_args(variant: str) -> tuple[str, ...]:
         else:
             raise ValueError(
                 f"unknown variant part {part!r} "
-                "(trigger=, quarantine-trigger=, partitions=, max-files=)"
+                "(trigger=, late-rows=, quarantine-trigger=, partitions=, max-files=)"
             )
     return tuple(args)
 
