@@ -26,6 +26,19 @@ from bench.workloads import (
 )
 
 
+@dataclass(frozen=True)
+class Measured:
+    """A live run's time line (monotonic seconds) and what it used."""
+
+    startup: float  # launch -> file 0's marker visible
+    began: float  # pacing began
+    ended: float  # the last file landed
+    drained_at: float
+    cpu_cores: float  # the run's processes' CPU time / wall time while pacing
+    backlog: int  # files landed and not yet visible when the last one landed
+    drained: bool  # every file visible before the drain deadline
+
+
 @dataclass
 class LiveRun:
     work: Path
@@ -130,6 +143,26 @@ class LiveRun:
         return sum(
             self.data.lines_per_file[k] for k, t in self.pacer.landed.items() if since <= t <= until
         )
+
+    def measure(
+        self, seconds: int, drain: float, log: Any, label: str, startup_timeout: float = 300
+    ) -> Measured:
+        """The whole live run: start, pace `seconds` files, drain, stop; its time line."""
+        try:
+            startup = self.start(timeout=startup_timeout)
+            log(f"  {label}: first file visible after {startup:.1f} s; pacing {seconds} s")
+            assert self.proc is not None
+            began = self.pace()
+            cpu_began = self.proc.cpu_seconds()
+            self.wait_paced(seconds + 60)
+            ended = time.monotonic()
+            cpu = (self.proc.cpu_seconds() - cpu_began) / (ended - began)
+            backlog = self.backlog(ended)
+            drained = self.drain(drain)
+            drained_at = time.monotonic()
+        finally:
+            self.stop()
+        return Measured(startup, began, ended, drained_at, cpu, backlog, drained)
 
     def spark_rates(self, since: float, until: float) -> dict[str, Any]:
         """Spark's own figures for the results query's batches that ended in [since, until]."""

@@ -36,7 +36,6 @@ import pickle
 import shutil
 import subprocess
 import sys
-import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -124,38 +123,27 @@ def live_one(ctx: Context, variant: str, data: TrendingInput, rate: int) -> dict
             extra = (f"--early-fire={ctx.param('flink_early_fire', '0 s', '0 s')}",)
         live = PeerLiveRun(work, mine, extra_args=extra, python=peer_python(variant), script=script)
     label = f"{variant} at {rate:,} events/s"
-    try:
-        startup = live.start(timeout=float(ctx.param("latency_startup_timeout", 300, 300)))
-        ctx.log(f"  {label}: first file visible after {startup:.1f} s; pacing {seconds} s")
-        assert live.proc is not None
-        began = live.pace()
-        cpu_began = live.proc.cpu_seconds()
-        live.wait_paced(seconds + 60)
-        ended = time.monotonic()
-        cpu = (live.proc.cpu_seconds() - cpu_began) / (ended - began)
-        backlog = live.backlog(ended)
-        drained = live.drain(drain)
-    finally:
-        live.stop()
+    timeout = float(ctx.param("latency_startup_timeout", 300, 300))
+    run = live.measure(seconds, drain, ctx.log, label, startup_timeout=timeout)
     lat = latency_summary(live.latencies(first=1 + settle))
-    steady = keeps_up(lat, drained)
+    steady = keeps_up(lat, run.drained)
     ctx.log(
-        f"  {label}: p50 {lat['p50_s']:.2f} s, p99 {lat['p99_s']:.2f} s, backlog {backlog} "
+        f"  {label}: p50 {lat['p50_s']:.2f} s, p99 {lat['p99_s']:.2f} s, backlog {run.backlog} "
         f"files, keeps up: {steady}"
     )
     return {
         "rate": rate,
         "engine": variant,
-        "startup_s": startup,
+        "startup_s": run.startup,
         "latency_p50_s": lat["p50_s"],
         "latency_p95_s": lat["p95_s"],
         "latency_p99_s": lat["p99_s"],
         "latency_max_s": lat["max_s"],
         "drift": f"{lat['first_third_p50_s']:.2f} -> {lat['last_third_p50_s']:.2f}",
-        "backlog_files_at_end": backlog,
-        "drained": drained,
+        "backlog_files_at_end": run.backlog,
+        "drained": run.drained,
         "keeps_up": steady,
-        "cpu_cores": cpu,
+        "cpu_cores": run.cpu_cores,
         "files_measured": lat["files"],
         "marker_views_max": live.poller.max_views,
     }

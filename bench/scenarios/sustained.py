@@ -20,7 +20,6 @@ DIR --catalog FILE` runs in a subprocess with its defaults (default trigger, SQL
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from bench.core import Context, Result
@@ -63,33 +62,22 @@ def one_rate(
     ctx.log(f"  {label}: generating {seconds + 1} files")
     safe = variant.replace("=", "-").replace(",", "+")
     live = LiveRun.prepare(ctx.scratch(f"rate-{rate}-{safe}"), rate, seconds, variant_args(variant))
-    try:
-        startup = live.start()
-        ctx.log(f"  {label}: first file visible after {startup:.1f} s; pacing")
-        assert live.proc is not None
-        began = live.pace()
-        cpu_began = live.proc.cpu_seconds()
-        live.wait_paced(seconds + 60)
-        ended = time.monotonic()
-        cpu = (live.proc.cpu_seconds() - cpu_began) / (ended - began)
-        backlog_end = live.backlog(ended)
-        drained = live.drain(drain)
-        spark = live.spark_rates(began, time.monotonic())
-    finally:
-        live.stop()
+    run = live.measure(seconds, drain, ctx.log, label)
+    spark = live.spark_rates(run.began, run.drained_at)
+    began, ended = run.began, run.ended
     lat = latency_summary(live.latencies(first=1 + settle))
     input_rate = live.events_landed(began, ended) / (ended - began)
     headroom = spark["processing_rows_per_s"] / input_rate if input_rate else float("nan")
-    steady = keeps_up(lat, drained)
+    steady = keeps_up(lat, run.drained)
     ctx.log(
         f"  {label}: p50 {lat['p50_s']:.2f} s, p99 {lat['p99_s']:.2f} s, "
-        f"backlog {backlog_end} files, keeps up: {steady}"
+        f"backlog {run.backlog} files, keeps up: {steady}"
     )
     return {
         "rate": rate,
         "variant": variant,
         "input_events_per_s": input_rate,
-        "cpu_cores": cpu,
+        "cpu_cores": run.cpu_cores,
         "spark_rows_per_s": spark["processing_rows_per_s"],
         "headroom": headroom,
         "busy": spark["busy_share"],
@@ -100,10 +88,10 @@ def one_rate(
         "latency_p99_s": lat["p99_s"],
         "latency_max_s": lat["max_s"],
         "drift": f"{lat['first_third_p50_s']:.2f} -> {lat['last_third_p50_s']:.2f}",
-        "backlog_files_at_end": backlog_end,
-        "drained": drained,
+        "backlog_files_at_end": run.backlog,
+        "drained": run.drained,
         "keeps_up": steady,
-        "startup_s": startup,
+        "startup_s": run.startup,
         "files_measured": lat["files"],
     }
 
