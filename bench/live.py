@@ -230,3 +230,26 @@ def keeps_up(summary: dict[str, float], drained: bool) -> bool:
     1 s (or 10%) above the first third's: latency steady, not growing with the input."""
     first, last = summary["first_third_p50_s"], summary["last_third_p50_s"]
     return drained and last <= max(first + 1.0, 1.1 * first)
+
+
+def latency_row(live: LiveRun, run: Measured, settle: int, log: Any, label: str) -> dict[str, Any]:
+    """A live run's latency columns (the first `settle` files after file 0 left out), its
+    start-up, backlog and whether it kept up: the part of a row every live table shares."""
+    lat = latency_summary(live.latencies(first=1 + settle))
+    steady = keeps_up(lat, run.drained)
+    log(
+        f"  {label}: p50 {lat['p50_s']:.2f} s, p99 {lat['p99_s']:.2f} s, "
+        f"backlog {run.backlog} files, keeps up: {steady}"
+    )
+    return {
+        "latency_p50_s": lat["p50_s"],
+        "latency_p95_s": lat["p95_s"],
+        "latency_p99_s": lat["p99_s"],
+        "latency_max_s": lat["max_s"],
+        "drift": f"{lat['first_third_p50_s']:.2f} -> {lat['last_third_p50_s']:.2f}",
+        "backlog_files_at_end": run.backlog,
+        "drained": run.drained,
+        "keeps_up": steady,
+        "startup_s": run.startup,
+        "files_measured": lat["files"],
+    }

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core import REPO, Context, Result, alternate, median, paired_ratios, summarize_ratio
-from bench.live import LiveRun, PeerLiveRun, keeps_up, latency_summary
+from bench.live import LiveRun, PeerLiveRun, latency_row
 from bench.peerruns import Row, compare, csv_rows, measure
 from bench.procs import slipstream_command
 from bench.workloads import TrendingInput, generate_trending, land_all
@@ -125,26 +125,11 @@ def live_one(ctx: Context, variant: str, data: TrendingInput, rate: int) -> dict
     label = f"{variant} at {rate:,} events/s"
     timeout = float(ctx.param("latency_startup_timeout", 300, 300))
     run = live.measure(seconds, drain, ctx.log, label, startup_timeout=timeout)
-    lat = latency_summary(live.latencies(first=1 + settle))
-    steady = keeps_up(lat, run.drained)
-    ctx.log(
-        f"  {label}: p50 {lat['p50_s']:.2f} s, p99 {lat['p99_s']:.2f} s, backlog {run.backlog} "
-        f"files, keeps up: {steady}"
-    )
     return {
         "rate": rate,
         "engine": variant,
-        "startup_s": run.startup,
-        "latency_p50_s": lat["p50_s"],
-        "latency_p95_s": lat["p95_s"],
-        "latency_p99_s": lat["p99_s"],
-        "latency_max_s": lat["max_s"],
-        "drift": f"{lat['first_third_p50_s']:.2f} -> {lat['last_third_p50_s']:.2f}",
-        "backlog_files_at_end": run.backlog,
-        "drained": run.drained,
-        "keeps_up": steady,
+        **latency_row(live, run, settle, ctx.log, label),
         "cpu_cores": run.cpu_cores,
-        "files_measured": lat["files"],
         "marker_views_max": live.poller.max_views,
     }
 

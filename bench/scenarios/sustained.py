@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench.core import Context, Result
-from bench.live import LiveRun, keeps_up, latency_summary
+from bench.live import LiveRun, latency_row
 
 NAME = "sustained"
 TITLE = "sustained rate and latency: trending, default trigger, files landing every second"
@@ -65,14 +65,8 @@ def one_rate(
     run = live.measure(seconds, drain, ctx.log, label)
     spark = live.spark_rates(run.began, run.drained_at)
     began, ended = run.began, run.ended
-    lat = latency_summary(live.latencies(first=1 + settle))
     input_rate = live.events_landed(began, ended) / (ended - began)
     headroom = spark["processing_rows_per_s"] / input_rate if input_rate else float("nan")
-    steady = keeps_up(lat, run.drained)
-    ctx.log(
-        f"  {label}: p50 {lat['p50_s']:.2f} s, p99 {lat['p99_s']:.2f} s, "
-        f"backlog {run.backlog} files, keeps up: {steady}"
-    )
     return {
         "rate": rate,
         "variant": variant,
@@ -83,16 +77,7 @@ def one_rate(
         "busy": spark["busy_share"],
         "batches": spark["batches"],
         "batch_s_p50": spark["batch_s_p50"],
-        "latency_p50_s": lat["p50_s"],
-        "latency_p95_s": lat["p95_s"],
-        "latency_p99_s": lat["p99_s"],
-        "latency_max_s": lat["max_s"],
-        "drift": f"{lat['first_third_p50_s']:.2f} -> {lat['last_third_p50_s']:.2f}",
-        "backlog_files_at_end": run.backlog,
-        "drained": run.drained,
-        "keeps_up": steady,
-        "startup_s": run.startup,
-        "files_measured": lat["files"],
+        **latency_row(live, run, settle, ctx.log, label),
     }
 
 
