@@ -10,18 +10,7 @@ from typing import Any
 
 import pytest
 
-from slipstream.monitor.events import (
-    EventFormatError,
-    QueryIdle,
-    QueryProgress,
-    QueryStarted,
-    QueryTerminated,
-    RunStarted,
-    RunStopped,
-    format_ts,
-    parse_event,
-    parse_ts,
-)
+from slipstream.monitor import events as ev
 
 FIXTURES = Path(__file__).parent / "fixtures" / "eventlogs"
 SCENARIOS = ("healthy", "falling_behind", "stalled", "failed")
@@ -43,15 +32,15 @@ def progress_records(name: str, query: str | None = None) -> list[dict[str, Any]
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_every_recorded_line_parses_to_its_kind(scenario: str) -> None:
     kinds = {
-        "run_started": RunStarted,
-        "run_stopped": RunStopped,
-        "started": QueryStarted,
-        "progress": QueryProgress,
-        "idle": QueryIdle,
-        "terminated": QueryTerminated,
+        "run_started": ev.RunStarted,
+        "run_stopped": ev.RunStopped,
+        "started": ev.QueryStarted,
+        "progress": ev.QueryProgress,
+        "idle": ev.QueryIdle,
+        "terminated": ev.QueryTerminated,
     }
     for record in records(scenario):
-        event = parse_event(record)
+        event = ev.parse_event(record)
         assert isinstance(event, kinds[record["event"]])
         assert event.ts.tzinfo is not None
         assert event.pipeline == record["pipeline"]
@@ -61,8 +50,8 @@ def test_every_recorded_line_parses_to_its_kind(scenario: str) -> None:
 def test_progress_accessors_match_the_raw_spark_json(scenario: str) -> None:
     for record in progress_records(scenario):
         raw = record["progress"]
-        event = parse_event(record)
-        assert isinstance(event, QueryProgress)
+        event = ev.parse_event(record)
+        assert isinstance(event, ev.QueryProgress)
         assert event.batch_id == raw["batchId"]
         assert event.input_rows == raw["numInputRows"]
         assert event.input_rps == pytest.approx(raw["inputRowsPerSecond"])
@@ -88,7 +77,7 @@ def test_progress_accessors_match_the_raw_spark_json(scenario: str) -> None:
 
 
 def test_recorded_stateful_batches_carry_watermark_state_and_late_rows() -> None:
-    events = [parse_event(r) for r in progress_records("healthy", "trending.windows")]
+    events = [ev.parse_event(r) for r in progress_records("healthy", "trending.windows")]
     assert any(e.watermark is not None for e in events)
     assert any(e.state_rows > 0 for e in events)
     assert sum(e.dropped_by_watermark for e in events) > 0
@@ -97,8 +86,8 @@ def test_recorded_stateful_batches_carry_watermark_state_and_late_rows() -> None
 
 
 def test_terminated_with_exception_is_failed() -> None:
-    (term,) = [parse_event(r) for r in records("failed") if r["event"] == "terminated"]
-    assert isinstance(term, QueryTerminated)
+    (term,) = [ev.parse_event(r) for r in records("failed") if r["event"] == "terminated"]
+    assert isinstance(term, ev.QueryTerminated)
     assert term.failed
     assert term.exception is not None and "connection to 127.0.0.1:5432 refused" in term.exception
 
@@ -119,8 +108,8 @@ def test_missing_keys_and_non_finite_rates_are_tolerated() -> None:
             "eventTime": {"watermark": "1970-01-01T00:00:00.000Z"},
         },
     }
-    event = parse_event(record)
-    assert isinstance(event, QueryProgress)
+    event = ev.parse_event(record)
+    assert isinstance(event, ev.QueryProgress)
     assert event.query == "p.q"  # falls back to the progress's name
     assert event.input_rows == 7  # summed over sources when numInputRows is absent
     assert event.input_rps is None and event.processed_rps is None
@@ -133,8 +122,8 @@ def test_missing_keys_and_non_finite_rates_are_tolerated() -> None:
 def test_events_round_trip_through_to_dict() -> None:
     for scenario in SCENARIOS:
         for record in records(scenario):
-            event = parse_event(record)
-            assert parse_event(json.loads(json.dumps(event.to_dict()))) == event
+            event = ev.parse_event(record)
+            assert ev.parse_event(json.loads(json.dumps(event.to_dict()))) == event
 
 
 @pytest.mark.parametrize(
@@ -151,15 +140,15 @@ def test_events_round_trip_through_to_dict() -> None:
 def test_records_that_are_not_events_are_refused_with_a_code(
     record: dict[str, Any], code: str
 ) -> None:
-    with pytest.raises(EventFormatError) as caught:
-        parse_event(record)
+    with pytest.raises(ev.EventFormatError) as caught:
+        ev.parse_event(record)
     assert caught.value.code == code
 
 
 def test_timestamps_are_aware_utc_and_format_like_spark() -> None:
-    assert parse_ts("2024-05-01T12:00:00.250Z") == datetime(2024, 5, 1, 12, 0, 0, 250000, UTC)
-    assert parse_ts("2024-05-01T14:00:00+02:00") == datetime(2024, 5, 1, 12, tzinfo=UTC)
-    assert parse_ts("not a time") is None
-    assert format_ts(datetime(2024, 5, 1, 12, 0, 0, 250999, UTC)) == "2024-05-01T12:00:00.250Z"
+    assert ev.parse_ts("2024-05-01T12:00:00.250Z") == datetime(2024, 5, 1, 12, 0, 0, 250000, UTC)
+    assert ev.parse_ts("2024-05-01T14:00:00+02:00") == datetime(2024, 5, 1, 12, tzinfo=UTC)
+    assert ev.parse_ts("not a time") is None
+    assert ev.format_ts(datetime(2024, 5, 1, 12, 0, 0, 250999, UTC)) == "2024-05-01T12:00:00.250Z"
     with pytest.raises(ValueError, match="timezone-aware"):
-        format_ts(datetime(2024, 5, 1, 12))
+        ev.format_ts(datetime(2024, 5, 1, 12))

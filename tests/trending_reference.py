@@ -1,6 +1,7 @@
 """An independent model of the trending pipeline, for the tests: plain Python + pandas.
 
-It shares no code with slipstream. It parses each line with `json` and `datetime`, applies the
+It shares no code with slipstream. It parses each line with `json` and `datetime` (the rules
+are bench/peers/peer_common.py's, which the benchmark's peers run too), applies the
 pipeline's documented rules (required fields, `article_id` shape, `ts` at most a day ahead),
 then models Spark's micro-batch semantics as documented in pipelines/trending.py: in batch k a
 row is late when its ts is at or before (max valid ts of batches <= k-2) - watermark, late rows
@@ -11,38 +12,27 @@ read with `csv`."""
 from __future__ import annotations
 
 import csv
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from bench.peers import peer_common
 
-from tests.stream_reference import counted, json_object
+from tests.stream_reference import counted
 
-ARTICLE = re.compile(r"^a[0-9]+$")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def parse_line(line: str, now: datetime) -> dict[str, Any] | None:
-    """The valid record of a line, or None (malformed or dropped by an expectation)."""
-    doc = json_object(line)
-    if doc is None:
+    """The valid record of a line, or None (malformed or dropped by an expectation). The rules
+    are written once, in plain Python, for the peers of the benchmark and for these tests
+    (bench/peers/peer_common.py imports nothing of slipstream's)."""
+    parsed = peer_common.parse_line(line, now + timedelta(days=1))
+    if parsed is None:
         return None
-    event_id, article_id, ts_text = doc.get("event_id"), doc.get("article_id"), doc.get("ts")
-    user_id = doc.get("user_id")
-    if not all(isinstance(v, str) for v in (event_id, article_id, ts_text)):
-        return None
-    if user_id is not None and not isinstance(user_id, str):
-        return None
-    try:
-        ts = datetime.fromisoformat(ts_text)
-    except ValueError:
-        return None
-    ts = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
-    if ts > now + timedelta(days=1) or not ARTICLE.match(article_id):
-        return None
+    event_id, article_id, ts = parsed
     return {"event_id": event_id, "article_id": article_id, "ts": ts}
 
 

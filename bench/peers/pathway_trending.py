@@ -30,20 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import pathway as pw
-from peer_common import (
-    EPOCH,
-    SLIDE,
-    WATERMARK,
-    WINDOW,
-    LiveOut,
-    arguments,
-    horizon,
-    mark,
-    parse_line,
-    write_rows,
-)
+import peer_common as common
 
-UNTIL = horizon()
+UNTIL = common.horizon()
 
 
 class Event(pw.Schema):
@@ -64,7 +53,7 @@ def valid_ts(event_id: str, article_id: str, ts: str) -> datetime | None:
     """The UTC time of a valid event (trending's rules), None when the row is dropped."""
     import json
 
-    parsed = parse_line(
+    parsed = common.parse_line(
         json.dumps({"event_id": event_id, "article_id": article_id, "ts": ts}), UNTIL
     )
     return parsed[2] if parsed else None
@@ -90,9 +79,9 @@ def build(events: Path, catalog: Path, changes: Path, live: bool = False) -> Non
     )
     counts = unique.windowby(
         pw.this.ts,
-        window=pw.temporal.sliding(hop=SLIDE, duration=WINDOW, origin=EPOCH),
+        window=pw.temporal.sliding(hop=common.SLIDE, duration=common.WINDOW, origin=common.EPOCH),
         instance=pw.this.article_id,
-        behavior=pw.temporal.common_behavior(cutoff=WATERMARK),
+        behavior=pw.temporal.common_behavior(cutoff=common.WATERMARK),
     ).reduce(
         article_id=pw.this._pw_instance,
         window_start=pw.this._pw_window_start,
@@ -114,7 +103,7 @@ def build(events: Path, catalog: Path, changes: Path, live: bool = False) -> Non
 
 def subscribe(joined: pw.Table, out: Path) -> None:
     """Append the rows each commit adds to `out`, flushed at the end of the commit's time."""
-    sink = LiveOut(out)
+    sink = common.LiveOut(out)
     pending: list[tuple[str, str, int]] = []
 
     def on_change(key: Any, row: dict[str, Any], time: int, is_addition: bool) -> None:
@@ -136,29 +125,27 @@ def final_rows(changes: Path, catalog: Path) -> list[tuple[Any, ...]]:
         for r in csv.DictReader(handle):
             key = (r["window_start"], r["article_id"], r["title"], r["section"], r["views"])
             net[key] = net.get(key, 0) + int(r["diff"])
-    from peer_common import load_catalog, output_row
-
-    titles = load_catalog(catalog)
+    titles = common.load_catalog(catalog)
     rows = []
     for (start, article, _title, _section, views), n in net.items():
         if n > 0:
             moment = datetime.fromisoformat(start.replace("Z", "+00:00"))
-            rows.append(output_row(moment, article, int(views), titles))
+            rows.append(common.output_row(moment, article, int(views), titles))
     return sorted(rows)
 
 
 def main(events: str, catalog: str, out: str, live: bool = False) -> None:
     changes = Path(out) if live else Path(out).with_suffix(".changes.csv")
-    mark("started")
+    common.mark("started")
     build(Path(events), Path(catalog), changes, live)
-    mark("reading")
+    common.mark("reading")
     pw.run(monitoring_level=pw.MonitoringLevel.NONE)
     if live:
         return
-    write_rows(Path(out), final_rows(changes, Path(catalog)))
-    mark("done")
+    common.write_rows(Path(out), final_rows(changes, Path(catalog)))
+    common.mark("done")
 
 
 if __name__ == "__main__":
-    positional, live_mode, _ = arguments(sys.argv[1:])
+    positional, live_mode, _ = common.arguments(sys.argv[1:])
     main(*positional[:3], live=live_mode)

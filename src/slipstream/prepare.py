@@ -291,24 +291,13 @@ def _bind_input(
 
 
 def _check_table_path(pipeline: Pipeline, spec: Input, binding: Binding) -> None:
+    help_ = f" ({spec.help})" if spec.help else ""
+    path = binding.existing(f"a {spec.format} file or folder{help_}", "FILE")
     flag = f"--input {spec.name}="
-    if binding.path is None:
-        raise ConfigError(
-            "CONFIG_MISSING",
-            f"pipeline {pipeline.name} needs input {spec.name}"
-            + (f" ({spec.help})" if spec.help else ""),
-            f"pass {flag}FILE",
-        )
-    if not binding.path.exists():
+    if path.name.startswith(("_", ".")):
         raise ConfigError(
             "CONFIG_BAD_VALUE",
-            f"{flag}{binding.path} does not exist",
-            f"give {flag} an existing {spec.format} file or folder",
-        )
-    if binding.path.name.startswith(("_", ".")):
-        raise ConfigError(
-            "CONFIG_BAD_VALUE",
-            f"{flag}{binding.path}: Spark treats names starting with '_' or '.' as hidden and "
+            f"{flag}{path}: Spark treats names starting with '_' or '.' as hidden and "
             "would read nothing",
             "rename the file, e.g. without the leading '_' or '.'",
         )

@@ -7,34 +7,9 @@ column), `duration_param`, `choice_param`, `count_param`; and for `build` (in
 `slipstream.pipelines.frames`), `watermarked`, `window_bounds`, `not_null` and
 `check_windows`."""
 
-from slipstream.pipelines.base import (
-    Input,
-    Output,
-    Param,
-    Params,
-    Pipeline,
-    choice_param,
-    count_param,
-    duration_param,
-    event_stream,
-)
-from slipstream.pipelines.frames import check_windows, not_null, watermarked, window_bounds
+from slipstream.pipelines import base, frames
+from slipstream.pipelines.base import *  # noqa: F403 (the declarations, base.__all__)
+from slipstream.pipelines.frames import *  # noqa: F403 (build's helpers, frames.__all__)
 from slipstream.pipelines.registry import get_pipeline, pipelines
 
-__all__ = [
-    "Input",
-    "Output",
-    "Param",
-    "Params",
-    "Pipeline",
-    "check_windows",
-    "choice_param",
-    "count_param",
-    "duration_param",
-    "event_stream",
-    "get_pipeline",
-    "not_null",
-    "pipelines",
-    "watermarked",
-    "window_bounds",
-]
+__all__ = [*base.__all__, *frames.__all__, "get_pipeline", "pipelines"]

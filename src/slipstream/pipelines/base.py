@@ -36,6 +36,19 @@ if TYPE_CHECKING:
     from slipstream.sinks.base import Sink, SinkContext
 
 
+__all__ = [  # what `slipstream.pipelines` offers a pipeline module
+    "Input",
+    "Output",
+    "Param",
+    "Params",
+    "Pipeline",
+    "choice_param",
+    "count_param",
+    "duration_param",
+    "event_stream",
+]
+
+
 @dataclass(frozen=True)
 class Input:
     """One named input. A stream is read by the run's source (`--source`, files by default);

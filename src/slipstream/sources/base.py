@@ -36,6 +36,26 @@ class Binding:
     schema: StructType | None = None  # the input's declared schema (None: text lines)
     required: tuple[str, ...] = ()  # its required fields (a parquet file lacking one: rejected)
 
+    def existing(self, needs: str, give: str, *, directory: bool = False) -> Path:
+        """The bound path, which must be there (a folder with `directory`): otherwise a
+        ConfigError saying that the input `needs` one, and to pass `give` (DIR, FILE)."""
+        sep = "" if self.flag.endswith("=") else " "
+        if self.path is None:
+            raise ConfigError(
+                "CONFIG_MISSING",
+                f"input {self.name} needs {needs}",
+                f"pass {self.flag}{sep}{give}",
+            )
+        there = self.path.is_dir() if directory else self.path.exists()
+        if not there:
+            raise ConfigError(
+                "CONFIG_BAD_VALUE",
+                f"{self.flag}{sep}{self.path} "
+                + ("is not a directory" if directory else "does not exist"),
+                f"create it first, or pass {self.flag}{sep}{give} with an existing one",
+            )
+        return self.path
+
 
 @dataclass(frozen=True)
 class RawInput:

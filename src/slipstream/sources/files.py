@@ -33,20 +33,9 @@ class FilesSource(Source):
     kind = "files"
 
     def validate(self, settings: Settings, binding: Binding) -> None:
-        flag = binding.flag
-        sep = "" if flag.endswith("=") else " "
-        if binding.path is None:
-            raise ConfigError(
-                "CONFIG_MISSING",
-                f"input {binding.name} needs a directory for the files source",
-                f"pass {flag}{sep}DIR (the folder new files land in)",
-            )
-        if not binding.path.is_dir():
-            raise ConfigError(
-                "CONFIG_BAD_VALUE",
-                f"{flag}{sep}{binding.path} is not a directory",
-                f"create the landing directory first, or fix the path given to {flag}",
-            )
+        binding.existing(
+            "a directory for the files source (the folder new files land in)", "DIR", directory=True
+        )
 
     def describe(self, settings: Settings, binding: Binding) -> str:
         extra = []
