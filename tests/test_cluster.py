@@ -35,18 +35,15 @@ from slipstream.generators.files import write_atomically
 from slipstream.standalone import spark_home
 from slipstream.testing import PipelineHarness, fault
 from tests.test_crash import (
+    CASES,
     SEED,
-    mobile_expected,
-    mobile_file,
-    normalise_mobile,
-    normalise_trending,
     read_committed_files,
     read_pg,
     read_sqlite,
-    trending_expected,
-    trending_expected_final,
     trending_pool,
 )
+
+MOBILE, TRENDING = CASES["mobile"], CASES["trending"]
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = str(REPO / "src")
@@ -149,7 +146,7 @@ def test_mobile_submitted_with_the_wheel_survives_a_killed_driver_in_postgres(
     rng = random.Random(f"{SEED}-cluster")
     landing, state = tmp_path / "input", tmp_path / "state"
     landing.mkdir()
-    files = [mobile_file(rng, i) for i in range(8)]
+    files = [MOBILE.make_file(rng, i) for i in range(8)]
     paths = [tmp_path / f"events-{i:04d}.json" for i in range(8)]
     for path, lines in zip(paths, files, strict=True):
         path.write_text("\n".join(lines) + "\n")
@@ -190,12 +187,12 @@ def test_mobile_submitted_with_the_wheel_survives_a_killed_driver_in_postgres(
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     assert "summary mobile.counts:" in done.stdout, done.stdout
 
-    got = normalise_mobile(read_pg(postgres, pg_database, "mobile"))
-    local = normalise_mobile(
+    got = MOBILE.normalise(read_pg(postgres, pg_database, "mobile"))
+    local = MOBILE.normalise(
         pd.DataFrame(local_results(spark, "mobile", paths, tmp_path / "local"))
     )
     pd.testing.assert_frame_equal(got, local, obj="cluster vs local[2]")
-    pd.testing.assert_frame_equal(got, mobile_expected(paths), obj="cluster vs pandas")
+    pd.testing.assert_frame_equal(got, MOBILE.expected_table(paths), obj="cluster vs pandas")
     ledger = postgres.query(pg_database, "SELECT batch_id FROM _slipstream_batches")
     assert sorted(b for (b,) in ledger) == list(range(len(ledger))), "a batch lost or doubled"
     assert read_pg(postgres, pg_database, "_slipstream_stage_mobile").empty
@@ -263,13 +260,13 @@ def test_trending_live_survives_a_lost_worker_and_a_killed_driver(
     )  # fmt: skip
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
 
-    views = normalise_trending(read_sqlite(db, "article_views"))
+    views = TRENDING.normalise(read_sqlite(db, "article_views"))
     local = local_results(spark, "trending", files, tmp_path / "local", catalog=catalog)
-    pd.testing.assert_frame_equal(views, normalise_trending(pd.DataFrame(local)), obj="vs local")
-    pd.testing.assert_frame_equal(views, trending_expected(files), obj="views vs reference")
-    finals = normalise_trending(read_committed_files(spark, archive, "parquet"))
+    pd.testing.assert_frame_equal(views, TRENDING.normalise(pd.DataFrame(local)), obj="vs local")
+    pd.testing.assert_frame_equal(views, TRENDING.expected_table(files), obj="views vs reference")
+    finals = TRENDING.normalise(read_committed_files(spark, archive, "parquet"))
     assert not finals.duplicated(["window_start", "article_id"]).any(), "a window archived twice"
-    pd.testing.assert_frame_equal(finals, trending_expected_final(files), obj="archive")
+    pd.testing.assert_frame_equal(finals, TRENDING.expected_final(files), obj="archive")
 
     first, second = sorted(apps(spark_cluster) - before)  # the live run, then the finishing one
     executors = executor_stderr(spark_cluster, first)

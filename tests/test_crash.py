@@ -4,7 +4,7 @@ computation over all the files: no row lost, none doubled.
 
 One `CrashCase` per pipeline (its generator, its independent expected results and how to read its
 outputs); the suite runs each case into SQLite, PostgreSQL and Parquet, each with its own
-checkpoint, concurrently. Adding a pipeline (trending) is one more CrashCase in CASES.
+checkpoint, concurrently. Adding a pipeline is one more CrashCase subclass in CASES.
 
 Kills come in three kinds:
 - `after-write`: SLIPSTREAM_FAULT makes the process SIGKILL itself after the sink committed a
@@ -60,8 +60,6 @@ FULL_PLANS = {
     "postgresql": ("random", "after-write", "random", "before-commit", "random"),
     "parquet": ("random", "random", "random"),
 }  # 12 kills
-# For the pipelines heavier per batch than mobile (iot_steps, trending): fewer kills keep the
-# suite within minutes; mobile's run carries the 12 kills and every kind of them.
 SHORT_PLANS = {
     "sqlite": ("after-write", "random"),
     "postgresql": ("random", "before-commit"),
@@ -69,100 +67,128 @@ SHORT_PLANS = {
 }  # 5 kills
 
 
-@dataclass(frozen=True)
 class CrashCase:
-    """A pipeline, its input generator and an independent computation of its results."""
+    """A pipeline under the crash suite: how it runs (its flags, kill plans, files per run) and,
+    in its subclass, its input generator and an independent computation of its results."""
 
     pipeline: str
-    key: tuple[str, ...]
-    measure: str  # the counted column, for the report
-    make_file: Callable[[random.Random, int], list[str]]  # (rng, file index) -> lines
-    malformed: Callable[[list[str]], int]  # how many lines of a file must be quarantined
-    expected_table: Callable[[list[Path]], pd.DataFrame]  # update mode: the final table
-    expected_final: Callable[[list[Path]], pd.DataFrame]  # append mode: finalised rows only
-    normalise: Callable[[pd.DataFrame], pd.DataFrame]  # an output, typed and sorted like those
-    args: Callable[[], list[str]] = list  # extra flags of `slipstream run`
-    archive: bool = False  # the sqlite run also appends finalised rows to the archive output
-    plans: dict[str, tuple[str, ...]] = field(default_factory=lambda: FULL_PLANS)
-    files_per_cycle: tuple[int, int] = (2, 4)
-    min_kills: int = 10
+    key: tuple[str, ...] = ()  # an output's key: written once, whatever the kills
+    measure = ""  # the counted column, for the report
+    archive = False  # the sqlite run also appends finalised rows to the archive output
+    plans: dict[str, tuple[str, ...]] = FULL_PLANS
+    files_per_cycle = (2, 4)
+    min_kills = 10
+
+    def args(self) -> list[str]:
+        """Extra flags of `slipstream run`."""
+        return []
+
+    def make_file(self, rng: random.Random, index: int) -> list[str]:
+        """The lines of input file `index`."""
+        raise NotImplementedError
+
+    def malformed(self, lines: list[str]) -> int:
+        """How many lines of a file must be quarantined."""
+        raise NotImplementedError
+
+    def expected_table(self, files: list[Path]) -> pd.DataFrame:
+        """Update mode: the final table over all the files."""
+        raise NotImplementedError
+
+    def expected_final(self, files: list[Path]) -> pd.DataFrame:
+        """Append mode: the finalised rows only."""
+        raise NotImplementedError
+
+    def normalise(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """An output, typed and sorted like the expected tables."""
+        raise NotImplementedError
+
+
+class HeavyCase(CrashCase):
+    """A pipeline heavier per batch than mobile: fewer kills keep the suite within minutes
+    (mobile's run carries the 12 kills and every kind of them), more files per run."""
+
+    plans = SHORT_PLANS
+    min_kills = 4
+    files_per_cycle = (3, 5)
 
 
 MOBILE_T0 = datetime(2024, 1, 1, tzinfo=UTC)
 ACTIONS = ("open", "close", "crash", "swipe")
 
 
-def mobile_file(rng: random.Random, index: int) -> list[str]:
-    """File i holds events in [T0 + 4i min, T0 + 4i + 4 min): never later than the 10-minute
-    watermark however the files are batched, so the final counts do not depend on batching.
-    Some files carry malformed records (not JSON, a missing field, a bad timestamp)."""
-    lines = []
-    for n in range(rng.randint(15, 30)):
-        ts = MOBILE_T0 + timedelta(minutes=4 * index, seconds=rng.uniform(0, 239.9))
-        event = {"id": f"p{rng.randint(1, 9)}", "action": rng.choice(ACTIONS)}
-        event["ts"] = ts.strftime("%Y-%m-%dT%H:%M:%S.%f") if n % 3 else ts.isoformat()
-        lines.append(json.dumps(event))
-    if index % 4 == 1:
-        lines.insert(rng.randrange(len(lines)), "this is not json")
-        lines.append(json.dumps({"id": "p1", "ts": MOBILE_T0.isoformat()}))  # no action
-        lines.append(json.dumps({"id": "p1", "action": "open", "ts": "yesterday"}))
-    return lines
+class Mobile(CrashCase):
+    pipeline = "mobile"
+    key = ("window_start", "action")
+    measure = "count"
 
+    def make_file(self, rng: random.Random, index: int) -> list[str]:
+        """File i holds events in [T0 + 4i min, T0 + 4i + 4 min): never later than the 10-minute
+        watermark however the files are batched, so the final counts do not depend on batching.
+        Some files carry malformed records (not JSON, a missing field, a bad timestamp)."""
+        lines = []
+        for n in range(rng.randint(15, 30)):
+            ts = MOBILE_T0 + timedelta(minutes=4 * index, seconds=rng.uniform(0, 239.9))
+            event = {"id": f"p{rng.randint(1, 9)}", "action": rng.choice(ACTIONS)}
+            event["ts"] = ts.strftime("%Y-%m-%dT%H:%M:%S.%f") if n % 3 else ts.isoformat()
+            lines.append(json.dumps(event))
+        if index % 4 == 1:
+            lines.insert(rng.randrange(len(lines)), "this is not json")
+            lines.append(json.dumps({"id": "p1", "ts": MOBILE_T0.isoformat()}))  # no action
+            lines.append(json.dumps({"id": "p1", "action": "open", "ts": "yesterday"}))
+        return lines
 
-def mobile_malformed(lines: list[str]) -> int:
-    bad = 0
-    for line in lines:
-        try:
-            record = json.loads(line)
-            datetime.fromisoformat(record["ts"])
-            assert record["id"] and record["action"]
-        except (ValueError, KeyError, AssertionError):
-            bad += 1
-    return bad
-
-
-def mobile_events(files: list[Path]) -> pd.DataFrame:
-    """pandas over the raw files, sharing nothing with the pipeline's code."""
-    records = []
-    for path in files:
-        for line in path.read_text().splitlines():
+    def malformed(self, lines: list[str]) -> int:
+        bad = 0
+        for line in lines:
             try:
                 record = json.loads(line)
-                ts = datetime.fromisoformat(record["ts"])
-            except (ValueError, KeyError):
-                continue
-            if record.get("id") and record.get("action"):
-                records.append(
-                    {"action": record["action"], "ts": ts if ts.tzinfo else ts.replace(tzinfo=UTC)}
-                )
-    events = pd.DataFrame(records)
-    events["window_start"] = pd.to_datetime(events["ts"], utc=True).dt.floor("10min")
-    return events
+                datetime.fromisoformat(record["ts"])
+                assert record["id"] and record["action"]
+            except (ValueError, KeyError, AssertionError):
+                bad += 1
+        return bad
 
+    @staticmethod
+    def events(files: list[Path]) -> pd.DataFrame:
+        """pandas over the raw files, sharing nothing with the pipeline's code."""
+        records = []
+        for path in files:
+            for line in path.read_text().splitlines():
+                try:
+                    record = json.loads(line)
+                    ts = datetime.fromisoformat(record["ts"])
+                except (ValueError, KeyError):
+                    continue
+                if record.get("id") and record.get("action"):
+                    moment = ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+                    records.append({"action": record["action"], "ts": moment})
+        events = pd.DataFrame(records)
+        events["window_start"] = pd.to_datetime(events["ts"], utc=True).dt.floor("10min")
+        return events
 
-def mobile_expected(files: list[Path]) -> pd.DataFrame:
-    counts = mobile_events(files).groupby(["window_start", "action"]).size()
-    return normalise_mobile(counts.reset_index(name="count"))
+    def expected_table(self, files: list[Path]) -> pd.DataFrame:
+        counts = self.events(files).groupby(["window_start", "action"]).size()
+        return self.normalise(counts.reset_index(name="count"))
 
+    def expected_final(self, files: list[Path]) -> pd.DataFrame:
+        """Append mode emits a window once the watermark (max event time - 10 min) passes its
+        end."""
+        events = self.events(files)
+        watermark = events["ts"].max() - pd.Timedelta(minutes=10)
+        counts = events.groupby(["window_start", "action"]).size().reset_index(name="count")
+        closed = counts[counts["window_start"] + pd.Timedelta(minutes=10) <= watermark]
+        return self.normalise(closed)
 
-def mobile_expected_final(files: list[Path]) -> pd.DataFrame:
-    """Append mode emits a window once the watermark (max event time - 10 min) passes its end."""
-    events = mobile_events(files)
-    watermark = events["ts"].max() - pd.Timedelta(minutes=10)
-    counts = events.groupby(["window_start", "action"]).size().reset_index(name="count")
-    closed = counts[counts["window_start"] + pd.Timedelta(minutes=10) <= watermark]
-    return normalise_mobile(closed)
-
-
-def normalise_mobile(frame: pd.DataFrame) -> pd.DataFrame:
-    out = pd.DataFrame(
-        {
-            "window_start": pd.to_datetime(frame["window_start"], utc=True),
-            "action": frame["action"].astype(str),
-            "count": frame["count"].astype("int64"),
-        }
-    )
-    return out.sort_values(["window_start", "action"]).reset_index(drop=True)
+    def normalise(self, frame: pd.DataFrame) -> pd.DataFrame:
+        out = pd.DataFrame(
+            {
+                "window_start": pd.to_datetime(frame["window_start"], utc=True),
+                "action": frame["action"].astype(str),
+                "count": frame["count"].astype("int64"),
+            }
+        )
+        return out.sort_values(["window_start", "action"]).reset_index(drop=True)
 
 
 # trending: files from its own generator (duplicates, out-of-order events, malformed lines,
@@ -195,43 +221,9 @@ def trending_pool() -> tuple[Path, list[Path]]:
     return catalog, sorted((root / "files").iterdir())
 
 
-def trending_file(rng: random.Random, index: int) -> list[str]:
-    files = trending_pool()[1]
-    assert index < len(files), f"the trending pool holds {len(files)} files; make more"
+def pooled_file(files: list[Path], index: int) -> list[str]:
+    assert index < len(files), f"the pool holds {len(files)} files; make more"
     return files[index].read_text().splitlines()
-
-
-def trending_counted(files: list[Path]) -> list[dict]:
-    from tests.trending_reference import counted_events
-
-    batches = [path.read_text().splitlines() for path in files]
-    events, stats = counted_events(batches, TRENDING_WATERMARK, datetime.now(UTC))
-    assert stats["late"] == 0  # as generated: the result cannot depend on batch boundaries
-    return events
-
-
-def trending_expected(files: list[Path]) -> pd.DataFrame:
-    from tests.trending_reference import article_views
-
-    catalog = trending_pool()[0]
-    rows = article_views(trending_counted(files), catalog, TRENDING_WINDOW, TRENDING_SLIDE)
-    return normalise_trending(pd.DataFrame(sorted(rows, key=str), columns=TRENDING_COLUMNS))
-
-
-def trending_expected_final(files: list[Path]) -> pd.DataFrame:
-    """Finalised: the watermark (max event time - 10 min) has passed the window's end."""
-    table = trending_expected(files)
-    events = trending_counted(files)
-    watermark = max(e["ts"] for e in events) - TRENDING_WATERMARK
-    ends = pd.to_datetime(table["window_end"], utc=True)
-    return table[ends <= watermark].reset_index(drop=True)
-
-
-def trending_malformed(lines: list[str]) -> int:
-    from tests.trending_reference import parse_line
-
-    now = datetime.now(UTC)
-    return sum(parse_line(line, now) is None for line in lines)
 
 
 TRENDING_COLUMNS = [
@@ -239,19 +231,61 @@ TRENDING_COLUMNS = [
 ]  # fmt: skip
 
 
-def normalise_trending(frame: pd.DataFrame) -> pd.DataFrame:
-    out = pd.DataFrame(
-        {
-            "window_start": _iso(frame["window_start"]),
-            "window_end": _iso(frame["window_end"]),
-            "article_id": frame["article_id"].astype(str),
-            "title": frame["title"].astype(object).where(frame["title"].notna(), None),
-            "section": frame["section"].astype(object).where(frame["section"].notna(), None),
-            "views": frame["views"].astype("int64"),
-            "in_catalog": frame["in_catalog"].astype(bool),
-        }
-    )
-    return out.sort_values(["window_start", "article_id"]).reset_index(drop=True)
+class Trending(HeavyCase):
+    pipeline = "trending"
+    key = ("window_start", "article_id")
+    measure = "views"
+    archive = True
+
+    def args(self) -> list[str]:
+        return ["--input", f"catalog={trending_pool()[0]}"]
+
+    def make_file(self, rng: random.Random, index: int) -> list[str]:
+        return pooled_file(trending_pool()[1], index)
+
+    def malformed(self, lines: list[str]) -> int:
+        from tests.trending_reference import parse_line
+
+        now = datetime.now(UTC)
+        return sum(parse_line(line, now) is None for line in lines)
+
+    @staticmethod
+    def counted(files: list[Path]) -> list[dict]:
+        from tests.trending_reference import counted_events
+
+        batches = [path.read_text().splitlines() for path in files]
+        events, stats = counted_events(batches, TRENDING_WATERMARK, datetime.now(UTC))
+        assert stats["late"] == 0  # as generated: the result cannot depend on batch boundaries
+        return events
+
+    def expected_table(self, files: list[Path]) -> pd.DataFrame:
+        from tests.trending_reference import article_views
+
+        catalog = trending_pool()[0]
+        rows = article_views(self.counted(files), catalog, TRENDING_WINDOW, TRENDING_SLIDE)
+        return self.normalise(pd.DataFrame(sorted(rows, key=str), columns=TRENDING_COLUMNS))
+
+    def expected_final(self, files: list[Path]) -> pd.DataFrame:
+        """Finalised: the watermark (max event time - 10 min) has passed the window's end."""
+        table = self.expected_table(files)
+        events = self.counted(files)
+        watermark = max(e["ts"] for e in events) - TRENDING_WATERMARK
+        ends = pd.to_datetime(table["window_end"], utc=True)
+        return table[ends <= watermark].reset_index(drop=True)
+
+    def normalise(self, frame: pd.DataFrame) -> pd.DataFrame:
+        out = pd.DataFrame(
+            {
+                "window_start": _iso(frame["window_start"]),
+                "window_end": _iso(frame["window_end"]),
+                "article_id": frame["article_id"].astype(str),
+                "title": frame["title"].astype(object).where(frame["title"].notna(), None),
+                "section": frame["section"].astype(object).where(frame["section"].notna(), None),
+                "views": frame["views"].astype("int64"),
+                "in_catalog": frame["in_catalog"].astype(bool),
+            }
+        )
+        return out.sort_values(["window_start", "article_id"]).reset_index(drop=True)
 
 
 def _iso(column: pd.Series) -> pd.Series:
@@ -283,91 +317,55 @@ def iot_pool() -> list[Path]:
     return sorted(root.glob("device-*.jsonl"))
 
 
-def iot_file(rng: random.Random, index: int) -> list[str]:
-    files = iot_pool()
-    assert index < len(files), f"the iot pool holds {len(files)} files; make more"
-    return files[index].read_text().splitlines()
+class IotSteps(HeavyCase):
+    pipeline = "iot_steps"
+    key = ("window_start",)
+    measure = "num_steps"
+
+    def make_file(self, rng: random.Random, index: int) -> list[str]:
+        return pooled_file(iot_pool(), index)
+
+    def malformed(self, lines: list[str]) -> int:
+        from tests.stream_reference import iot_record
+
+        now = datetime.now(UTC)
+        return sum(iot_record(line, now) is None for line in lines)
+
+    @staticmethod
+    def records(files: list[Path]) -> list[dict]:
+        from tests.stream_reference import iot_record
+
+        now = datetime.now(UTC)
+        lines = [line for path in files for line in path.read_text().splitlines()]
+        return [r for r in map(lambda line: iot_record(line, now), lines) if r is not None]
+
+    def expected_table(self, files: list[Path], final_only: bool = False) -> pd.DataFrame:
+        from tests.stream_reference import step_sums
+
+        records = self.records(files)
+        sums = step_sums(records, IOT_WINDOW)
+        frame = pd.DataFrame({"window_start": list(sums), "num_steps": list(sums.values())})
+        frame["window_end"] = pd.to_datetime(frame["window_start"], utc=True) + IOT_WINDOW
+        if final_only:
+            watermark = max(r["timestamp"] for r in records) - IOT_WATERMARK
+            frame = frame[frame["window_end"] <= watermark]
+        return self.normalise(frame)
+
+    def expected_final(self, files: list[Path]) -> pd.DataFrame:
+        return self.expected_table(files, final_only=True)
+
+    def normalise(self, frame: pd.DataFrame) -> pd.DataFrame:
+        out = pd.DataFrame(
+            {
+                "window_start": _iso(frame["window_start"]),
+                "window_end": _iso(frame["window_end"]),
+                "num_steps": frame["num_steps"].astype("int64"),
+            }
+        )
+        return out.sort_values(["window_start"]).reset_index(drop=True)
 
 
-def iot_records(files: list[Path]) -> list[dict]:
-    from tests.stream_reference import iot_record
-
-    now = datetime.now(UTC)
-    lines = [line for path in files for line in path.read_text().splitlines()]
-    return [r for r in map(lambda line: iot_record(line, now), lines) if r is not None]
-
-
-def iot_expected(files: list[Path], final_only: bool = False) -> pd.DataFrame:
-    from tests.stream_reference import step_sums
-
-    records = iot_records(files)
-    sums = step_sums(records, IOT_WINDOW)
-    frame = pd.DataFrame({"window_start": list(sums), "num_steps": list(sums.values())})
-    frame["window_end"] = pd.to_datetime(frame["window_start"], utc=True) + IOT_WINDOW
-    if final_only:
-        watermark = max(r["timestamp"] for r in records) - IOT_WATERMARK
-        frame = frame[frame["window_end"] <= watermark]
-    return normalise_iot(frame)
-
-
-def iot_malformed(lines: list[str]) -> int:
-    from tests.stream_reference import iot_record
-
-    now = datetime.now(UTC)
-    return sum(iot_record(line, now) is None for line in lines)
-
-
-def normalise_iot(frame: pd.DataFrame) -> pd.DataFrame:
-    out = pd.DataFrame(
-        {
-            "window_start": _iso(frame["window_start"]),
-            "window_end": _iso(frame["window_end"]),
-            "num_steps": frame["num_steps"].astype("int64"),
-        }
-    )
-    return out.sort_values(["window_start"]).reset_index(drop=True)
-
-
-CASES = {
-    "iot_steps": CrashCase(
-        pipeline="iot_steps",
-        key=("window_start",),
-        measure="num_steps",
-        make_file=iot_file,
-        malformed=iot_malformed,
-        expected_table=iot_expected,
-        expected_final=lambda files: iot_expected(files, final_only=True),
-        normalise=normalise_iot,
-        plans=SHORT_PLANS,
-        min_kills=4,
-        files_per_cycle=(3, 5),
-    ),
-    "mobile": CrashCase(
-        pipeline="mobile",
-        key=("window_start", "action"),
-        measure="count",
-        make_file=mobile_file,
-        malformed=mobile_malformed,
-        expected_table=mobile_expected,
-        expected_final=mobile_expected_final,
-        normalise=normalise_mobile,
-    ),
-    "trending": CrashCase(
-        pipeline="trending",
-        key=("window_start", "article_id"),
-        measure="views",
-        make_file=trending_file,
-        malformed=trending_malformed,
-        expected_table=trending_expected,
-        expected_final=trending_expected_final,
-        normalise=normalise_trending,
-        args=lambda: ["--input", f"catalog={trending_pool()[0]}"],
-        archive=True,
-        plans=SHORT_PLANS,
-        min_kills=4,
-        files_per_cycle=(3, 5),
-    ),
-}
+CASES: dict[str, CrashCase] = {case.pipeline: case for case in (IotSteps(), Mobile(), Trending())}
 
 
 # --- one chain: a pipeline into one sink, killed and restarted ---------------------------------

@@ -35,6 +35,9 @@ from slipstream.generators.trending import (
 )
 from slipstream.progressbar import ProgressBar
 
+# Every kind of dirt a trending stream can carry, turned off.
+NO_DIRT = dict.fromkeys(("malformed", "duplicates", "late", "out_of_order", "unknown_article"), 0.0)
+
 # A small, dirty workload: many files, every kind of line, watermark and window short enough
 # that late events (older than watermark + window) appear within a few files.
 DIRTY = TrendingSpec(
@@ -122,15 +125,11 @@ def _classify(line: str) -> tuple[str, dict[str, Any] | None]:
 
 @dataclass
 class Reparse:
-    total_lines: int = 0
-    files: int = 0
-    valid_unique: int = 0
-    duplicates: int = 0
-    cross_file_duplicates: int = 0
+    """What the files hold, counted line by line: `tally` has total_lines, files, valid_unique,
+    duplicates, cross_file_duplicates, late, out_of_order and unknown_article."""
+
+    tally: Counter[str] = field(default_factory=Counter)
     malformed_kinds: Counter[str] = field(default_factory=Counter)
-    late: int = 0
-    out_of_order: int = 0
-    unknown_article: int = 0
     first: datetime | None = None
     last: datetime | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
@@ -152,10 +151,10 @@ def _reparse(out_dir: Path, spec: TrendingSpec, known_articles: set[str]) -> Rep
     running_max: datetime | None = None
     previous_files_max: datetime | None = None
     for index, path in enumerate(_event_files(out_dir)):
-        result.files += 1
+        result.tally["files"] += 1
         older_files_max, previous_files_max = previous_files_max, running_max
         for line in path.read_text(encoding="utf-8").splitlines():
-            result.total_lines += 1
+            result.tally["total_lines"] += 1
             kind, record = _classify(line)
             if record is None:
                 result.malformed_kinds[kind] += 1
@@ -165,19 +164,19 @@ def _reparse(out_dir: Path, spec: TrendingSpec, known_articles: set[str]) -> Rep
                 first_index, first_line = seen[event_id]
                 assert line == first_line, "a duplicate must be an exact re-send"
                 assert event_id not in late_ids, "a late line must not be re-sent"
-                result.duplicates += 1
-                result.cross_file_duplicates += first_index != index
+                result.tally["duplicates"] += 1
+                result.tally["cross_file_duplicates"] += first_index != index
                 continue
             seen[event_id] = (index, line)
-            result.valid_unique += 1
+            result.tally["valid_unique"] += 1
             result.records.append(record)
             result.ts_texts.append(json.loads(line)["ts"])
             ts = record["ts"]
             if record["article_id"] not in known_articles:
-                result.unknown_article += 1
+                result.tally["unknown_article"] += 1
             if running_max is not None and ts < running_max:
                 if ts >= running_max - spec.watermark:
-                    result.out_of_order += 1
+                    result.tally["out_of_order"] += 1
                 else:
                     assert ts < running_max - spec.watermark - spec.window, (
                         f"{event_id}: ts={ts} is neither within the watermark nor late"
@@ -185,7 +184,7 @@ def _reparse(out_dir: Path, spec: TrendingSpec, known_articles: set[str]) -> Rep
                     assert older_files_max is not None
                     assert ts < older_files_max - spec.watermark - spec.window
                     late_ids.add(event_id)
-                    result.late += 1
+                    result.tally["late"] += 1
             running_max = ts if running_max is None else max(running_max, ts)
             result.first = ts if result.first is None else min(result.first, ts)
             result.last = ts if result.last is None else max(result.last, ts)
@@ -376,15 +375,12 @@ def test_report_counts_match_an_independent_reparse(
     dirty_run: tuple[Path, GenerationReport, Reparse],
 ) -> None:
     _, report, seen = dirty_run
-    assert report.total_lines == seen.total_lines == DIRTY.events
-    assert report.files == seen.files
-    assert report.valid_unique == seen.valid_unique
-    assert report.duplicates == seen.duplicates
+    counted = ("total_lines", "files", "valid_unique", "duplicates", "late", "out_of_order")
+    assert {k: getattr(report, k) for k in counted} == {k: seen.tally[k] for k in counted}
+    assert report.unknown_article == seen.tally["unknown_article"]
+    assert report.total_lines == DIRTY.events
     assert report.malformed == sum(seen.malformed_kinds.values())
     assert report.malformed_kinds == dict(seen.malformed_kinds)
-    assert report.late == seen.late
-    assert report.out_of_order == seen.out_of_order
-    assert report.unknown_article == seen.unknown_article
     assert report.first_event_time == seen.first
     assert report.last_event_time == seen.last
     assert report.total_lines == report.valid_unique + report.duplicates + report.malformed
@@ -411,8 +407,9 @@ def test_every_kind_of_dirt_is_present_in_roughly_the_asked_share(
         "wrong_type",
     }
     assert min(report.malformed_kinds.values()) > 0
-    assert seen.cross_file_duplicates > 0, "some duplicates must land in a later file"
-    assert seen.cross_file_duplicates < seen.duplicates, "and some in the same file"
+    across = seen.tally["cross_file_duplicates"]
+    assert across > 0, "some duplicates must land in a later file"
+    assert across < seen.tally["duplicates"], "and some in the same file"
 
 
 def test_report_at_default_fractions_matches_a_reparse(tmp_path: Path) -> None:
@@ -420,14 +417,14 @@ def test_report_at_default_fractions_matches_a_reparse(tmp_path: Path) -> None:
     report = generate(spec, tmp_path / "views")
     seen = _reparse(tmp_path / "views", spec, {a.article_id for a in catalog(spec)})
     assert (report.valid_unique, report.duplicates, report.malformed) == (
-        seen.valid_unique,
-        seen.duplicates,
+        seen.tally["valid_unique"],
+        seen.tally["duplicates"],
         sum(seen.malformed_kinds.values()),
     )
     assert (report.late, report.out_of_order, report.unknown_article) == (
-        seen.late,
-        seen.out_of_order,
-        seen.unknown_article,
+        seen.tally["late"],
+        seen.tally["out_of_order"],
+        seen.tally["unknown_article"],
     )
     assert report.late > 0 and report.out_of_order > 0 and report.unknown_article > 0
 
@@ -479,15 +476,11 @@ def test_popularity_is_skewed_moves_over_time_and_readers_read_several(tmp_path:
         duration=timedelta(minutes=10),
         rotate_every=timedelta(minutes=1),
         file_every=timedelta(seconds=10),
-        malformed=0.0,
-        duplicates=0.0,
-        late=0.0,
-        out_of_order=0.0,
-        unknown_article=0.0,
+        **NO_DIRT,  # the traffic's shape alone
     )
     generate(spec, tmp_path)
     seen = _reparse(tmp_path, spec, {a.article_id for a in catalog(spec)})
-    assert seen.valid_unique == 30_000
+    assert seen.tally["valid_unique"] == 30_000
     by_minute: dict[int, Counter[str]] = {}
     for record in seen.records:
         minute = int((record["ts"] - spec.start) / timedelta(minutes=1))
@@ -497,7 +490,7 @@ def test_popularity_is_skewed_moves_over_time_and_readers_read_several(tmp_path:
     assert top_tenth / first.total() > 0.5, "a few articles get most views"
     assert {a for a, _ in first.most_common(3)} != {a for a, _ in last.most_common(3)}
     readers = Counter(record["user_id"] for record in seen.records)
-    assert seen.valid_unique / len(readers) > 3, "users read several articles"
+    assert seen.tally["valid_unique"] / len(readers) > 3, "users read several articles"
 
 
 # --- trending: bounds and pacing --------------------------------------------------------------
@@ -591,7 +584,7 @@ def test_unknown_articles_are_not_in_the_catalog(
     known = _known_articles(root / "catalog.csv")
     unknown = {r["article_id"] for r in seen.records if r["article_id"] not in known}
     assert unknown and all(re.fullmatch(r"a\d{4}", a) for a in unknown)
-    assert report.unknown_article == seen.unknown_article
+    assert report.unknown_article == seen.tally["unknown_article"]
 
 
 @pytest.mark.parametrize(
