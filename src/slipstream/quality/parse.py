@@ -159,19 +159,45 @@ def parse_json(raw: DataFrame, schema: StructType, required: tuple[str, ...]) ->
         (~is_object, F.concat(F.lit("not a JSON object: "), _kind_name(F.schema_of_variant(doc)))),
     ]
 
+    # Each field is read out of the document once, in its own projection behind a barrier:
+    # the checks below refer to a field's value several times, and Spark would extract it again
+    # at each reference (measured in docs/benchmarks.md, scenario 8).
+    index = {f.name: i for i, f in enumerate(schema.fields)}
+    extracted = evaluated_once(
+        with_doc.select(
+            "*",
+            *[
+                column
+                for i, f in enumerate(schema.fields)
+                for column in (
+                    F.try_variant_get(doc, f"$.{f.name}", "variant").alias(f"_node{i}"),
+                    F.try_variant_get(doc, f"$.{f.name}", f.dataType.simpleString()).alias(
+                        f"_typed{i}"
+                    ),
+                    (
+                        F.try_variant_get(doc, f"$.{f.name}", "string")
+                        if isinstance(f.dataType, TimestampType | DateType)
+                        else F.lit(None).cast("string")
+                    ).alias(f"_text{i}"),
+                )
+            ],
+        )
+    )
+
     def field(f: StructField) -> _Field:
-        node = F.try_variant_get(doc, f"$.{f.name}", "variant")
+        i = index[f.name]
+        node = F.col(f"_node{i}")
         kind = F.schema_of_variant(node)
         return _Field(
             present=node.isNotNull() & ~F.is_variant_null(node),
-            typed=F.try_variant_get(doc, f"$.{f.name}", f.dataType.simpleString()),
-            text=F.try_variant_get(doc, f"$.{f.name}", "string"),
+            typed=F.col(f"_typed{i}"),
+            text=F.col(f"_text{i}"),
             kind_ok=_variant_kind_ok(kind, f.dataType),
             kind=kind,
             raw=F.coalesce(F.to_json(node), F.lit("null")),
         )
 
-    return _typed_records(with_doc, schema, required, checks, field)
+    return _typed_records(extracted, schema, required, checks, field)
 
 
 def parse_csv(
