@@ -252,7 +252,7 @@ def _bind_input(
     if spec.static:
         binding = Binding(spec.name, path, spec.format, flag)
         if check:
-            _check_table_path(pipeline, spec, binding)
+            _check_table_path(spec, binding)
         return BoundInput(spec, binding)
     # a path given means files (wordcount reads a socket by default, text files when given one)
     kind = settings.source or (
@@ -290,7 +290,7 @@ def _bind_input(
     return BoundInput(spec, binding, source, quarantine, rules, guard)
 
 
-def _check_table_path(pipeline: Pipeline, spec: Input, binding: Binding) -> None:
+def _check_table_path(spec: Input, binding: Binding) -> None:
     help_ = f" ({spec.help})" if spec.help else ""
     path = binding.existing(f"a {spec.format} file or folder{help_}", "FILE")
     flag = f"--input {spec.name}="
