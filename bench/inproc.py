@@ -39,7 +39,7 @@ def session() -> SparkSession:
     """The benchmark's SparkSession: slipstream's `build_session` with its defaults."""
     global _session, _collector
     if _session is None:
-        from slipstream.session import build_session
+        from slipstream.settings.session import build_session
 
         _session = build_session(app_name="slipstream-bench", log_level="ERROR")
         _collector = ProgressCollector()
@@ -194,8 +194,8 @@ def parsed_lines(
     spark: SparkSession, folder: Path, schema: Any, required: Any, stream: bool = False
 ) -> DataFrame:
     """The valid records of those lines, by slipstream's parser, as one query (no quarantine)."""
-    from slipstream.quality.parse import parse_json
-    from slipstream.quality.quarantine import accepted
+    from slipstream.ingest.parse import parse_json
+    from slipstream.ingest.quarantine import accepted
 
     return accepted(parse_json(raw_lines(spark, folder, stream), schema, required))
 
@@ -205,8 +205,8 @@ def start_run(
 ) -> Any:
     """A slipstream run started as the CLI starts it: settings from `flags`, no environment
     (`declared`: a Pipeline object not in the registry)."""
-    from slipstream import runner
-    from slipstream.config import load_settings
+    from slipstream.runtime import runner
+    from slipstream.settings.config import load_settings
 
     settings = load_settings(pipeline, dict(flags), environ={})
     return runner.start(spark, runner.prepare(settings, declared))

@@ -24,7 +24,7 @@ def state(args: argparse.Namespace) -> int:
     from pyspark.sql import functions as F
 
     from bench import inproc
-    from slipstream.session import build_session
+    from slipstream.settings.session import build_session
 
     conf = {**inproc.STATE_STORES[args.store], "spark.sql.shuffle.partitions": args.partitions}
     spark = build_session(conf=conf, app_name=f"bench-state-{args.store}", log_level="ERROR")
@@ -159,7 +159,7 @@ def plain_mobile(args: argparse.Namespace) -> int:
 
 
 def session_floor(args: argparse.Namespace) -> int:
-    from slipstream.session import build_session
+    from slipstream.settings.session import build_session
 
     spark = build_session(app_name="bench-floor", log_level="ERROR")
     spark.range(1).count()

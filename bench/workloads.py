@@ -92,7 +92,7 @@ def generate_trending(
     """Generate `events` view events (`rate` per second of event time, one file per
     `file_every`) into out/staging, the catalog into out/catalog.csv; optionally one marker
     event appended to each file."""
-    from slipstream.generators.trending import TrendingSpec, generate, write_catalog
+    from slipstream.tools.generators.trending import TrendingSpec, generate, write_catalog
 
     staging = out / "staging"
     spec = TrendingSpec(rate=rate, events=events, file_every=file_every, seed=seed)

@@ -28,8 +28,8 @@ from datetime import timedelta
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from slipstream.core.specs import spark_interval
 from slipstream.pipelines import Input, Output, Params, Pipeline, duration_param
-from slipstream.specs import spark_interval
 
 # Spark DDL, parsed once (a pyspark StructType works as well)
 ORDERS = "order_id STRING, customer_id STRING, amount DOUBLE, order_time TIMESTAMP"

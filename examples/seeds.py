@@ -19,10 +19,10 @@ from datetime import timedelta
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from slipstream.api.frames import check_windows, not_null, watermarked, window_bounds
+from slipstream.api.pipeline import duration_param
+from slipstream.core.specs import spark_interval
 from slipstream.pipelines import Input, Output, Params, Pipeline
-from slipstream.pipelines.base import duration_param
-from slipstream.pipelines.frames import check_windows, not_null, watermarked, window_bounds
-from slipstream.specs import spark_interval
 
 
 class Windows(Pipeline):

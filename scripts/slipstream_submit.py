@@ -2,6 +2,6 @@
 scripts/slipstream_submit.py run PIPELINE [slipstream flags]` (docs/scaling.md). spark-submit
 needs a .py file as its main program; this one is the `slipstream` command."""
 
-from slipstream.cli import entry
+from slipstream.app.cli import entry
 
 raise SystemExit(entry())

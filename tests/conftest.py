@@ -58,8 +58,8 @@ def pg_database(postgres: object, request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def spark_cluster_or_reason(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A Spark standalone master and one worker (2 cores, 2 GiB) on 127.0.0.1, from the installed
-    pyspark (slipstream/standalone.py), for the session; or the reason it could not start."""
-    from slipstream.standalone import ClusterError, StandaloneCluster
+    pyspark (slipstream/tools/standalone.py), for the session; or the reason it could not start."""
+    from slipstream.tools.standalone import ClusterError, StandaloneCluster
 
     cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), cores=2, memory="2g")
     try:

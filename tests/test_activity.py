@@ -18,10 +18,10 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.tws_tester import TwsTester
 
-from slipstream.generators import activity as generator
-from slipstream.generators.streams import StreamSpec, generate
 from slipstream.pipelines.activity import AlertProcessor, PandasStatusProcessor, StatusProcessor
 from slipstream.testing import PipelineHarness, ProcessorClock
+from slipstream.tools.generators import activity as generator
+from slipstream.tools.generators.streams import StreamSpec, generate
 from tests import stream_reference as ref
 from tests.helpers import at, built, landed_batches
 
@@ -330,8 +330,8 @@ def test_generated_actions_name_the_bursty_users(tmp_path: Path) -> None:
 def test_the_plans_show_arbitrary_state_its_time_mode_and_the_session_gap(
     spark: SparkSession, tmp_path: Path, timeout: str
 ) -> None:
+    from slipstream.analysis.plan import plan_of
     from slipstream.pipelines.activity import ActivityPipeline
-    from slipstream.plan import plan_of
 
     frames = built(spark, ActivityPipeline(), tmp_path, {"timeout": timeout})
     status, alerts, sessions = (

@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
-from slipstream.generators import ads as generator
-from slipstream.generators.streams import generate
 from slipstream.testing import PipelineHarness
+from slipstream.tools.generators import ads as generator
+from slipstream.tools.generators.streams import generate
 from tests import stream_reference as ref
 from tests.helpers import T0, built, iso_at
 
@@ -225,8 +225,8 @@ def test_the_buffers_follow_the_watermarks_and_the_bound_in_the_plan(
     spark: SparkSession, tmp_path: Path, catalog: Path
 ) -> None:
     """Other flags, other figures: read from the plan Spark analyzed, not written down."""
+    from slipstream.analysis.plan import plan_of
     from slipstream.pipelines.ads import AdsPipeline
-    from slipstream.plan import plan_of
 
     params = {"impression_watermark": "40m", "click_watermark": "90m", "within": "25m"}
     frames = built(spark, AdsPipeline(), tmp_path, params, catalog=catalog)

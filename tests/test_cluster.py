@@ -1,5 +1,5 @@
 """Slipstream on a real Spark standalone cluster (issue 15): a master and a worker on 127.0.0.1
-from the installed pyspark (the `spark_cluster` fixture, slipstream/standalone.py), drivers on
+from the installed pyspark (the `spark_cluster` fixture, slipstream/tools/standalone.py), drivers on
 this host, four driver starts in all:
 
 - `mobile`, launched as docs/scaling.md says: `spark-submit --deploy-mode client` with the
@@ -31,9 +31,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from slipstream.generators.files import write_atomically
-from slipstream.standalone import spark_home
 from slipstream.testing import PipelineHarness, fault
+from slipstream.tools.generators.files import write_atomically
+from slipstream.tools.standalone import spark_home
 from tests.test_crash import (
     CASES,
     SEED,

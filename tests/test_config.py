@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from slipstream.cli import main
-from slipstream.config import load_settings
+from slipstream.app.cli import main
+from slipstream.core.specs import SinkSpec, TriggerSpec, parse_duration, spark_interval
 from slipstream.errors import ConfigError
 from slipstream.pipelines import get_pipeline
-from slipstream.specs import SinkSpec, TriggerSpec, parse_duration, spark_interval
+from slipstream.settings.config import load_settings
 
 
 @pytest.mark.parametrize(
@@ -293,7 +293,7 @@ def test_a_file_uri_is_its_local_path(tmp_path: Path) -> None:
 def test_the_quarantine_queries_take_their_own_trigger_only_beside_micro_batches(
     trigger: str, quarantine: str | None, outputs_get: str, quarantines_get: str
 ) -> None:
-    from slipstream.runner import query_trigger
+    from slipstream.runtime.runner import query_trigger
 
     flags = {"trigger": trigger} | ({"quarantine_trigger": quarantine} if quarantine else {})
     settings = load_settings("mobile", flags, environ={})

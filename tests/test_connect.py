@@ -23,12 +23,13 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
-from slipstream import commands, runner
-from slipstream.config import load_settings
-from slipstream.connect import start_query
+from slipstream.app import commands
 from slipstream.errors import SlipstreamError
-from slipstream.generators.trending import TrendingSpec, generate, write_catalog
+from slipstream.runtime import runner
+from slipstream.settings.config import load_settings
+from slipstream.settings.connect import start_query
 from slipstream.sinks.sqlite import read_table
+from slipstream.tools.generators.trending import TrendingSpec, generate, write_catalog
 from tests.connect_server import ConnectServer, running_connect_server, unavailable
 from tests.helpers import MOBILE_SAMPLES, cli_env, mobile_counts, slipstream
 from tests.test_crash import read_pg

@@ -36,8 +36,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from slipstream.generators.files import write_atomically
 from slipstream.pipelines import get_pipeline
+from slipstream.tools.generators.files import write_atomically
 from tests.services import APP_PASSWORD
 
 REPO = Path(__file__).resolve().parents[1]
@@ -205,7 +205,7 @@ def trending_pool() -> tuple[Path, list[Path]]:
     import shutil
     import tempfile
 
-    from slipstream.generators.trending import TrendingSpec, generate, write_catalog
+    from slipstream.tools.generators.trending import TrendingSpec, generate, write_catalog
 
     root = Path(tempfile.mkdtemp(prefix="slipstream-crash-trending-"))
     atexit.register(shutil.rmtree, root, True)
@@ -304,8 +304,8 @@ def iot_pool() -> list[Path]:
     import shutil
     import tempfile
 
-    from slipstream.generators import iot
-    from slipstream.generators.streams import StreamSpec, generate
+    from slipstream.tools.generators import iot
+    from slipstream.tools.generators.streams import StreamSpec, generate
 
     root = Path(tempfile.mkdtemp(prefix="slipstream-crash-iot-"))
     atexit.register(shutil.rmtree, root, True)
@@ -676,7 +676,7 @@ def test_postgres_stopped_mid_stream_fails_loudly_and_loses_nothing(tmp_path: Pa
 
 
 def test_a_second_run_on_a_checkpoint_in_use_is_refused(tmp_path: Path) -> None:
-    from slipstream.checkpoints import is_locked
+    from slipstream.checkpoint.lifecycle import is_locked
 
     db = tmp_path / "results.db"
     chain = Chain(

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from slipstream import commands, runner
-from slipstream.checkpoints import CheckpointLock
-from slipstream.config import load_settings, read_config_file
+from slipstream.app import commands
+from slipstream.checkpoint.lifecycle import CheckpointLock
+from slipstream.core.specs import SinkSpec
 from slipstream.errors import CODES, SlipstreamError
+from slipstream.runtime import runner
+from slipstream.settings.config import load_settings, read_config_file
 from slipstream.sinks import make_sink
-from slipstream.specs import SinkSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,7 +108,7 @@ def test_reset_of_folders_and_tables_slipstream_did_not_make_is_refused(tmp_path
 
 
 def test_a_bad_table_name_is_refused_before_spark_starts(tmp_path: Path) -> None:
-    from slipstream import runner
+    from slipstream.runtime import runner
 
     settings = load_settings(
         "mobile", {"state_dir": tmp_path, "table": 'counts"; DROP TABLE x; --'}, environ={}

@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
-from slipstream import cli
-from slipstream.generators.files import write_atomically
-from slipstream.quality.quarantine import read_quarantine
+from slipstream.app import cli
+from slipstream.ingest.quarantine import read_quarantine
 from slipstream.sinks.sqlite import read_table
+from slipstream.tools.generators.files import write_atomically
 from tests.helpers import REPO, slipstream
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from slipstream.core.specs import SinkSpec
 from slipstream.errors import ConfigError
 from slipstream.sinks.foreach import ForeachSink, JsonLinesWriter, load_writer, read_jsonl
-from slipstream.specs import SinkSpec
 
 SAMPLES = Path(__file__).resolve().parents[1] / "src" / "slipstream" / "data" / "mobile"
 

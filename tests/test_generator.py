@@ -23,8 +23,9 @@ from typing import Any
 
 import pytest
 
-from slipstream.generators.files import write_atomically
-from slipstream.generators.trending import (
+from slipstream.monitor.progressbar import ProgressBar
+from slipstream.tools.generators.files import write_atomically
+from slipstream.tools.generators.trending import (
     SECTIONS,
     GenerationReport,
     SpecError,
@@ -33,7 +34,6 @@ from slipstream.generators.trending import (
     generate,
     write_catalog,
 )
-from slipstream.progressbar import ProgressBar
 
 # Every kind of dirt a trending stream can carry, turned off.
 NO_DIRT = dict.fromkeys(("malformed", "duplicates", "late", "out_of_order", "unknown_article"), 0.0)

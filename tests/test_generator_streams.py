@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from slipstream.cli import main
+from slipstream.app.cli import main
 from slipstream.errors import ConfigError
-from slipstream.generators import activity, ads, iot, sensors, temperature_load
-from slipstream.generators.streams import StreamSpec, generate
+from slipstream.tools.generators import activity, ads, iot, sensors, temperature_load
+from slipstream.tools.generators.streams import StreamSpec, generate
 
 DIRTY = StreamSpec(
     duration=timedelta(minutes=30), seed=4, out_of_order=0.1, late=0.05, duplicates=0.05,

@@ -33,9 +33,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from slipstream.pipelines.base import Input, Output, Params, Pipeline
+from slipstream.api.pipeline import Input, Output, Params, Pipeline
+from slipstream.ingest.quarantine import read_quarantine
 from slipstream.pipelines.mobile import MobilePipeline
-from slipstream.quality.quarantine import read_quarantine
 from slipstream.sinks.base import BatchInfo
 from slipstream.testing import CollectSink, PipelineHarness
 

@@ -27,9 +27,9 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.pipelines.base import Input, Output, Params, Pipeline
-from slipstream.quality.parse import REASON, SOURCE
-from slipstream.quality.quarantine import read_quarantine
+from slipstream.api.pipeline import Input, Output, Params, Pipeline
+from slipstream.ingest.parse import REASON, SOURCE
+from slipstream.ingest.quarantine import read_quarantine
 from slipstream.sources.parquet_files import parquet_rows
 from slipstream.testing import PipelineHarness
 from tests.test_hostile import NUMBERS, DeletingCollectSink

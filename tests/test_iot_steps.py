@@ -16,10 +16,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from slipstream.generators import iot
-from slipstream.generators.streams import StreamSpec, generate
 from slipstream.pipelines import get_pipeline
 from slipstream.testing import PipelineHarness
+from slipstream.tools.generators import iot
+from slipstream.tools.generators.streams import StreamSpec, generate
 from tests import stream_reference as ref
 from tests.helpers import check_in_process, late_records
 

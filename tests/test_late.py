@@ -181,7 +181,7 @@ def test_a_restart_writes_no_batch_twice_and_catches_up_and_reset_clears_it(
 ) -> None:
     import io
 
-    from slipstream import commands
+    from slipstream.app import commands
 
     settings = {"mode": "update", "window": "10m", "watermark": "5m", "max_files_per_trigger": 1}
     folder = tmp_path / "state" / "late" / "mobile" / "counts"
@@ -258,8 +258,8 @@ def test_what_the_dead_letter_covers_is_read_from_each_output_plan(
 ) -> None:
     """Built, not started: each output's late rules (and what they leave out) come from the
     plan Spark analyzed."""
-    from slipstream import runner
-    from slipstream.generators.trending import TrendingSpec, write_catalog
+    from slipstream.runtime import runner
+    from slipstream.tools.generators.trending import TrendingSpec, write_catalog
 
     ads = tmp_path / "ads.csv"
     ads.write_text("ad_id,campaign,cost_per_click\nad001,spring,0.50\n")

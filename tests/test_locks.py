@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from slipstream import commands, runner
-from slipstream.checkpoints import LOCK_FILE, CheckpointLock, is_locked
-from slipstream.config import load_settings
+from slipstream.app import commands
+from slipstream.checkpoint.lifecycle import LOCK_FILE, CheckpointLock, is_locked
 from slipstream.errors import CheckpointError
-from slipstream.ownership import record_outputs
+from slipstream.runtime import runner
+from slipstream.runtime.ownership import record_outputs
+from slipstream.settings.config import load_settings
 from slipstream.sinks.spark_sinks import OUTPUT_MARK
 
 # The other process: patches each `module:attr` so that it stops `before` or `after` the real
@@ -115,7 +116,7 @@ def test_looking_at_a_lock_never_takes_it(tmp_path: Path, look: str) -> None:
     moment takes the lock, and the look neither wrote its pid nor created a file."""
     (tmp_path / LOCK_FILE).write_text('{"pid": 1, "since": "an earlier run"}')
     code = (
-        f"from slipstream.checkpoints import {look}\n"
+        f"from slipstream.checkpoint.lifecycle import {look}\n"
         "from slipstream.errors import CheckpointError\n"
         f"try:\n    result = str({look}({str(tmp_path)!r}))\n"
         "except CheckpointError as exc:\n    result = exc.code"
@@ -162,7 +163,8 @@ def test_reset_holds_the_lock_while_it_deletes_anything(tmp_path: Path) -> None:
     settings.event_log.parent.mkdir(parents=True)
     settings.event_log.write_text("")
     code = (
-        "import io\nfrom slipstream import commands\nfrom slipstream.config import load_settings\n"
+        "import io\nfrom slipstream.app import commands\n"
+        "from slipstream.settings.config import load_settings\n"
         f"s = load_settings('mobile', {flags!r}, environ={{}})\n"
         "result = commands.reset(s, outputs=True, yes=True, out=io.StringIO())"
     ).replace("PosixPath", "str")
@@ -191,15 +193,16 @@ def test_the_demo_deletes_its_state_under_the_lock(tmp_path: Path) -> None:
     (settings.checkpoint_root / LOCK_FILE).write_text("")
     with CheckpointLock(settings.checkpoint_root):  # a mobile run
         prepared = runner.prepare(settings, check_source=False)
-        from slipstream.demo import fresh_start
+        from slipstream.tools.demo import fresh_start
 
         with pytest.raises(CheckpointError) as refused:
             fresh_start(prepared, landing)
         assert refused.value.code == "CHECKPOINT_IN_USE"
         assert (landing / "file1.json").exists() and (quarantine / "part-0.json").exists()
     code = (
-        "from slipstream import runner\nfrom slipstream.config import load_settings\n"
-        "from slipstream.demo import fresh_start\nfrom pathlib import Path\n"
+        "from slipstream.runtime import runner\n"
+        "from slipstream.settings.config import load_settings\n"
+        "from slipstream.tools.demo import fresh_start\nfrom pathlib import Path\n"
         f"s = load_settings('mobile', {{'state_dir': {str(state)!r}}}, environ={{}})\n"
         f"fresh_start(runner.prepare(s, check_source=False), Path({str(landing)!r}))"
     )

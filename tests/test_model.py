@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from slipstream import runner
-from slipstream.config import load_settings
 from slipstream.errors import ConfigError, ValidationError
+from slipstream.runtime import runner
+from slipstream.settings.config import load_settings
 
 ORDERS = "examples.orders:Orders"
 
@@ -134,8 +134,8 @@ def test_a_schema_in_spark_ddl_is_the_struct_it_names() -> None:
         TimestampType,
     )
 
+    from slipstream.api.schema import parse_ddl
     from slipstream.pipelines import Input, event_stream
-    from slipstream.pipelines.schema import parse_ddl
 
     struct = StructType(
         [

@@ -18,12 +18,12 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 
-from slipstream.generators.trending import TrendingSpec, write_catalog
 from slipstream.monitor.dashboard import EventLogStatus, serve_dashboard
 from slipstream.monitor.eventlog import read_events
 from slipstream.monitor.events import QueryProgress, RunStarted, RunStopped, parse_ts
 from slipstream.monitor.metrics import SlipstreamMetrics, serve_metrics
 from slipstream.testing import PipelineHarness
+from slipstream.tools.generators.trending import TrendingSpec, write_catalog
 from tests.helpers import MOBILE_SAMPLES
 from tests.test_monitor_dashboard import ARTIFACTS, chromium, require_chromium
 

@@ -16,16 +16,16 @@ from typing import Any
 
 import pytest
 
-from slipstream import runner
-from slipstream.checkpoints import CheckpointLock
-from slipstream.cli import build_parser, settings_from_args
-from slipstream.config import DEFAULT_DASHBOARD_PORT, load_settings
-from slipstream.control import REQUEST_FILE, StopControl, read_request, request_stop
+from slipstream.app.cli import build_parser, settings_from_args
+from slipstream.checkpoint.lifecycle import CheckpointLock
 from slipstream.errors import ConfigError
 from slipstream.monitor.backfill import BackfillBar, files_read, pending_files
 from slipstream.monitor.events import QueryProgress, QueryStarted, format_ts
 from slipstream.monitor.serve import start_monitoring
 from slipstream.monitor.status import query_status
+from slipstream.runtime import runner
+from slipstream.runtime.control import REQUEST_FILE, StopControl, read_request, request_stop
+from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, load_settings
 from slipstream.sinks.base import LEDGER_TABLE
 from slipstream.sinks.sqlite import table_view
 
@@ -47,7 +47,7 @@ def test_a_stop_request_names_the_run_holding_the_checkpoint(tmp_path: Path) -> 
 
 _HOLD = """
 import fcntl, sys, time
-from slipstream.checkpoints import ofd_lock
+from slipstream.checkpoint.lifecycle import ofd_lock
 handle = open(sys.argv[1], "a+")
 assert ofd_lock(handle.fileno(), fcntl.F_WRLCK)  # the lock a run takes
 print("locked", flush=True)

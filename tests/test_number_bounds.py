@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from slipstream import runner, values
-from slipstream.cli import build_parser
-from slipstream.config import load_settings
+from slipstream.app.cli import build_parser
+from slipstream.core import values
 from slipstream.errors import ConfigError
-from slipstream.generators import streams
+from slipstream.runtime import runner
+from slipstream.settings.config import load_settings
+from slipstream.tools.generators import streams
 
 TOO_MANY = "1000000001"  # one over values.MAX_COUNT
 BOUND = "1,000,000,000"

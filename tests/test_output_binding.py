@@ -19,8 +19,8 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from slipstream import commands
-from slipstream.checkpoints import last_committed_batch
+from slipstream.app import commands
+from slipstream.checkpoint.lifecycle import last_committed_batch
 from slipstream.errors import CheckpointError
 from slipstream.pipelines import Input, Output, Params, Pipeline
 from slipstream.testing import PipelineHarness
@@ -198,9 +198,9 @@ def test_keys_that_may_be_null_are_refused_at_check(spark: SparkSession, tmp_pat
     """Update mode upserts on the key: a key column Spark says may be NULL is refused, a key
     declared with `not_null` passes (the built-in pipelines), and a NULL reaching a declared
     key fails its batch rather than adding a row."""
-    from slipstream import runner
-    from slipstream.config import load_settings
-    from slipstream.pipelines.frames import not_null
+    from slipstream.api.frames import not_null
+    from slipstream.runtime import runner
+    from slipstream.settings.config import load_settings
 
     def problems(pipeline: str, **flags: Any) -> list[str]:
         settings = load_settings(

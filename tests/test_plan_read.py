@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from slipstream.plan import analyzed_section, read_plan
+from slipstream.analysis.plan import analyzed_section, read_plan
 
 PLANS = json.loads((Path(__file__).parent / "fixtures" / "plans" / "rate_cases.json").read_text())
 MIN = timedelta(minutes=1)

@@ -15,9 +15,9 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.plan import plan_of
-from slipstream.specs import SinkSpec, TriggerSpec
-from slipstream.validate import violations
+from slipstream.analysis.plan import plan_of
+from slipstream.analysis.validate import violations
+from slipstream.core.specs import SinkSpec, TriggerSpec
 
 pytestmark = pytest.mark.spark
 

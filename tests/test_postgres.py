@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from slipstream.core.specs import Secret, SinkSpec
 from slipstream.errors import SlipstreamError, find_error
 from slipstream.sinks.base import BatchInfo, SinkContext
 from slipstream.sinks.postgres import (
@@ -20,7 +21,6 @@ from slipstream.sinks.postgres import (
     scrub,
     staging_table,
 )
-from slipstream.specs import Secret, SinkSpec
 from tests.services import APP_PASSWORD, free_port
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from slipstream.quality.quarantine import read_quarantine
+from slipstream.ingest.quarantine import read_quarantine
 from slipstream.testing import PipelineHarness
 from tests.helpers import mobile_counts
 

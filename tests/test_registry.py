@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from slipstream import commands
+from slipstream.app import commands
 from slipstream.errors import ConfigError
 from slipstream.pipelines import registry
 from slipstream.pipelines.mobile import MobilePipeline
@@ -107,7 +107,7 @@ def test_module_attr_loads_a_class_or_refuses_what_is_not_a_pipeline() -> None:
 def test_the_dashboard_never_imports_a_module_named_by_an_event_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from slipstream.commands import StateDirResults
+    from slipstream.app.commands import StateDirResults
 
     (tmp_path / "planted_module.py").write_text("class X: ...\n")  # importable, on sys.path
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -124,7 +124,7 @@ def test_the_dashboard_never_imports_a_module_named_by_an_event_log(
 def test_generate_samples_and_demo_take_their_choices_from_the_registry(
     installed: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from slipstream.cli import main
+    from slipstream.app.cli import main
 
     assert main(["generate", "mobile", "--out", str(tmp_path / "g")]) == 2
     assert (

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
-from slipstream.checkpoints import CheckpointLock
+from slipstream.checkpoint.lifecycle import CheckpointLock
 from slipstream.errors import CheckpointError
 from slipstream.testing import PipelineHarness, fault
 from tests.helpers import MOBILE_SAMPLES, cli_env, mobile_counts, slipstream

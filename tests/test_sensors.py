@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from slipstream.generators import sensors as sensors_generator
-from slipstream.generators.streams import Report, StreamSpec, generate
 from slipstream.testing import PipelineHarness
+from slipstream.tools.generators import sensors as sensors_generator
+from slipstream.tools.generators.streams import Report, StreamSpec, generate
 from tests import stream_reference as ref
 from tests.helpers import landed_batches, late_records
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slipstream.session import (
+from slipstream.settings.session import (
     DRIVER_HOST_ENV,
     MEMORY,
     RETENTION,
@@ -56,7 +56,7 @@ def test_no_spark_submit_means_no_submitted_master(monkeypatch) -> None:
 def test_a_url_with_credentials_is_redacted_wherever_spark_lists_settings() -> None:
     import re
 
-    from slipstream.session import SECRETS
+    from slipstream.settings.session import SECRETS
 
     defaults = streaming_defaults(cores=2, master="spark://127.0.0.1:7077", environ={})
     assert defaults["spark.scheduler.listenerbus.logSlowEvent"] == "false"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from slipstream.core.specs import SinkSpec
 from slipstream.sinks import SinkContext, make_sink
-from slipstream.specs import SinkSpec
 
 CTX = SinkContext("p", "p.out", "out", ("k",), "append", Path("ck"))
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from slipstream.core.specs import SinkSpec
 from slipstream.sinks.base import BatchInfo, SinkContext
 from slipstream.sinks.sqlite import SqliteSink
-from slipstream.specs import SinkSpec
 
 pytestmark = pytest.mark.spark
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from slipstream.generators.feed import LineServer
 from slipstream.testing import PipelineHarness
+from slipstream.tools.generators.feed import LineServer
 
 pytestmark = pytest.mark.spark
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from slipstream.core.specs import SinkSpec
 from slipstream.errors import SlipstreamError
 from slipstream.sinks.sqlite import SqliteSink
-from slipstream.specs import SinkSpec
 
 
 def _error_of(sink: SqliteSink, write: Callable[[], Any]) -> SlipstreamError:

@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
-from slipstream.generators import temperature_load as generator
-from slipstream.generators.streams import generate
 from slipstream.testing import PipelineHarness
+from slipstream.tools.generators import temperature_load as generator
+from slipstream.tools.generators.streams import generate
 from tests import stream_reference as ref
 from tests.helpers import T0, check_in_process, iso_at
 

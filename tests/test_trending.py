@@ -23,15 +23,20 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.checkpoints import last_committed_batch
-from slipstream.generators.files import write_atomically
-from slipstream.generators.trending import GenerationReport, TrendingSpec, generate, write_catalog
+from slipstream.checkpoint.lifecycle import last_committed_batch
+from slipstream.ingest.expectations import Expectation, ExpectationFailed
+from slipstream.ingest.quarantine import read_quarantine
 from slipstream.pipelines.trending import TrendingPipeline
-from slipstream.quality.expectations import Expectation, ExpectationFailed
-from slipstream.quality.quarantine import read_quarantine
-from slipstream.serving import top_articles
 from slipstream.sinks.sqlite import read_table
 from slipstream.testing import PipelineHarness, fault
+from slipstream.tools.generators.files import write_atomically
+from slipstream.tools.generators.trending import (
+    GenerationReport,
+    TrendingSpec,
+    generate,
+    write_catalog,
+)
+from slipstream.tools.serving import top_articles
 from tests.trending_reference import article_views, counted_events, table_rows
 
 pytestmark = pytest.mark.spark
@@ -403,7 +408,7 @@ def test_a_fail_expectation_stops_the_query_with_its_code(
 def test_the_demo_shows_a_live_top_ten_and_cleans_up(spark: SparkSession, tmp_path: Path) -> None:
     import io
 
-    from slipstream.demo_trending import demo
+    from slipstream.tools.demo_trending import demo
 
     out = io.StringIO()
     assert demo(tmp_path / "demo-state", out, rate=1000, max_batches=2) == 0

@@ -17,14 +17,15 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from slipstream import cli, runner
-from slipstream.config import load_settings
+from slipstream.app import cli
 from slipstream.errors import CODES, ConfigError, ValidationError
-from slipstream.generators.trending import TrendingSpec, write_catalog
+from slipstream.ingest.expectations import Expectation, as_expectation_failure, check_expectations
 from slipstream.monitor.listener import RunTotals, progress_summary
-from slipstream.quality.expectations import Expectation, as_expectation_failure, check_expectations
-from slipstream.serving import top_articles
+from slipstream.runtime import runner
+from slipstream.settings.config import load_settings
 from slipstream.testing import article_views_db
+from slipstream.tools.generators.trending import TrendingSpec, write_catalog
+from slipstream.tools.serving import top_articles
 
 
 @pytest.fixture
@@ -370,7 +371,7 @@ def test_generate_command_refuses_a_directory_with_event_files(tmp_path: Path) -
 
 def test_live_generation_stops_cleanly_on_sigint(tmp_path: Path) -> None:
     """The demo's generator child: paced, stopped by SIGINT after its current file."""
-    from slipstream.demo_trending import start_generator, stop_generator
+    from slipstream.tools.demo_trending import start_generator, stop_generator
 
     landing = tmp_path / "in"
     child = start_generator(
@@ -396,7 +397,7 @@ def test_live_generation_stops_cleanly_on_sigint(tmp_path: Path) -> None:
 
 
 def test_demo_view_renders_the_top_ten(tmp_path: Path) -> None:
-    from slipstream.demo_trending import TopView
+    from slipstream.tools.demo_trending import TopView
 
     rows = [_row(0, f"a{i}", 100 - i) for i in range(12)] + [_row(0, "a99", 1, known=False)]
     db = article_views_db(tmp_path / "v.db", rows)
@@ -413,7 +414,7 @@ def test_demo_view_renders_the_top_ten(tmp_path: Path) -> None:
 def test_the_demo_prunes_landing_files_every_query_has_long_read(tmp_path: Path) -> None:
     import os
 
-    from slipstream.demo_trending import RESULTS_QUERY, LandingJanitor
+    from slipstream.tools.demo_trending import RESULTS_QUERY, LandingJanitor
 
     now = time.time()
     ages = {"old.jsonl": 3600, "edge-old.jsonl": 1801, "edge-new.jsonl": 1799, "new.jsonl": 5}

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from slipstream import runner
-from slipstream.config import load_settings
+from slipstream.analysis.plan import Plan
+from slipstream.analysis.validate import violations
+from slipstream.core.specs import SinkSpec, TriggerSpec
 from slipstream.errors import CODES, ValidationError
-from slipstream.plan import Plan
-from slipstream.specs import SinkSpec, TriggerSpec
-from slipstream.validate import violations
+from slipstream.runtime import runner
+from slipstream.settings.config import load_settings
 
 AGG = Plan(steps=("groupBy(word).count()",), aggregation=True)
 WINDOWED = Plan(

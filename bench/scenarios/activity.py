@@ -25,8 +25,8 @@ TITLE = "activity: user_status on transformWithState (rows) vs transformWithStat
 
 
 def write_actions(folder: Path, users: int) -> int:
-    from slipstream.generators import activity
-    from slipstream.generators.streams import StreamSpec, generate
+    from slipstream.tools.generators import activity
+    from slipstream.tools.generators.streams import StreamSpec, generate
 
     spec = StreamSpec(
         duration=timedelta(minutes=30), file_every=timedelta(minutes=2),

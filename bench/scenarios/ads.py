@@ -29,8 +29,8 @@ TITLE = "ads: impressions joined to clicks, streaming vs a Spark batch join, and
 
 
 def write_stream(folder: Path, impressions: int) -> tuple[int, Path]:
-    from slipstream.generators.ads import Ads
-    from slipstream.generators.streams import StreamSpec, generate
+    from slipstream.tools.generators.ads import Ads
+    from slipstream.tools.generators.streams import StreamSpec, generate
 
     hours = 8
     workload = Ads(rate=impressions / (hours * 3600), ads=40, users=50_000)

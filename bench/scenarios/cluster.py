@@ -1,7 +1,7 @@
 """13. Scaling out: `trending` on a Spark standalone cluster on this host vs local[*] (issue 15).
 
 A master and one worker (2 cores, 2 GiB) start from the installed pyspark
-(slipstream/standalone.py), on the same cores as the driver: the figures say what the extra
+(slipstream/tools/standalone.py), on the same cores as the driver: the figures say what the extra
 processes (a driver JVM that runs no task, an executor JVM, RPC and task serialisation between
 them) cost, not what more machines would give.
 
@@ -151,7 +151,7 @@ def lost_worker(ctx: Context, cluster: Any, rate: int, seconds: int, steady: int
 
 
 def run(ctx: Context) -> Result:
-    from slipstream.standalone import StandaloneCluster
+    from slipstream.tools.standalone import StandaloneCluster
 
     result = Result(NAME, TITLE)
     events = ctx.param("events", 100_000, 1_000_000)

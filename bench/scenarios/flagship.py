@@ -103,8 +103,8 @@ def run_streaming(
     false`)."""
     from unittest import mock
 
-    from slipstream import runner
-    from slipstream.config import load_settings
+    from slipstream.runtime import runner
+    from slipstream.settings.config import load_settings
 
     spark = inproc.session()
     scratch = ctx.scratch("runs") / f"{label}-{inproc.unique()}"
@@ -120,7 +120,7 @@ def run_streaming(
     if late == "off":
         flags["late_rows"] = False
     prepared = runner.prepare(load_settings("trending", flags, environ={}))
-    unknown = mock.patch("slipstream.quality.late._dropped", lambda progress: None)
+    unknown = mock.patch("slipstream.runtime.deadletter._dropped", lambda progress: None)
     with unknown if late == "reread" else contextlib.nullcontext():
         with inproc.sql_conf(spark, conf or {}):
             watch = Stopwatch()

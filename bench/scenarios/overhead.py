@@ -44,7 +44,7 @@ TITLE = "toolkit overhead: slipstream runner vs hand-written PySpark, same query
 def rate_pipeline() -> Any:
     """The ceiling query as a slipstream pipeline (the rate source is not offered by the
     built-in pipelines, so the benchmark declares its own)."""
-    from slipstream.pipelines.base import Input, Output, Pipeline
+    from slipstream.api.pipeline import Input, Output, Pipeline
 
     class RateWindowCount(Pipeline):
         name = "bench_rate"
@@ -110,7 +110,7 @@ def run_mobile(ctx: Context, variant: str, input_dir: Path, lines: int) -> dict[
         elif variant == "plain+guarantees":
             return run_guarded(spark, input_dir, scratch, lines, watch)
         else:  # "plain+variant-parse": slipstream's parser, one query, no quarantine
-            from slipstream.pipelines.schema import parse_ddl
+            from slipstream.api.schema import parse_ddl
 
             schema = parse_ddl(MOBILE_SCHEMA)
             records = inproc.parsed_lines(spark, input_dir, schema, ("id", "action", "ts"), True)

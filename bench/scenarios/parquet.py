@@ -62,7 +62,7 @@ def write_parquet_files(directory: Path, files: int, rows_per_file: int, seed: i
 
 
 def frame(variant: str, input_dir: Path) -> DataFrame:
-    from slipstream.quality.quarantine import accepted
+    from slipstream.ingest.quarantine import accepted
     from slipstream.sources.parquet_files import LISTING, parquet_rows
 
     spark = inproc.session()

@@ -1,7 +1,7 @@
 """8. JSON parsing: what strict parsing with reasons costs against Spark's own JSON reader.
 
 Every JSON source in slipstream reads lines as text and parses them with
-`slipstream.quality.parse.parse_json`: one `try_parse_json` into a variant, then per field a
+`slipstream.ingest.parse.parse_json`: one `try_parse_json` into a variant, then per field a
 typed value, a presence test and a strict kind test (a number is not a string), and the reason
 of the first failed check. Spark's JSON reader is faster but lenient and silent: a number where a
 string is expected becomes text, a bad field becomes NULL, nothing says why. This scenario
@@ -43,7 +43,7 @@ from slipstream.pipelines.mobile import MobilePipeline
 
 NAME = "parsing"
 TITLE = "JSON parsing: slipstream's strict parser vs Spark's JSON reader, batch, same files"
-PARSER_PATH = "src/slipstream/quality/parse.py"
+PARSER_PATH = "src/slipstream/ingest/parse.py"
 #: the parser before this session's two changes: the object test stopped describing the whole
 #: document (f24a9e3), the parse is evaluated once per record behind a barrier (86b13fb)
 DEFAULT_BASELINE = "63730f8"
@@ -76,7 +76,7 @@ def parser_at(commit: str, scratch: Path) -> ModuleType | None:
 
 
 def frame(variant: str, input_dir: Path, baseline: ModuleType | None) -> DataFrame:
-    from slipstream.quality.quarantine import accepted
+    from slipstream.ingest.quarantine import accepted
 
     spark = inproc.session()
     if variant == "spark reader":
@@ -86,7 +86,7 @@ def frame(variant: str, input_dir: Path, baseline: ModuleType | None) -> DataFra
         parsed = raw.select(F.from_json("value", SCHEMA).alias("r"), "_source").select("r.*")
         return parsed.dropna(subset=list(REQUIRED))
     if variant == "slipstream strict":
-        from slipstream.quality.parse import parse_json
+        from slipstream.ingest.parse import parse_json
 
         return accepted(parse_json(raw, SCHEMA, REQUIRED))
     assert baseline is not None

@@ -41,8 +41,8 @@ QUERIES = 4  # three outputs and the quarantine, each reading and parsing the in
 
 
 def write_readings(folder: Path, readings: int) -> int:
-    from slipstream.generators import sensors
-    from slipstream.generators.streams import StreamSpec, generate
+    from slipstream.tools.generators import sensors
+    from slipstream.tools.generators.streams import StreamSpec, generate
 
     fleet_size = 500
     minutes = max(1, readings // fleet_size)  # healthy sensors report once a minute

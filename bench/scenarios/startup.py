@@ -64,7 +64,7 @@ def launch_and_time(
 
 
 def run(ctx: Context) -> Result:
-    from slipstream.demo import copy_samples
+    from slipstream.tools.demo import copy_samples
 
     result = Result(NAME, TITLE)
     reps = ctx.size(2, 4)

@@ -1,3 +1,3 @@
-from slipstream.cli import entry
+from slipstream.app.cli import entry
 
 raise SystemExit(entry())

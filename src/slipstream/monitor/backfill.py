@@ -17,7 +17,7 @@ from typing import TextIO
 from urllib.parse import unquote, urlsplit
 
 from slipstream.monitor.listener import Record
-from slipstream.progressbar import ProgressBar
+from slipstream.monitor.progressbar import ProgressBar
 
 
 def source_log(query_checkpoint: Path, source: int = 0) -> Path:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from slipstream.closing import Closing
+from slipstream.core.closing import Closing
 from slipstream.monitor.eventlog import EventLogFollower, event_log_path, json_safe, pipelines_in
 from slipstream.monitor.events import Clock, format_ts, utc_now
 from slipstream.monitor.hosts import REFUSAL, host_allowed

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from slipstream.closing import Closing
+from slipstream.core.closing import Closing
 from slipstream.monitor.events import Event, EventFormatError, parse_event
 
 logger = logging.getLogger(__name__)

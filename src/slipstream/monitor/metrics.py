@@ -25,7 +25,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
-from slipstream.closing import Closing
+from slipstream.core.closing import Closing
 from slipstream.monitor.events import (
     Clock,
     Event,

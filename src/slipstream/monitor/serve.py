@@ -21,13 +21,13 @@ from typing import Any, TextIO, TypeVar
 
 from prometheus_client import CollectorRegistry
 
-from slipstream.closing import Closing
-from slipstream.config import DEFAULT_DASHBOARD_PORT, Settings
+from slipstream.core.closing import Closing
 from slipstream.errors import ConfigError
 from slipstream.monitor.dashboard import DashboardServer, EventLogStatus, serve_dashboard
 from slipstream.monitor.events import Clock, utc_now
 from slipstream.monitor.listener import Handler
 from slipstream.monitor.metrics import MetricsServer, SlipstreamMetrics, serve_metrics
+from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, Settings
 
 Server = TypeVar("Server")
 

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from rich.table import Table
 
-from slipstream.console import render, table
+from slipstream.monitor.console import render, table
 from slipstream.monitor.events import format_ts
 from slipstream.monitor.status import Health, QueryStatus, human_duration
 

@@ -46,7 +46,8 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 from pyspark.sql.types import TimestampType
 
-from slipstream.pipelines.base import (
+from slipstream.api.frames import not_null, watermarked
+from slipstream.api.pipeline import (
     Output,
     Params,
     Pipeline,
@@ -55,10 +56,9 @@ from slipstream.pipelines.base import (
     duration_param,
     event_stream,
 )
-from slipstream.pipelines.frames import not_null, watermarked
-from slipstream.pipelines.schema import parse_ddl
-from slipstream.quality.expectations import Expectation
-from slipstream.specs import spark_interval
+from slipstream.api.schema import parse_ddl
+from slipstream.core.specs import spark_interval
+from slipstream.ingest.expectations import Expectation
 
 ACTIONS = ("open", "click", "scroll", "purchase", "crash", "close")
 SCHEMA = parse_ddl("user_id STRING, action STRING, ts TIMESTAMP")
@@ -284,7 +284,7 @@ class ActivityPipeline(Pipeline):
         ),
     )
     results_order = ("last_seen DESC", "most recently seen first")
-    generator = "slipstream.generators.activity"
+    generator = "slipstream.tools.generators.activity"
 
     def expectations(self, input_name: str, params: Params) -> Sequence[Expectation]:
         known = ", ".join(f"'{a}'" for a in ACTIONS)

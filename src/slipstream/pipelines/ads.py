@@ -38,10 +38,10 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.pipelines.base import Input, Output, Params, Pipeline, duration_param, event_stream
-from slipstream.pipelines.frames import check_windows, not_null, watermarked, window_bounds
-from slipstream.pipelines.schema import check_csv_header, parse_ddl
-from slipstream.specs import spark_interval
+from slipstream.api.frames import check_windows, not_null, watermarked, window_bounds
+from slipstream.api.pipeline import Input, Output, Params, Pipeline, duration_param, event_stream
+from slipstream.api.schema import check_csv_header, parse_ddl
+from slipstream.core.specs import spark_interval
 
 IMPRESSIONS = parse_ddl(
     "impression_id STRING, ad_id STRING, user_id STRING, impression_time TIMESTAMP"
@@ -104,7 +104,7 @@ class AdsPipeline(Pipeline):
         ),
     )
     results_order = ("click_time DESC", "latest clicks first")
-    generator = "slipstream.generators.ads"
+    generator = "slipstream.tools.generators.ads"
 
     def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
         check_windows(params.window, None)

@@ -29,10 +29,10 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.pipelines.base import Output, Params, Pipeline, duration_param, event_stream
-from slipstream.pipelines.frames import check_windows, not_null, watermarked, window_bounds
-from slipstream.pipelines.schema import parse_ddl
-from slipstream.specs import spark_interval
+from slipstream.api.frames import check_windows, not_null, watermarked, window_bounds
+from slipstream.api.pipeline import Output, Params, Pipeline, duration_param, event_stream
+from slipstream.api.schema import parse_ddl
+from slipstream.core.specs import spark_interval
 
 # seed 004's device_schema, field for field
 DEVICE_SCHEMA = parse_ddl(
@@ -68,7 +68,7 @@ class IotStepsPipeline(Pipeline):
         ),
     )
     results_order = ("window_start DESC", "latest windows first")
-    generator = "slipstream.generators.iot"
+    generator = "slipstream.tools.generators.iot"
 
     def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
         check_windows(params.window, None)

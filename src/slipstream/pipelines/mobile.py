@@ -15,9 +15,9 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.pipelines.base import Output, Params, Pipeline, duration_param, event_stream
-from slipstream.pipelines.frames import not_null, watermarked, window_bounds
-from slipstream.specs import spark_interval
+from slipstream.api.frames import not_null, watermarked, window_bounds
+from slipstream.api.pipeline import Output, Params, Pipeline, duration_param, event_stream
+from slipstream.core.specs import spark_interval
 
 
 class MobilePipeline(Pipeline):
@@ -44,7 +44,7 @@ class MobilePipeline(Pipeline):
         ),
     )
     results_order = ("window_start DESC, action", "latest windows first")
-    demo = "slipstream.demo:demo"
+    demo = "slipstream.tools.demo:demo"
 
     def sample_files(self) -> list[Path]:
         """Seed 003's four files, bundled with the package."""

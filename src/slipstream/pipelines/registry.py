@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
+from slipstream.api.pipeline import Pipeline, check_declaration
 from slipstream.errors import ConfigError
-from slipstream.pipelines.base import Pipeline, check_declaration
 
 ENTRY_POINT_GROUP = "slipstream.pipelines"
 NOT_PIPELINES = frozenset({"base", "frames", "registry", "schema"})

@@ -33,7 +33,8 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.pipelines.base import (
+from slipstream.api.frames import check_windows, not_null, watermarked, window_bounds
+from slipstream.api.pipeline import (
     Output,
     Params,
     Pipeline,
@@ -41,9 +42,8 @@ from slipstream.pipelines.base import (
     duration_param,
     event_stream,
 )
-from slipstream.pipelines.frames import check_windows, not_null, watermarked, window_bounds
-from slipstream.pipelines.schema import parse_ddl
-from slipstream.specs import spark_interval
+from slipstream.api.schema import parse_ddl
+from slipstream.core.specs import spark_interval
 
 SCHEMA = parse_ddl("sensor_id STRING, event_time TIMESTAMP, value DOUBLE, error_code STRING")
 WINDOW_KEY = ("window_start", "sensor_id")
@@ -89,7 +89,7 @@ class SensorsPipeline(Pipeline):
         ),
     )
     results_order = ("window_start DESC, sensor_id", "latest windows first")
-    generator = "slipstream.generators.sensors"
+    generator = "slipstream.tools.generators.sensors"
 
     def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
         check_windows(params.window, params.slide)

@@ -26,7 +26,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.pipelines.base import (
+from slipstream.api.frames import watermarked
+from slipstream.api.pipeline import (
     Input,
     Output,
     Params,
@@ -35,8 +36,7 @@ from slipstream.pipelines.base import (
     duration_param,
     event_stream,
 )
-from slipstream.pipelines.frames import watermarked
-from slipstream.specs import spark_interval
+from slipstream.core.specs import spark_interval
 
 
 def _reading(name: str, value: str, time: str) -> Input:
@@ -69,7 +69,7 @@ class TemperatureLoadPipeline(Pipeline):
         ),
     )
     results_order = ("temp_taken_time DESC, location_id", "latest temperatures first")
-    generator = "slipstream.generators.temperature_load"
+    generator = "slipstream.tools.generators.temperature_load"
 
     def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
         from slipstream.errors import ConfigError

@@ -31,7 +31,7 @@ there, as a row; the aggregation then never sees a row older than its own late-r
 (every window holding `ts` ends after `ts`), so nothing is counted twice. Within one batch
 nothing is late: an available-now run over all files as one batch counts every valid event.
 
-Expectations (slipstream.quality.expectations): an `article_id` not shaped like `a123` drops to
+Expectations (slipstream.ingest.expectations): an `article_id` not shaped like `a123` drops to
 the quarantine; a missing `user_id` is counted only. The runner's event-time guard quarantines
 a `ts` more than `--max-future` (a day) ahead before the watermark, so a far-future timestamp
 cannot push the watermark and make every later event late.
@@ -48,14 +48,14 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from slipstream.api.frames import check_windows, not_null, watermarked, window_bounds
+from slipstream.api.pipeline import Input, Output, Params, Pipeline, duration_param, event_stream
+from slipstream.api.schema import check_csv_header, parse_ddl
+from slipstream.core.specs import spark_interval
 from slipstream.errors import ConfigError
-from slipstream.pipelines.base import Input, Output, Params, Pipeline, duration_param, event_stream
-from slipstream.pipelines.frames import check_windows, not_null, watermarked, window_bounds
-from slipstream.pipelines.schema import check_csv_header, parse_ddl
-from slipstream.quality.expectations import Expectation
+from slipstream.ingest.expectations import Expectation
 from slipstream.sinks.base import Sink, SinkContext
 from slipstream.sinks.sqlite import last_commit
-from slipstream.specs import spark_interval
 
 # published_at is not used; text, so a bad value is harmless
 CATALOG_SCHEMA = parse_ddl("article_id STRING, title STRING, section STRING, published_at STRING")
@@ -143,8 +143,8 @@ class TrendingPipeline(Pipeline):
         ),
     )
 
-    demo = "slipstream.demo_trending:demo"
-    generator = "slipstream.generators.command"
+    demo = "slipstream.tools.demo_trending:demo"
+    generator = "slipstream.tools.generators.command"
 
     def expectations(self, input_name: str, params: Params) -> Sequence[Expectation]:
         return (
@@ -183,8 +183,9 @@ class TrendingPipeline(Pipeline):
 
     def results_view(self, sink: Sink, ctx: SinkContext) -> dict[str, Any] | None:
         """The dashboard's table: the top 10 articles of the current window (the window in
-        progress that closes first, see slipstream.serving.trending), updating as it counts."""
-        from slipstream.serving.trending import top_articles
+        progress that closes first, see slipstream.tools.serving.trending), updating as it
+        counts."""
+        from slipstream.tools.serving.trending import top_articles
 
         db = getattr(sink, "path", None)
         if sink.spec.kind != "sqlite" or db is None:

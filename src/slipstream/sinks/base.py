@@ -45,10 +45,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from slipstream.checkpoint_logs import query_id
-from slipstream.connect import is_connect
+from slipstream.checkpoint.logs import query_id
+from slipstream.core.specs import OutputMode, SinkSpec
 from slipstream.errors import SlipstreamError
-from slipstream.specs import OutputMode, SinkSpec
+from slipstream.settings.connect import is_connect
 
 log = logging.getLogger("slipstream.sinks")
 
@@ -283,7 +283,7 @@ class DatabaseSink(BatchSink):
         """Ledger rows of another query id for this table, while this checkpoint has
         committed no batch (new, or reset without its outputs): the new query's batch ids
         start at 0 under a new id, so the ledger would let every re-read row in again."""
-        from slipstream.checkpoints import last_committed_batch
+        from slipstream.checkpoint.lifecycle import last_committed_batch
 
         if last_committed_batch(ctx.checkpoint) is not None:
             return None  # a resume: this query's own rows

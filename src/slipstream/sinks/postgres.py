@@ -63,6 +63,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructType
 
+from slipstream.core.specs import SinkSpec
 from slipstream.errors import SlipstreamError, find_error
 from slipstream.sinks.base import (
     LEDGER_TABLE,
@@ -90,7 +91,6 @@ from slipstream.sinks.postgres_io import (
     stage_arrow_batches,
     staging_table,
 )
-from slipstream.specs import SinkSpec
 
 __all__ = [  # what tests and callers import from here
     "PgTarget",
@@ -380,7 +380,7 @@ class PostgresSink(DatabaseSink):
 
     def reset(self, ctx: SinkContext) -> list[str]:
         """Drop the output's table, only if the ledger shows slipstream wrote it."""
-        from slipstream.checkpoints import not_ours
+        from slipstream.checkpoint.lifecycle import not_ours
 
         if not self.owns(ctx):
             raise not_ours(f"{self.target.describe()} table {ctx.table}", "database output")

@@ -20,9 +20,9 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from pyspark.sql.types import TimestampNTZType, TimestampType
 
+from slipstream.core.specs import Secret, SinkSpec
 from slipstream.errors import SlipstreamError
 from slipstream.sinks.base import quote_ident, sql_type
-from slipstream.specs import Secret, SinkSpec
 
 if TYPE_CHECKING:
     import psycopg

@@ -6,9 +6,9 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+from slipstream.core.specs import SINK_KINDS, SinkSpec
 from slipstream.errors import ConfigError
 from slipstream.sinks.base import Sink
-from slipstream.specs import SINK_KINDS, SinkSpec
 
 
 def make_sink(spec: SinkSpec, default_database: Path) -> Sink:

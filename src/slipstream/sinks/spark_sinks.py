@@ -104,7 +104,7 @@ class FileSink(Sink):
 
     def reset(self, ctx: SinkContext) -> list[str]:
         """Delete the folder, if slipstream's mark is in it (an empty folder goes too)."""
-        from slipstream.checkpoints import not_ours
+        from slipstream.checkpoint.lifecycle import not_ours
 
         folder = self.directory
         if not folder.exists():
@@ -122,7 +122,7 @@ class FileSink(Sink):
         file sink skips every batch id at or below the highest in its log, so a new query
         (batch ids from 0) would lose its first batches without a word. A resume, or a restart
         after a crash between the sink's commit and the checkpoint's, has planned them."""
-        from slipstream.checkpoints import last_planned_batch
+        from slipstream.checkpoint.lifecycle import last_planned_batch
 
         held = last_sink_batch(self.directory)
         if held is None:

@@ -23,6 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DateType, DecimalType, StructField, StructType
 
+from slipstream.core.specs import SinkSpec
 from slipstream.errors import SlipstreamError
 from slipstream.sinks.base import (
     LEDGER_TABLE,
@@ -34,7 +35,6 @@ from slipstream.sinks.base import (
     sql_type,
     with_iso_timestamps,
 )
-from slipstream.specs import SinkSpec
 
 CHUNK = 5000
 # SQLite's primary result codes that a later try can outlive: another process holds the file
@@ -203,7 +203,7 @@ class SqliteSink(DatabaseSink):
 
     def reset(self, ctx: SinkContext) -> list[str]:
         """Drop the output's table, only if the ledger shows slipstream wrote it."""
-        from slipstream.checkpoints import not_ours
+        from slipstream.checkpoint.lifecycle import not_ours
 
         if not self.path.exists():
             return []

@@ -2,7 +2,7 @@
 
 A Source turns settings into a streaming DataFrame of *raw* records: for line formats a `value`
 string column and `_source` (where it came from); for typed formats the declared columns and
-`_source`. Parsing and rejection happen after, in `slipstream.quality`, once for every source.
+`_source`. Parsing and rejection happen after, in `slipstream.ingest`, once for every source.
 
 To add a source: subclass `Source`, set `kind`, implement `read`, and register it with
 `@register`. A custom source that Spark does not ship is best written with PySpark's own
@@ -21,7 +21,7 @@ from pyspark.sql.types import StructType
 from slipstream.errors import ConfigError
 
 if TYPE_CHECKING:
-    from slipstream.config import Settings
+    from slipstream.settings.config import Settings
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from slipstream.errors import ConfigError
-from slipstream.quality.parse import SOURCE
+from slipstream.ingest.parse import SOURCE
 from slipstream.sources.base import Binding, RawInput, Source, register
 from slipstream.sources.parquet_files import LISTING, parquet_rows
 
 if TYPE_CHECKING:
-    from slipstream.config import Settings
+    from slipstream.settings.config import Settings
 
 
 @register

@@ -13,11 +13,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from slipstream.errors import ConfigError
-from slipstream.quality.parse import SOURCE
+from slipstream.ingest.parse import SOURCE
 from slipstream.sources.base import Binding, RawInput, Source, register, spark_stream
 
 if TYPE_CHECKING:
-    from slipstream.config import Settings
+    from slipstream.settings.config import Settings
 
 
 def connector_jars(settings: Settings) -> list[str]:

@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StringType, StructField, StructType
 
-from slipstream.quality.parse import RAW, REASON, SOURCE
+from slipstream.ingest.parse import RAW, REASON, SOURCE
 
 log = logging.getLogger(__name__)
 

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.quality.parse import SOURCE
+from slipstream.ingest.parse import SOURCE
 from slipstream.sources.base import Binding, RawInput, Source, register, spark_stream
 
 if TYPE_CHECKING:
-    from slipstream.config import Settings
+    from slipstream.settings.config import Settings
 
 
 @register

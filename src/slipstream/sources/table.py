@@ -8,11 +8,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from slipstream.errors import ConfigError
-from slipstream.quality.parse import SOURCE
+from slipstream.ingest.parse import SOURCE
 from slipstream.sources.base import Binding, RawInput, Source, register
 
 if TYPE_CHECKING:
-    from slipstream.config import Settings
+    from slipstream.settings.config import Settings
 
 
 @register

@@ -1,0 +1,220 @@
+"""Rules checked before any query starts: the combinations the seeds and Spark forbid.
+
+Each rule has a stable code (slipstream.errors.CODES). `violations` returns every broken rule of
+one output, on the plan read from its query, so `slipstream check` can list them and `slipstream
+run` refuses before any query starts; `settings_violations` are the rules that need no plan,
+checked before Spark starts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from slipstream.analysis.plan import Plan
+from slipstream.core.specs import OutputMode, SinkSpec, TriggerSpec
+from slipstream.errors import ValidationError
+
+CONTINUOUS_SOURCES = frozenset({"rate", "kafka"})
+CONTINUOUS_SINKS = frozenset({"console", "memory", "kafka", "foreach"})
+REAL_TIME_SOURCES = frozenset({"kafka"})
+REAL_TIME_SINKS = frozenset({"console", "foreach", "kafka"})
+# trigger kind -> (error code, sources, sinks) it accepts
+ELIGIBLE = {
+    "continuous": ("CONTINUOUS_NOT_ELIGIBLE", CONTINUOUS_SOURCES, CONTINUOUS_SINKS),
+    "real-time": ("REAL_TIME_NOT_ELIGIBLE", REAL_TIME_SOURCES, REAL_TIME_SINKS),
+}
+
+
+def violations(
+    plan: Plan,
+    mode: OutputMode,
+    sink: SinkSpec,
+    trigger: TriggerSpec,
+    source: str,
+    offered_modes: Iterable[OutputMode] | None = None,
+) -> list[ValidationError]:
+    found: list[ValidationError] = []
+
+    def refuse(code: str, message: str, fix: str) -> None:
+        found.append(ValidationError(code, message, fix))
+
+    found += _file_sink(mode, sink)
+    if mode == "complete" and not plan.aggregation:
+        refuse(
+            "COMPLETE_NEEDS_AGGREGATION",
+            "complete mode rewrites the whole result table, which needs a streaming "
+            "aggregation; this query has none",
+            "use --mode append (or update) for a query without aggregation",
+        )
+    if plan.aggregation and mode == "append":
+        if plan.window == "none" or plan.watermark_column is None:
+            refuse(
+                "APPEND_NEEDS_WATERMARK",
+                "append mode on an aggregation needs an event-time window with a watermark: "
+                "without one, no row is ever final",
+                "use --mode update or complete, or aggregate over an event-time window with "
+                "withWatermark on the same column",
+            )
+        elif plan.watermark_column != plan.window_column:
+            refuse(
+                "APPEND_NEEDS_WATERMARK",
+                f"the watermark is on {plan.watermark_column!r} but the window is on "
+                f"{plan.window_column!r}",
+                "put withWatermark on the window's event-time column",
+            )
+        elif not plan.watermark_before_aggregation:
+            refuse(
+                "APPEND_NEEDS_WATERMARK",
+                "the watermark is declared after the groupBy, so Spark ignores it",
+                "call withWatermark before groupBy",
+            )
+    if plan.window == "session" and mode == "update":
+        refuse(
+            "SESSION_WINDOW_NO_UPDATE",
+            "session windows do not support update mode",
+            "use --mode append (sessions emitted when they close) or complete",
+        )
+    if plan.stream_stream_join and mode != "append":
+        refuse(
+            "STREAM_JOIN_APPEND_ONLY",
+            f"a join of two streams emits each match once, in append mode only; got --mode {mode}",
+            "use --mode append, and aggregate the joined rows in a query of their own",
+        )
+    outer = plan.stream_join_kind not in (None, "Inner")
+    if plan.stream_stream_join and outer and not plan.stream_join_bounded:
+        refuse(
+            "STREAM_JOIN_NEEDS_WATERMARK",
+            f"a {plan.stream_join_kind} join of two streams must know when a row can no longer "
+            "match: both sides need a watermark and the condition must relate their event times",
+            "withWatermark on both streams, and a time range in the join condition such as "
+            "click_time BETWEEN impression_time AND impression_time + INTERVAL 1 HOUR",
+        )
+    for op in plan.stream_ops:
+        if op == "sort" and plan.aggregation and plan.ops_after_aggregation:
+            if mode != "complete":
+                refuse(
+                    "SORT_NEEDS_COMPLETE",
+                    f"sorting an aggregated stream is supported in complete mode only; got "
+                    f"--mode {mode}",
+                    "use --mode complete, or sort when reading the sink",
+                )
+            continue
+        if not plan.aggregation or not plan.ops_after_aggregation:
+            refuse(
+                "UNSUPPORTED_STREAM_OPERATION",
+                f"{op} is not supported on a streaming DataFrame without an aggregation",
+                {
+                    "limit": "apply the limit when reading the sink's table",
+                    "distinct": "use dropDuplicates with a watermark (bounded state)",
+                    "sort": "sort when reading the sink's table",
+                }[op],
+            )
+    if plan.processing_timers and trigger.kind == "available-now":
+        refuse(
+            "PROCESSING_TIMERS_UNBOUNDED",
+            "a stateful processor with processing-time timers asks Spark for a batch on every "
+            "trigger, so a --trigger available-now run would never end",
+            "use --trigger once (one batch), or a micro-batch trigger stopped by --duration or "
+            "Ctrl-C, or event-time timers (activity: --timeout event)",
+        )
+    if trigger.kind in ELIGIBLE:
+        code, sources, sinks = ELIGIBLE[trigger.kind]
+        reasons = []
+        if not plan.map_like:
+            reasons.append("the query is stateful or joins (only map-like queries are allowed)")
+        if plan.quarantine:
+            reasons.append(
+                "records are parsed into a quarantine (a parse barrier and observed metrics: "
+                "Spark runs only projections and filters this way)"
+            )
+        if source not in sources:
+            reasons.append(f"source {source} (allowed: {', '.join(sorted(sources))})")
+        if sink.kind not in sinks:
+            reasons.append(f"sink {sink.kind} (allowed: {', '.join(sorted(sinks))})")
+        if reasons:
+            refuse(
+                code,
+                f"the {trigger.kind} trigger cannot run this query: " + "; ".join(reasons),
+                "use a micro-batch trigger (default or an interval such as 1s)",
+            )
+    if not found:
+        found += _offered(mode, offered_modes)
+    return found
+
+
+def settings_violations(
+    mode: OutputMode, sink: SinkSpec, offered_modes: Iterable[OutputMode] | None = None
+) -> list[ValidationError]:
+    """The rules that need no query plan: checked before Spark starts."""
+    return _file_sink(mode, sink) or _offered(mode, offered_modes)
+
+
+def _file_sink(mode: OutputMode, sink: SinkSpec) -> list[ValidationError]:
+    if sink.is_file_sink and mode != "append":
+        return [
+            ValidationError(
+                "FILE_SINK_APPEND_ONLY",
+                f"the {sink.kind} file sink takes append mode only; got --mode {mode}",
+                "use --mode append (finalised rows only), or a database sink such as "
+                "sqlite: for update/complete",
+            )
+        ]
+    return []
+
+
+def _offered(mode: OutputMode, offered_modes: Iterable[OutputMode] | None) -> list[ValidationError]:
+    offered = tuple(offered_modes or ())
+    if offered and mode not in offered:
+        return [
+            ValidationError(
+                "MODE_NOT_SUPPORTED",
+                f"this output offers modes {', '.join(offered)}; got --mode {mode}",
+                f"use --mode {offered[0]}",
+            )
+        ]
+    return []
+
+
+DATABASE_SINKS = frozenset({"sqlite", "postgresql"})
+
+
+def key_violations(
+    mode: OutputMode, sink: SinkSpec, key: tuple[str, ...], nullable: dict[str, bool]
+) -> list[ValidationError]:
+    """Update and complete modes upsert into a database on the output's key: without a key
+    every batch inserts its rows again, and a key column that may be NULL never conflicts (a
+    new row each batch). `nullable` is each column of the output's analyzed schema."""
+    if sink.kind not in DATABASE_SINKS or mode == "append":
+        return []
+    if not key:
+        return [
+            ValidationError(
+                "SINK_NEEDS_KEY",
+                f"{mode} mode into {sink.kind} upserts on the output's key, and this output "
+                "declares none: every batch would insert its rows again",
+                "declare the key in the pipeline (Output(key=(...))) or use --mode append",
+            )
+        ]
+    missing = [k for k in key if k not in nullable]
+    if missing:
+        return [
+            ValidationError(
+                "SINK_NEEDS_KEY",
+                f"key column(s) {', '.join(missing)} are not columns of the output "
+                f"({', '.join(nullable)})",
+                "declare the key as columns the pipeline's frame has",
+            )
+        ]
+    maybe_null = [k for k in key if nullable[k]]
+    if not maybe_null:
+        return []
+    return [
+        ValidationError(
+            "SINK_KEY_NULLABLE",
+            f"key column(s) {', '.join(maybe_null)} may be NULL in the output's schema, and a "
+            f"NULL key never conflicts: {mode} mode would add a row each batch instead of "
+            "updating one",
+            "declare them never NULL in the pipeline: return not_null(frame, *KEY) "
+            "(slipstream.api.pipeline; a NULL then fails its batch loudly), or use --mode "
+            "append",
+        )
+    ]

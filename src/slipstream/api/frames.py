@@ -1,0 +1,75 @@
+"""What a pipeline's `build` does to its DataFrames, the shortcuts every pipeline uses: a
+watermark (with deduplication inside it), a window's bounds as columns, keys declared never
+NULL, and the check of a window against its slide. What a pipeline declares is in `base`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    DataType,
+    DateType,
+    IntegralType,
+    StringType,
+    TimestampType,
+)
+
+from slipstream.core.specs import check_windows, spark_interval
+
+__all__ = ["check_windows", "not_null", "watermarked", "window_bounds"]
+
+
+def watermarked(
+    frame: DataFrame, event_time: str, delay: timedelta, unique: Sequence[str] = ()
+) -> DataFrame:
+    """`frame` under a watermark of `delay` on `event_time`; with `unique`, a record re-sent
+    within the watermark (the same values of those columns) is kept once."""
+    out = frame.withWatermark(event_time, spark_interval(delay))
+    return out.dropDuplicatesWithinWatermark(list(unique)) if unique else out
+
+
+def window_bounds(window: str = "window") -> tuple[Column, Column]:
+    """A window struct's bounds as the columns `window_start` and `window_end`."""
+    return F.col(f"{window}.start").alias("window_start"), F.col(f"{window}.end").alias(
+        "window_end"
+    )
+
+
+def _never_used(data_type: DataType) -> Column | None:
+    """A non-null literal of `data_type` (what tells Spark a column cannot be NULL)."""
+    from datetime import UTC, date, datetime
+
+    if isinstance(data_type, StringType):
+        return F.lit("")
+    if isinstance(data_type, IntegralType):
+        return F.lit(0).cast(data_type)
+    if isinstance(data_type, TimestampType):
+        return F.lit(datetime(1970, 1, 1, tzinfo=UTC))
+    if isinstance(data_type, DateType):
+        return F.lit(date(1970, 1, 1))
+    if isinstance(data_type, BooleanType):
+        return F.lit(False)
+    return None
+
+
+def not_null(frame: DataFrame, *columns: str) -> DataFrame:
+    """Declare an output's key columns never NULL, so Spark's schema says so (what `check`
+    reads: a NULL key never conflicts, so an upsert on it would add a row each batch). Spark
+    marks window bounds and parsed fields nullable even when the pipeline guarantees them
+    (event times are required, windows need one). Enforced, never assumed: a NULL arriving
+    anyway fails the batch with "NULL key COLUMN" instead of writing it."""
+    kinds = {f.name: f.dataType for f in frame.schema.fields}
+    out = []
+    for name in frame.columns:
+        fallback = _never_used(kinds[name]) if name in columns else None
+        if fallback is None:
+            out.append(F.col(name))
+            continue
+        c = F.col(name)
+        guarded = F.when(c.isNull(), F.raise_error(F.lit(f"NULL key {name}"))).otherwise(c)
+        out.append(F.coalesce(guarded, fallback).alias(name))  # the fallback is never reached
+    return frame.select(*out)

@@ -1,0 +1,360 @@
+"""The command line: parse, then dispatch to plain functions (which the tests call directly).
+
+slipstream list
+slipstream check PIPELINE [flags]      explain the plan; refuse forbidden combinations
+slipstream run PIPELINE [flags]        check, then run (resumes from its checkpoint)
+slipstream reset PIPELINE [--outputs]  delete a pipeline's checkpoint (and outputs)
+slipstream feed [--port 9999] [FILE]   a line server for the socket source
+slipstream status [PIPELINE] [--json]  health of each query, from the event logs
+slipstream stop PIPELINE               stop a running pipeline at a batch boundary
+slipstream dashboard [PIPELINE]        the live dashboard of a state directory
+slipstream generate trending --out DIR an event stream for a pipeline (see --help)
+slipstream demo [trending|mobile]      the quick-start demo (what `make demo` runs)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+
+from slipstream.core import values
+from slipstream.errors import SlipstreamError
+from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, OPTIONS, Settings, load_settings
+
+if TYPE_CHECKING:
+    from slipstream.api.pipeline import Pipeline
+
+EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
+
+
+def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", type=Path, metavar="FILE", help="TOML file of settings (flags win over it)"
+    )
+    group = parser.add_argument_group("settings (also accepted as keys of the --config file)")
+    for option in OPTIONS:
+        flag = option.flag or "--" + option.name.replace("_", "-")
+        help_text = option.help
+        if option.env:
+            help_text += f" [env {option.env}]"
+        kind: dict[str, Any]
+        if option.kind == "bool":
+            kind = {"action": "store_const", "const": True}
+        elif option.kind == "multi":
+            kind = {"action": "append", "metavar": option.metavar}
+        else:
+            kind = {"metavar": option.metavar or option.name.upper()}
+            if option.const is not None:  # `--dashboard` alone takes the const
+                kind |= {"nargs": "?", "const": option.const}
+        group.add_argument(flag, dest=option.name, default=None, help=help_text, **kind)
+
+
+PARAM_DEST = "param:"
+PIPELINE_COMMANDS = ("check", "run", "reset", "generate")
+
+
+def _add_param_flags(parser: argparse.ArgumentParser, pipeline: Pipeline) -> None:
+    """The pipeline's own parameters: flags of its `run`, `check` and `reset` only."""
+    from slipstream.runtime.bind import show_value
+
+    if not pipeline.params:
+        return
+    group = parser.add_argument_group(
+        f"parameters of {pipeline.name} (also accepted as keys of the [params] table)"
+    )
+    for param in pipeline.params:
+        default = "" if param.default is None else f" (default {show_value(param.default)})"
+        group.add_argument(
+            param.flag,
+            dest=PARAM_DEST + param.name,
+            default=None,
+            metavar=param.metavar,
+            help=f"{param.help}{default}",
+        )
+    names = ", ".join(f"{i.name}{' (table)' if i.static else ''}" for i in pipeline.inputs)
+    outs = ", ".join(
+        o.name + ("" if o.sink else " (off unless --sink NAME=...)") for o in pipeline.outputs
+    )
+    parser.epilog = f"inputs of {pipeline.name}: {names}. outputs: {outs}."
+
+
+def pipeline_of(argv: Sequence[str]) -> Pipeline | None:
+    """The pipeline a `run`, `check` or `reset` command names, loaded before the full parse
+    (its parameters are flags of that command). Raises its ConfigError when it cannot load."""
+    if not argv or argv[0] not in PIPELINE_COMMANDS:
+        return None
+    known, _ = build_parser().parse_known_args([a for a in argv if a not in ("-h", "--help")])
+    name = getattr(known, "workload" if argv[0] == "generate" else "pipeline", None)
+    if not name:
+        return None
+    from slipstream.pipelines import get_pipeline
+
+    pipeline = generator_pipeline(name) if argv[0] == "generate" else get_pipeline(name)
+    if argv[0] == "generate" and pipeline.generator is None:
+        _refuse_missing(pipeline.name, "generator")
+    return pipeline
+
+
+def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="slipstream",
+        description="Streaming pipelines on PySpark Structured Streaming, and the toolkit to "
+        "build, test and operate them.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("list", help="list the pipelines")
+    for name, text in (
+        ("check", "explain the plan and refuse forbidden combinations"),
+        ("run", "check, then run a pipeline (resumes from its checkpoint)"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("pipeline", help="a pipeline name (see `list`) or module:attr")
+        _add_settings_flags(p)
+        if pipeline is not None:
+            _add_param_flags(p, pipeline)
+    p = sub.add_parser(
+        "reset", help="delete a pipeline's checkpoint (and, with --outputs, its outputs)"
+    )
+    p.add_argument("pipeline")
+    p.add_argument(
+        "--outputs", action="store_true", help="also delete the results, quarantine and event log"
+    )
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
+    _add_settings_flags(p)
+    if pipeline is not None:
+        _add_param_flags(p, pipeline)
+    p = sub.add_parser("feed", help="serve lines to the socket source (instead of netcat)")
+    p.add_argument("file", nargs="?", type=Path, help="file of lines (default: standard input)")
+    p.add_argument("--port", type=values.flag_type(values.port), default=9999)
+    p.add_argument("--host", default="127.0.0.1")
+    _add_monitor_commands(sub)
+    p = sub.add_parser("samples", help="copy a pipeline's bundled sample files into a folder")
+    p.add_argument("workload", metavar="PIPELINE", help="a pipeline with samples (mobile)")
+    p.add_argument("--out", type=Path, required=True, help="landing folder to copy into")
+    p = sub.add_parser("generate", help="write a generated event stream into a landing dir")
+    p.add_argument(
+        "workload",
+        metavar="NAME",
+        help="a pipeline with a generator, or the generator's name: trending, sensors, iot, "
+        "temperature_load, ads, activity",
+    )
+    if pipeline is not None and pipeline.generator is not None:
+        importlib.import_module(pipeline.generator).add_arguments(p)
+    p = sub.add_parser("demo", help="the quick-start demo (default: live trending articles)")
+    p.add_argument("--state-dir", type=Path, default=Path("demo-state"))
+    p.add_argument(
+        "pipeline",
+        nargs="?",
+        default="trending",
+        help="a pipeline with a demo: trending (a live generated stream and its top 10, the "
+        "default) or mobile (seed 003's files)",
+    )
+    p.add_argument("--pipeline", dest="demo_pipeline", help=argparse.SUPPRESS)
+    p.add_argument("--duration", help="stop after this long (default: until Ctrl-C)")
+    p.add_argument(
+        "--rate",
+        type=values.flag_type(values.positive_number),
+        help="events/s of a generated stream (default 2000)",
+    )
+    return parser
+
+
+def _state_dir_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the state directory of the runs [env SLIPSTREAM_STATE_DIR; default: state]",
+    )
+
+
+def _add_monitor_commands(sub: Any) -> None:
+    p = sub.add_parser("status", help="health of each pipeline's queries, from the event logs")
+    p.add_argument("pipeline", nargs="?", help="only this pipeline")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _state_dir_flag(p)
+    p = sub.add_parser("stop", help="stop a running pipeline cleanly, at a batch boundary")
+    p.add_argument("pipeline")
+    _state_dir_flag(p)
+    p.add_argument("--checkpoint", type=Path, metavar="DIR", help="the run's --checkpoint")
+    p.add_argument("--no-wait", action="store_true", help="ask, and return at once")
+    p.add_argument(
+        "--timeout",
+        type=values.flag_type(values.number(0, 86_400)),
+        default=120.0,
+        help="seconds to wait, up to a day (default 120)",
+    )
+    p = sub.add_parser("dashboard", help="serve the live dashboard of a state directory")
+    p.add_argument("pipeline", nargs="?", help="whose results to show (default: latest active)")
+    _state_dir_flag(p)
+    p.add_argument(
+        "--port",
+        type=values.flag_type(values.port),
+        default=DEFAULT_DASHBOARD_PORT,
+        help="0 picks a free port",
+    )
+    p.add_argument("--bind", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    flags = {o.name: getattr(args, o.name, None) for o in OPTIONS}
+    params = {
+        key[len(PARAM_DEST) :]: value
+        for key, value in vars(args).items()
+        if key.startswith(PARAM_DEST) and value is not None
+    }
+    return load_settings(args.pipeline, flags, args.config, params=params)
+
+
+#: what the command line creates is private to its user: checkpoints, quarantined raw records,
+#: results and event logs are 0600 files in 0700 folders (generated landing files stay 0644)
+PRIVATE_UMASK = 0o077
+
+
+def entry() -> int:
+    """The `slipstream` command (and `python -m slipstream`)."""
+    os.umask(PRIVATE_UMASK)
+    return main()
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="slipstream: %(message)s", stream=sys.stderr)
+    for noisy in ("py4j", "pyspark"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+    try:
+        args = build_parser(pipeline_of(argv)).parse_args(argv)
+        return _dispatch(args, out)
+    except SlipstreamError as exc:
+        print(f"slipstream: refused {exc.render()}", file=sys.stderr)
+        return EXIT_REFUSED
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
+    from slipstream.app import commands
+
+    if args.command == "list":
+        return commands.list_pipelines(out)
+    if args.command == "check":
+        return commands.check(settings_from_args(args), out)
+    if args.command == "run":
+        return commands.run(settings_from_args(args), out)
+    if args.command == "reset":
+        return commands.reset(settings_from_args(args), outputs=args.outputs, yes=args.yes, out=out)
+    if args.command in ("status", "stop", "dashboard"):
+        return _monitor_command(args, out)
+    if args.command == "feed":
+        from slipstream.tools.generators.feed import serve
+
+        return serve(args.port, args.file, args.host)
+    if args.command == "samples":
+        from slipstream.tools.demo import copy_samples
+
+        for path in copy_samples(args.out, args.workload):
+            print(path, file=out)
+        return 0
+    if args.command == "generate":
+        pipeline = generator_pipeline(args.workload)
+        if pipeline.generator is None:
+            _refuse_missing(pipeline.name, "generator")
+        return int(importlib.import_module(pipeline.generator).run(args, out))
+    if args.command == "demo":
+        return _demo(args.demo_pipeline or args.pipeline, args, out)
+    raise AssertionError(args.command)
+
+
+def generator_pipeline(name: str) -> Pipeline:
+    """The pipeline whose generator `generate NAME` runs: NAME is the pipeline's name, or its
+    generator's own (the module's name: `generate iot` writes iot_steps' input)."""
+    from slipstream.errors import ConfigError
+    from slipstream.pipelines import get_pipeline, pipelines
+
+    try:
+        return get_pipeline(name)
+    except ConfigError as exc:
+        if exc.code != "UNKNOWN_PIPELINE":
+            raise
+        for pipeline in pipelines().values():
+            if pipeline.generator and pipeline.generator.rsplit(".", 1)[-1] == name:
+                return pipeline
+        module = f"slipstream.tools.generators.{name}"
+        if values.NAME.match(name) and importlib.util.find_spec(module) is not None:
+            loaded = importlib.import_module(module)
+            if hasattr(loaded, "add_arguments") and hasattr(loaded, "run"):
+                return GeneratorOnly(name, module)  # type: ignore[return-value]
+        raise
+
+
+@dataclass(frozen=True)
+class GeneratorOnly:
+    """A generator whose pipeline has not landed yet (`generate ads`): what `generate` needs
+    of a pipeline, its name and its generator module."""
+
+    name: str
+    generator: str
+    params: tuple[Any, ...] = ()
+
+
+def _refuse_missing(name: str, what: str) -> NoReturn:
+    from slipstream.errors import ConfigError
+    from slipstream.pipelines import pipelines
+
+    having = sorted(n for n, p in pipelines().items() if getattr(p, what))
+    raise ConfigError(
+        "CONFIG_BAD_VALUE",
+        f"pipeline {name} has no {what}",
+        f"pipelines with a {what}: {', '.join(having) or 'none'}",
+    )
+
+
+def _demo(name: str, args: argparse.Namespace, out: TextIO) -> int:
+    """The demo a pipeline declares (`Pipeline.demo`, `module:function`), from the registry."""
+    import inspect
+
+    from slipstream.errors import ConfigError
+    from slipstream.pipelines import get_pipeline
+
+    pipeline = get_pipeline(name)
+    if pipeline.demo is None:
+        _refuse_missing(pipeline.name, "demo")
+    module, _, attr = pipeline.demo.partition(":")
+    function = getattr(importlib.import_module(module), attr)
+    given = {k: v for k in ("duration", "rate") if (v := getattr(args, k)) is not None}
+    accepted = inspect.signature(function).parameters
+    for key in given:
+        if key not in accepted:
+            raise ConfigError(
+                "CONFIG_BAD_VALUE",
+                f"the {pipeline.name} demo takes no --{key}",
+                f"leave --{key} out, or run `slipstream demo trending --{key} ...`",
+            )
+    return int(function(args.state_dir, out, **given))
+
+
+def _monitor_command(args: argparse.Namespace, out: TextIO) -> int:
+    from slipstream.app import commands
+
+    name = args.pipeline or "status"  # settings need a pipeline name; only the dirs matter
+    if args.command == "stop":
+        from slipstream.pipelines import get_pipeline
+
+        name = get_pipeline(args.pipeline).name  # a typo fails here, naming the known ones
+    flags = {"state_dir": args.state_dir, "checkpoint": getattr(args, "checkpoint", None)}
+    settings = load_settings(name, flags)
+    if args.command == "status":
+        return commands.status(settings.state_dir, args.pipeline, args.json, out)
+    if args.command == "stop":
+        return commands.stop(settings, out, wait=not args.no_wait, timeout=args.timeout)
+    return commands.dashboard(settings.state_dir, args.pipeline, args.port, args.bind, out)

@@ -1,0 +1,386 @@
+"""What each CLI command does, as plain functions of typed settings (the tests call these)."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from slipstream.checkpoint.lifecycle import (
+    checkpoint_is_ours,
+    clearing,
+    is_locked,
+    not_ours,
+    refuse_in_use,
+)
+from slipstream.errors import CheckpointError, find_error, out_of_memory
+from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
+from slipstream.monitor.listener import ConsoleReporter
+from slipstream.pipelines.registry import discover
+from slipstream.runtime import runner
+from slipstream.runtime.control import StopControl
+from slipstream.runtime.deadletter import late_is_ours, reset_late
+from slipstream.runtime.ownership import every_output, refuse_foreign_outputs
+from slipstream.settings.config import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
+
+
+def list_pipelines(out: TextIO) -> int:
+    from slipstream.monitor.console import show, table
+
+    loaded, broken = discover()
+    rows = [
+        (
+            name,
+            ", ".join(i.name for i in p.inputs),
+            ", ".join(o.name for o in p.outputs),
+            p.description,
+        )
+        for name, p in sorted(loaded.items())
+    ]
+    rows += [(failed.name, "", "", f"BROKEN: {failed.error}") for failed in broken]
+    show(out, table(("PIPELINE", "INPUTS", "OUTPUTS", "WHAT IT COMPUTES"), rows))
+    return EXIT_FAILED if broken else EXIT_OK
+
+
+def check(settings: Settings, out: TextIO, spark: SparkSession | None = None) -> int:
+    """Bind and check the settings (no Spark), then build every query and apply every rule
+    to the plan Spark analyzed for it. Starting Spark takes about 10 s here; no query starts."""
+    import time
+
+    from slipstream.settings.session import build_session
+
+    prepared = runner.prepare(settings, check_rules=False)  # the rules need the plans
+    s = prepared.settings
+    print("building the queries to read their plans from Spark (no query starts)...", file=out)
+    from pyspark import SparkContext
+
+    began = time.monotonic()
+    started_here = spark is None and SparkContext._active_spark_context is None
+    spark = spark or build_session(
+        s.master, s.conf, app_name=f"slipstream-check-{s.pipeline}", remote=s.remote
+    )
+    try:
+        problems = runner.check(prepared, runner.build(spark, prepared))
+    finally:
+        if started_here:  # a caller's session (a test's) stays
+            spark.stop()
+    print(f"(Spark analyzed the plans in {time.monotonic() - began:.1f} s)\n", file=out)
+    print(prepared.explain(), file=out)
+    if not problems:
+        print("\nok: no rule refuses these queries", file=out)
+        return EXIT_OK
+    print("", file=out)
+    for problem in problems:
+        print(f"refused {problem.render()}", file=out)
+    return EXIT_REFUSED
+
+
+def run(settings: Settings, out: TextIO) -> int:
+    from slipstream.monitor.serve import start_monitoring
+    from slipstream.settings.session import build_session
+
+    prepared = runner.prepare(settings)  # every check that needs no plan, before Spark starts
+    s = prepared.settings
+    # Refuse a checkpoint in use now, not after ~10 s of Spark start-up (start() takes the lock;
+    # looking here never takes it, so a run starting meanwhile is not refused because of us).
+    refuse_in_use(s.checkpoint_root)
+    refuse_foreign_outputs(prepared)  # again under the lock when the queries start
+    if not s.quiet:
+        print(prepared.explain(), file=out, flush=True)
+        print("", file=out, flush=True)
+    from pyspark import SparkContext
+
+    # process-wide (getActiveSession is per thread); no public API says "a context exists"
+    started_here = SparkContext._active_spark_context is None
+    # servers before Spark: a taken port fails fast (they are daemon threads if Spark fails)
+    monitoring = start_monitoring(s, prepared.results_view)
+    monitoring.announce(out)
+    spark = build_session(
+        s.master,
+        s.conf,
+        app_name=f"slipstream-{s.pipeline}",
+        log_level="WARN" if s.verbose else "ERROR",
+        remote=s.remote,
+    )
+    handlers = [] if s.quiet else [ConsoleReporter(out, verbose=s.verbose)]
+    bar = backfill_bar(prepared, out)
+    if bar is not None and not s.verbose:
+        handlers = [bar]  # the bar instead of one line per batch
+    # metrics first: once a batch line is printed, /metrics shows that batch
+    run_ = runner.start(spark, prepared, [*monitoring.handlers, *handlers], origin="cli")
+    try:
+        with stop_on_sigterm(run_):
+            run_.wait(s.duration)
+    except Exception as exc:  # noqa: BLE001 - report a failed query, exit non-zero
+        # a sink's own error wrapped by Spark's foreachBatch, or memory that ran out
+        ours = find_error(str(exc)) or out_of_memory(
+            str(exc), s.remote or spark.sparkContext.master
+        )
+        shown = ours.render() if ours else str(exc).splitlines()[0]
+        print(f"slipstream: the query failed: {shown}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        if bar is not None:
+            bar.close()
+        monitoring.close()
+        summary(run_, out)
+        # Stop Spark before the interpreter exits: its listener bus may still be delivering a
+        # progress event to the Python listener, which fails with a Py4J stack trace once the
+        # callback server is gone. Only a session started here: a caller's (a test's) stays.
+        if started_here:
+            spark.stop()
+    return EXIT_OK
+
+
+def backfill_bar(prepared: runner.Prepared, out: TextIO) -> BackfillBar | None:
+    """A progress bar for a finite run over the files source, when `out` is a terminal."""
+    s = prepared.settings
+    streams = [b for b in prepared.inputs.values() if b.source is not None]
+    if not s.trigger.finite or s.quiet or len(streams) != 1 or streams[0].source.kind != "files":
+        return None
+    landing = streams[0].binding.path
+    assert landing is not None
+    log_dir = source_log(prepared.ctx.checkpoint)
+    bar = BackfillBar(prepared.ctx.query_name, log_dir, pending_files(landing, log_dir), out)
+    return bar if bar.enabled else None
+
+
+@contextlib.contextmanager
+def stop_on_sigterm(run_: runner.Run) -> Iterator[None]:
+    """`kill PID` stops the run like `slipstream stop`: at a batch boundary, recorded."""
+    control = run_.stop_requested
+    if not isinstance(control, StopControl) or (
+        threading.current_thread() is not threading.main_thread()
+    ):
+        yield
+        return
+    previous = signal.signal(
+        signal.SIGTERM, lambda signum, frame: control.request("SIGTERM received")
+    )
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def summary(run_: runner.Run, out: TextIO) -> None:
+    for query, t in sorted(run_.totals.by_query.items()):
+        extra = f", duplicates dropped {t['duplicates']:,}" if t.get("duplicates") else ""
+        extra += "".join(f", {rule} {n:,}" for rule, n in t["expectations"].items())
+        print(
+            f"summary {query}: {t['batches']} batches, {t['rows']:,} rows, quarantined "
+            f"{t['quarantined']:,}, late (dropped by watermark) {t['late']:,}{extra}",
+            file=out,
+        )
+    late = run_.dead_letter
+    if late is not None and late.written:
+        where = run_.prepared.settings.late_root
+        print(f"late records written by this run: {late.written:,} (in {where})", file=out)
+
+
+def reset(
+    settings: Settings,
+    *,
+    outputs: bool,
+    yes: bool,
+    out: TextIO,
+    confirm_input: TextIO | None = None,
+) -> int:
+    prepared = runner.prepare(settings, check_source=False)
+    s = prepared.settings
+    root = s.checkpoint_root
+    if is_locked(root):
+        raise CheckpointError(
+            "CHECKPOINT_IN_USE",
+            f"checkpoint {root} is in use by a run",
+            f"stop it first: slipstream stop {s.pipeline}",
+        )
+    targets = [f"checkpoint {root}"]
+    every = every_output(prepared) if outputs else []  # also those earlier runs recorded
+    if outputs:
+        targets += [f"output {out.name}: {out.sink.describe(out.ctx)}" for out in every]
+        targets.append(f"late rows {s.late_root}")
+        targets.append(f"event log {s.event_log}")
+    if not yes:
+        print("This deletes:\n  " + "\n  ".join(targets), file=out)
+        print("Type the pipeline name to confirm: ", end="", file=out, flush=True)
+        answer = (confirm_input or sys.stdin).readline().strip()
+        if answer != s.pipeline:
+            raise CheckpointError(
+                "RESET_REFUSED",
+                "reset not confirmed; nothing was deleted",
+                f"type {s.pipeline!r} at the prompt, or pass --yes",
+            )
+    # nothing is deleted unless everything to delete carries slipstream's mark
+    if not checkpoint_is_ours(root):
+        raise not_ours(root, "checkpoint")
+    if outputs:
+        for out_ in every:
+            if not out_.sink.owns(out_.ctx):
+                raise not_ours(out_.sink.describe(out_.ctx), f"output {out_.name}")
+        if not late_is_ours(s.late_root):
+            raise not_ours(s.late_root, "late-row dead-letter")
+    removed: list[str] = []
+    with clearing(root) as existed:  # the lock held while anything is deleted
+        if outputs:
+            for out_ in every:
+                removed += out_.sink.reset(out_.ctx)
+            removed += reset_late(s.late_root)
+            if s.event_log.exists():
+                s.event_log.unlink()
+                removed.append(str(s.event_log))
+    if existed:
+        removed.insert(0, str(root))
+    print("removed: " + (", ".join(removed) if removed else "nothing (already clean)"), file=out)
+    return EXIT_OK
+
+
+def status(state_dir: Path, pipeline: str | None, as_json: bool, out: TextIO) -> int:
+    """Health of each query from the event logs under `state_dir` (no Spark); with a pipeline
+    named, also the latest rows of each of its outputs, asked of their sinks."""
+    import json
+
+    from slipstream.monitor.console import show, table
+    from slipstream.monitor.events import utc_now
+    from slipstream.monitor.status import load_status
+    from slipstream.monitor.status_view import format_status_table, status_table, to_json
+
+    now = utc_now()
+    statuses = [s for s in load_status(state_dir, now) if pipeline in (None, s.pipeline)]
+    latest = latest_rows(state_dir, pipeline) if pipeline and statuses else {}
+    if as_json:
+        payload = json.loads(to_json(statuses, now))
+        if pipeline:
+            payload["latest_rows"] = latest
+        print(json.dumps(payload, indent=2, default=str), file=out)
+    elif not statuses:
+        print(format_status_table(statuses, now), file=out)
+    else:
+        show(out, status_table(statuses, now))
+        print("\n" + "\n".join(f"{s.pipeline}/{s.query}: {s.reason}" for s in statuses), file=out)
+        for name, view in latest.items():
+            print(f"\nlatest rows of {name} ({view['sink']}):", file=out)
+            show(out, table(view["columns"], view["rows"]) if view["rows"] else "(none yet)")
+    if pipeline is not None and not statuses:
+        print(f"slipstream: no event log of {pipeline} under {state_dir}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def latest_rows(state_dir: Path, pipeline: str, limit: int = 5) -> dict[str, dict[str, object]]:
+    """query name -> the latest rows of each output of `pipeline` on its default sink under
+    `state_dir` (what its sink can show; none for sinks that cannot be read back)."""
+    prepared = StateDirResults(state_dir, pipeline).prepared(pipeline)
+    if prepared is None:
+        return {}
+    shown: dict[str, dict[str, object]] = {}
+    for out in prepared.outputs.values():
+        if out.spec is None:
+            continue  # the quarantine: raw records, not results
+        view = out.sink.preview(out.ctx, limit=limit)
+        if view is not None:
+            shown[out.ctx.query_name] = {"sink": out.sink.describe(out.ctx), **view}
+    return shown
+
+
+def stop(settings: Settings, out: TextIO, *, wait: bool = True, timeout: float = 120.0) -> int:
+    """Ask the run holding this pipeline's checkpoint to stop at a batch boundary; by default
+    wait until it has released the checkpoint."""
+    from slipstream.errors import SlipstreamError
+    from slipstream.monitor.eventlog import read_events
+    from slipstream.monitor.events import RunStopped
+    from slipstream.monitor.status import pid_alive
+    from slipstream.runtime.control import request_stop, wait_released
+
+    root = settings.checkpoint_root
+    request = request_stop(root)
+    if request is None:
+        print(f"{settings.pipeline} is not running (no run holds {root})", file=out)
+        return EXIT_OK
+    print(f"asked {settings.pipeline} (pid {request.pid}) to stop at a batch boundary", file=out)
+    if not wait:
+        return EXIT_OK
+    if not wait_released(root, request.pid, timeout, pid_alive):
+        raise SlipstreamError(
+            "STOP_TIMEOUT",
+            f"{settings.pipeline} (pid {request.pid}) still holds {root} after {timeout:.0f} s",
+            "a long batch may still be running: wait, or stop it with `kill PID` (SIGTERM stops "
+            "at a batch boundary too)",
+        )
+    stopped = [e for e in read_events(settings.event_log) if isinstance(e, RunStopped)]
+    mine = [e for e in stopped if e.pid == request.pid]
+    print(f"stopped: {mine[-1].reason}" if mine else "stopped", file=out)
+    return EXIT_OK
+
+
+def dashboard(state_dir: Path, pipeline: str | None, port: int, bind: str, out: TextIO) -> int:
+    """Serve the dashboard of every pipeline under `state_dir` until Ctrl-C (no Spark)."""
+    from slipstream.monitor.dashboard import DashboardServer, EventLogStatus
+    from slipstream.monitor.serve import bind_server
+
+    status_provider = EventLogStatus(state_dir)
+    results = StateDirResults(state_dir, pipeline)
+    server = bind_server(
+        "--port", port, lambda p: DashboardServer(status_provider, results, p, bind), bind
+    )
+    print(
+        f"dashboard   {server.url}  (state dir {state_dir}; Ctrl-C to stop)", file=out, flush=True
+    )
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        server.server_close()
+        status_provider.close()
+    return EXIT_OK
+
+
+class StateDirResults:
+    """Results provider of `slipstream dashboard`: the results view of `pipeline`, or of the
+    pipeline whose event log changed last, with its default sinks under `state_dir`."""
+
+    def __init__(self, state_dir: Path, pipeline: str | None = None) -> None:
+        self.state_dir = Path(state_dir)
+        self.pipeline = pipeline
+        self._resolved: dict[str, runner.Prepared | None] = {}
+
+    def latest(self) -> str | None:
+        from slipstream.monitor.eventlog import event_log_path, pipelines_in
+
+        changed = {}
+        for name in pipelines_in(self.state_dir):
+            with contextlib.suppress(FileNotFoundError):  # reset meanwhile
+                changed[name] = event_log_path(self.state_dir, name).stat().st_mtime
+        return max(changed, key=changed.__getitem__) if changed else None
+
+    def prepared(self, name: str) -> runner.Prepared | None:
+        """The pipeline `name` bound to its default sinks under the state dir (cached)."""
+        from slipstream.errors import ConfigError
+        from slipstream.pipelines.registry import registered_pipeline
+        from slipstream.settings.config import load_settings
+
+        if name not in self._resolved:
+            try:
+                pipeline = registered_pipeline(name)  # never a module named by a file
+                settings = load_settings(name, {"state_dir": self.state_dir}, environ={})
+                self._resolved[name] = runner.prepare(settings, pipeline, check_source=False)
+            except ConfigError:  # a log of a pipeline this installation does not know
+                self._resolved[name] = None
+        return self._resolved[name]
+
+    def __call__(self) -> dict[str, object] | None:
+        name = self.pipeline or self.latest()
+        found = None if name is None else self.prepared(name)
+        return None if found is None else found.results_view()

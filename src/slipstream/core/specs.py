@@ -1,0 +1,286 @@
+"""Frozen, self-validating descriptions of durations, triggers and sinks.
+
+They are parsed once at the edge (CLI flags, TOML) and turned into Spark calls elsewhere
+(`slipstream.runtime.runner`, `slipstream.sinks`). Nothing here imports Spark."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Literal
+from urllib.parse import unquote, urlsplit
+
+from slipstream.errors import ConfigError
+
+OutputMode = Literal["append", "update", "complete"]
+OUTPUT_MODES: tuple[OutputMode, ...] = ("append", "update", "complete")
+
+_UNITS = {
+    "ms": 0.001, "msec": 0.001, "millisecond": 0.001, "milliseconds": 0.001,
+    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+    "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
+    "d": 86400, "day": 86400, "days": 86400,
+}  # fmt: skip
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*$")
+DURATION_HELP = "a duration such as 90s, 10m, 1h, 500ms or '10 minutes'"
+#: the longest duration any setting or parameter takes: longer ones are a typo, and Python's
+#: timedelta overflows (a traceback) at about 2.7 million years
+MAX_DURATION = timedelta(days=3650)
+#: how far after the batch's time an event time may be (`--max-future`; quality/guard.py)
+DEFAULT_MAX_FUTURE = timedelta(days=1)
+
+
+def parse_duration(text: str | int | float | timedelta) -> timedelta:
+    """Parse `10m`, `90s`, `1h`, `500ms`, `10 minutes` into a timedelta: positive, a whole
+    number of milliseconds (Spark's intervals are in ms; 0.4ms would silently become 0) and at
+    most ten years."""
+    if isinstance(text, timedelta):
+        value = text
+    elif isinstance(text, bool):
+        raise ValueError(DURATION_HELP)
+    elif isinstance(text, int | float):
+        if not abs(text) <= MAX_DURATION.total_seconds():  # also NaN
+            raise ValueError(f"a duration of at most {MAX_DURATION.days} days")
+        value = timedelta(seconds=text)
+    else:
+        match = _DURATION.match(str(text))
+        if not match or match.group(2).lower() not in _UNITS:
+            raise ValueError(DURATION_HELP)
+        seconds = float(match.group(1)) * _UNITS[match.group(2).lower()]
+        if seconds > MAX_DURATION.total_seconds():
+            raise ValueError(f"a duration of at most {MAX_DURATION.days} days")
+        value = timedelta(seconds=seconds)
+    if value > MAX_DURATION:
+        raise ValueError(f"a duration of at most {MAX_DURATION.days} days")
+    if value <= timedelta(0):
+        raise ValueError("a positive duration")
+    if value % timedelta(milliseconds=1):
+        raise ValueError("a whole number of milliseconds (Spark's intervals are in ms)")
+    return value
+
+
+def spark_interval(value: timedelta) -> str:
+    """The edge: a timedelta as the interval string Spark expects ('600 seconds')."""
+    ms = round(value.total_seconds() * 1000)
+    if ms % 1000 == 0:
+        return f"{ms // 1000} seconds"
+    return f"{ms} milliseconds"
+
+
+def format_duration(value: timedelta) -> str:
+    seconds = value.total_seconds()
+    for unit, size in (("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{round(seconds * 1000)}ms"
+
+
+TriggerKind = Literal["default", "interval", "available-now", "once", "continuous", "real-time"]
+TRIGGER_HELP = (
+    "default, an interval (1s, 5s), available-now, once, continuous:INTERVAL or real-time:INTERVAL"
+)
+
+
+@dataclass(frozen=True)
+class TriggerSpec:
+    kind: TriggerKind = "default"
+    interval: timedelta | None = None
+
+    @classmethod
+    def parse(cls, text: str | TriggerSpec) -> TriggerSpec:
+        if isinstance(text, TriggerSpec):
+            return text
+        raw = str(text).strip().lower()
+        if raw in ("", "default"):
+            return cls("default")
+        if raw in ("available-now", "availablenow", "available_now"):
+            return cls("available-now")
+        if raw == "once":
+            return cls("once")
+        for kind in ("continuous", "real-time"):
+            if raw.startswith(kind + ":"):
+                return cls(kind, parse_duration(raw.split(":", 1)[1]))  # type: ignore[arg-type]
+        if raw in ("continuous", "real-time"):
+            raise ValueError(f"{raw} needs an interval, e.g. {raw}:1s")
+        try:
+            return cls("interval", parse_duration(raw))
+        except ValueError:
+            raise ValueError(TRIGGER_HELP) from None
+
+    @classmethod
+    def parse_micro_batch(cls, text: str | TriggerSpec) -> TriggerSpec:
+        """A trigger that runs micro-batches on and on: `default` or an interval."""
+        spec = cls.parse(text)
+        if spec.kind not in ("default", "interval"):
+            raise ValueError("default, or an interval such as 10s")
+        return spec
+
+    @property
+    def finite(self) -> bool:
+        """True when the query stops by itself after the data available at start."""
+        return self.kind in ("available-now", "once")
+
+    def describe(self) -> str:
+        if self.interval is None:
+            return self.kind
+        if self.kind == "interval":
+            return f"every {format_duration(self.interval)}"
+        return f"{self.kind}:{format_duration(self.interval)}"
+
+
+class Secret:
+    """A value that never shows itself in logs, errors, reprs or progress output."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(frozen=True)
+class SinkKind:
+    """One kind of sink, by the scheme that starts its spec: the class that serves it
+    (`module:Class`, imported when a sink of this kind is made), what follows the scheme, and
+    how `--help` shows it."""
+
+    sink: str
+    target: Literal["none", "optional", "required", "url", "module"]
+    usage: str
+
+
+#: Every sink kind, by scheme: the one place a new sink is registered.
+SINK_KINDS: dict[str, SinkKind] = {
+    "console": SinkKind("slipstream.sinks.spark_sinks:ConsoleSink", "none", "console"),
+    "memory": SinkKind("slipstream.sinks.spark_sinks:MemorySink", "none", "memory"),
+    "noop": SinkKind("slipstream.sinks.spark_sinks:NoopSink", "none", "noop"),
+    "parquet": SinkKind("slipstream.sinks.spark_sinks:FileSink", "required", "parquet:DIR"),
+    "json": SinkKind("slipstream.sinks.spark_sinks:FileSink", "required", "json:DIR"),
+    "csv": SinkKind("slipstream.sinks.spark_sinks:FileSink", "required", "csv:DIR"),
+    "sqlite": SinkKind("slipstream.sinks.sqlite:SqliteSink", "optional", "sqlite[:PATH]"),
+    "postgresql": SinkKind(
+        "slipstream.sinks.postgres:PostgresSink",
+        "url",
+        "postgresql[://user[:password]@host[:port]/db]",
+    ),
+    "foreach": SinkKind("slipstream.sinks.foreach:ForeachSink", "module", "foreach:module:attr"),
+}
+FILE_SINKS: frozenset[str] = frozenset(k for k, v in SINK_KINDS.items() if v.target == "required")
+SINK_HELP = ", ".join(kind.usage for kind in SINK_KINDS.values())
+
+
+@dataclass(frozen=True)
+class SinkSpec:
+    """Where results go. `target` is a directory, a database file, a DSN or a module:attr."""
+
+    kind: str  # a scheme of SINK_KINDS
+    target: str | None = None
+    password: Secret | None = field(default=None, compare=False)
+
+    @classmethod
+    def parse(cls, text: str | SinkSpec) -> SinkSpec:
+        if isinstance(text, SinkSpec):
+            return text
+        raw = str(text).strip()
+        if raw.startswith(("postgresql://", "postgres://")):
+            usage = "postgresql://user[:password]@host[:port]/db"
+            rest = raw.split("://", 1)[1]
+            authority_end = min((rest.find(c) for c in "/?#" if c in rest), default=len(rest))
+            if "@" in rest[authority_end:]:  # a '/', '?' or '#' inside user:password
+                raise ValueError(
+                    f"{usage}, with '/', '?', '#' and '@' in the password percent-encoded "
+                    "(%2F, %3F, %23, %40)"
+                )
+            try:
+                parts = urlsplit(raw)
+                hostname, port = parts.hostname, parts.port
+            except ValueError:  # urllib's message can quote part of the password
+                raise ValueError(usage + " (the port must be a number)") from None
+            if not hostname or not parts.path.strip("/"):
+                raise ValueError(usage)
+            password = Secret(unquote(parts.password)) if parts.password else None
+            netloc = hostname
+            if parts.username:
+                netloc = f"{unquote(parts.username)}@{netloc}"
+            if port:
+                netloc += f":{port}"
+            target = f"postgresql://{netloc}{parts.path}"
+            if parts.query:
+                target += f"?{parts.query}"
+            return cls("postgresql", target, password)
+        scheme, _, target = raw.partition(":")
+        kind = SINK_KINDS.get(scheme.lower())
+        if kind is None:
+            raise ValueError(SINK_HELP)
+        if not target and kind.target in ("none", "optional", "url"):
+            return cls(scheme.lower())
+        if kind.target == "optional" or (kind.target == "required" and target):
+            return cls(scheme.lower(), target)
+        if kind.target == "module" and ":" in target:
+            return cls(scheme.lower(), target)
+        raise ValueError(kind.usage)
+
+    @property
+    def is_file_sink(self) -> bool:
+        return self.kind in FILE_SINKS
+
+    def describe(self) -> str:
+        """Shown in `check`, logs and errors: never includes a password."""
+        return (
+            f"{self.kind}:{self.target}"
+            if self.target and self.kind != "postgresql"
+            else (self.target or self.kind)
+        )
+
+    def path(self) -> Path:
+        assert self.target is not None
+        return Path(self.target)
+
+
+MAX_WINDOWS_PER_EVENT = 60
+
+
+def check_windows(window: timedelta, slide: timedelta | None) -> None:
+    """Before Spark starts: a window and its slide that Spark takes and that do not blow up.
+    Each event counts in ceil(window / slide) windows; beyond MAX_WINDOWS_PER_EVENT the state
+    and the output grow faster than the input for no visible gain."""
+    for name, value in (("window", window), ("slide", slide)):
+        if value is not None and value % timedelta(milliseconds=1):
+            raise ConfigError(
+                "CONFIG_BAD_VALUE",
+                f"--{name} {value} is not a whole number of milliseconds",
+                f"give --{name} in ms, s, m or h",
+            )
+    if slide is None:
+        return
+    if slide > window:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"--slide must be no longer than --window; got slide={format_duration(slide)}, "
+            f"window={format_duration(window)}",
+            f"use --slide {format_duration(window)} or less (equal gives tumbling windows)",
+        )
+    per_event = -(-window // slide)
+    if per_event > MAX_WINDOWS_PER_EVENT:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"--slide {format_duration(slide)} puts every event in {per_event} windows of "
+            f"--window {format_duration(window)} (at most {MAX_WINDOWS_PER_EVENT})",
+            f"use --slide {format_duration(window / MAX_WINDOWS_PER_EVENT)} or longer",
+        )

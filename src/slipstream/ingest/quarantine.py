@@ -1,0 +1,48 @@
+"""The quarantine: rejected records, with the raw record, the reason and where it came from.
+
+Rejected rows are written by their own streaming query into JSON-lines files through Spark's file
+sink, so they are exactly-once (its `_spark_metadata` log) and survive restarts like the results.
+The main query counts them per batch with `observe()`, so the batch line can show them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from slipstream.ingest.parse import RAW, REASON, SOURCE
+
+QUALITY_METRICS = "quality"
+
+
+def rejected(parsed: DataFrame) -> DataFrame:
+    """The rows to quarantine, in the quarantine's record layout."""
+    return parsed.filter(F.col(REASON).isNotNull()).select(
+        F.col(RAW).alias("raw"),
+        F.col(REASON).alias("reason"),
+        F.col(SOURCE).alias("source"),
+        F.current_timestamp().alias("quarantined_at"),
+    )
+
+
+def accepted(parsed: DataFrame) -> DataFrame:
+    return parsed.filter(F.col(REASON).isNull()).drop(RAW, REASON)
+
+
+def quality_metrics() -> list[Column]:
+    """Per-batch counts carried by `observe()` into the query's progress."""
+    return [
+        F.count(F.lit(1)).alias("input"),
+        F.count(F.col(REASON)).alias("quarantined"),
+    ]
+
+
+def read_quarantine(spark: SparkSession, directory: Path) -> DataFrame:
+    """The quarantined records written so far (committed batches only). A raw record may be
+    longer than the 20 million characters Spark's JSON reader takes by default."""
+    return (
+        spark.read.schema("raw string, reason string, source string, quarantined_at timestamp")
+        .option("maxStringLen", str(2**31 - 1))
+        .json(str(directory))
+    )

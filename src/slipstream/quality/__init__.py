@@ -1,1 +1,0 @@
-"""Data quality: parsing with rejection reasons, the quarantine, and expectations."""

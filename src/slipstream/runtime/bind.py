@@ -1,0 +1,362 @@
+"""Settings + a pipeline -> everything a run decides before Spark starts (no Spark here).
+
+Each input is bound to its path, source, format and quarantine folder; each output to its sink,
+table, mode and checkpoint folder; the parameters are parsed against the pipeline's
+declaration. Every check that needs only these (missing or unknown names, bad values, a file
+sink in update mode, a mode the output does not offer) fails here, naming the flag and the fix.
+The rules that need the query's shape run in `runner` on the plans Spark analyzed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from slipstream.analysis.plan import Plan
+from slipstream.analysis.validate import settings_violations
+from slipstream.api.pipeline import Input, Output, Params
+from slipstream.checkpoint.lifecycle import query_checkpoint
+from slipstream.core.specs import SINK_KINDS, SinkSpec, format_duration
+from slipstream.errors import ConfigError, ValidationError
+from slipstream.ingest.expectations import Expectation, check_expectations
+from slipstream.ingest.guard import EventTimeGuard
+from slipstream.pipelines import Pipeline, get_pipeline
+from slipstream.runtime.late_plan import LatePlan
+from slipstream.settings.config import Settings
+from slipstream.settings.connect import sink_violations
+from slipstream.sinks import Sink, SinkContext, make_sink
+from slipstream.sinks.base import quote_ident
+from slipstream.sources.base import Binding, Source, get_source
+
+QUARANTINE = "quarantine"
+
+
+@dataclass(frozen=True)
+class BoundInput:
+    spec: Input
+    binding: Binding
+    source: Source | None = None  # stream inputs
+    quarantine: Path | None = None  # stream inputs whose raw records are parsed
+    expectations: tuple[Expectation, ...] = ()
+    guard: EventTimeGuard | None = None  # parsed inputs with an event-time column
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def parses(self) -> bool:
+        return self.quarantine is not None
+
+
+@dataclass(frozen=True)
+class BoundOutput:
+    spec: Output | None  # None: a quarantine query
+    sink: Sink
+    ctx: SinkContext
+    reads: tuple[str, ...] = ()  # a quarantine query: the input it drains
+
+    @property
+    def name(self) -> str:
+        return self.ctx.query_name.split(".", 1)[1]
+
+
+@dataclass
+class Prepared:
+    """Everything decided before Spark starts."""
+
+    pipeline: Pipeline
+    settings: Settings
+    params: Params
+    inputs: dict[str, BoundInput]
+    outputs: dict[str, BoundOutput]  # the pipeline's outputs that are on, then quarantines
+    plans: dict[str, Plan] = field(default_factory=dict)  # read from Spark by runner.build
+    late: dict[str, LatePlan] = field(default_factory=dict)  # the dead-letter's rules, by build
+
+    @property
+    def primary(self) -> BoundOutput:
+        """The first output: what the dashboard previews and the backfill bar follows."""
+        return next(iter(self.outputs.values()))
+
+    @property
+    def sink(self) -> Sink:
+        return self.primary.sink
+
+    @property
+    def ctx(self) -> SinkContext:
+        return self.primary.ctx
+
+    @property
+    def parses(self) -> bool:
+        return any(i.parses for i in self.inputs.values())
+
+    def results_view(self) -> dict[str, Any] | None:
+        """The dashboard's results: the pipeline's view of its first output, and under `more`
+        the latest rows of each other output its sink can read back."""
+        view = self.pipeline.results_view(self.sink, self.ctx)
+        more = []
+        for out in list(self.outputs.values())[1:]:
+            if out.spec is None:  # a quarantine
+                continue
+            rows = out.sink.preview(out.ctx, limit=20)
+            if rows is not None:
+                more.append({"title": f"{out.name}: {out.ctx.table}, newest rows", **rows})
+        if view is not None and more:
+            view = {**view, "more": more}
+        return view
+
+    def explain(self) -> str:
+        s = self.settings
+        lines = [f"pipeline    {self.pipeline.name}: {self.pipeline.description}"]
+        for bound in self.inputs.values():
+            lines.append(f"input       {bound.name}: {_describe_input(bound, s)}")
+            if bound.guard is not None:
+                lines.append(f"  guard     {bound.guard.describe()}")
+            for rule in bound.expectations:
+                lines.append(f"  expect    {rule.describe()}")
+        if self.params:
+            shown = ", ".join(f"{k}={show_value(v)}" for k, v in self.params.items())
+            lines.append(f"params      {shown}")
+        for out in self.outputs.values():
+            lines.append(
+                f"output      {out.name}: {out.ctx.mode} to {out.sink.describe(out.ctx)}"
+                f"  (checkpoint {out.ctx.checkpoint})"
+            )
+            plan = self.plans.get(out.name)
+            if plan is not None:
+                lines += [f"  {line}" for line in plan.describe(out.ctx.mode)]
+            late = self.late.get(out.name)
+            if late is not None:
+                lines += [f"  late rows {rule.describe()}" for rule in late.rules]
+                lines += [f"  late rows not written: {why}" for why in late.uncovered]
+        lines.append(f"trigger     {s.trigger.describe()}")
+        if s.quarantine_trigger is not None:
+            lines.append(f"quarantine trigger {s.quarantine_trigger.describe()}")
+        return "\n".join(lines)
+
+
+def _describe_input(bound: BoundInput, settings: Settings) -> str:
+    if bound.source is None:
+        return f"table {bound.binding.path} ({bound.binding.format})"
+    text = bound.source.describe(settings, bound.binding)
+    return text + (f"; quarantine {bound.quarantine}" if bound.quarantine else "; no quarantine")
+
+
+def show_value(value: Any) -> str:
+    """A parameter's value as its flag takes it (durations as 10m)."""
+    return format_duration(value) if isinstance(value, timedelta) else str(value)
+
+
+def prepare(
+    settings: Settings,
+    pipeline: Pipeline | None = None,
+    *,
+    sink: Sink | None = None,
+    check_source: bool = True,
+    check_rules: bool = True,
+) -> Prepared:
+    """Bind inputs, parameters and outputs; `sink` replaces the first output's (tests);
+    `check_source=False` skips the checks of input paths (reset, stop); `check_rules=False`
+    leaves the modes and sinks to `runner.check`, which knows the plan (`slipstream check`)."""
+    pipeline = pipeline or get_pipeline(settings.pipeline)
+    if settings.pipeline != pipeline.name:  # `module:Class`: its state goes under its name
+        settings = settings.with_(pipeline=pipeline.name)
+    params = pipeline.parse_params(settings.params)
+    _refuse_unknown(pipeline, settings.input, "input", "--input")
+    streams = pipeline.stream_inputs()
+    if "" in settings.input and len(streams) != 1:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"--input {settings.input['']}: pipeline {pipeline.name} reads "
+            f"{len(streams)} streams, so a path must say which",
+            "name each: " + " ".join(f"--input {i.name}=PATH" for i in streams),
+        )
+    inputs = {
+        i.name: _bind_input(pipeline, i, settings, params, check_source) for i in pipeline.inputs
+    }
+    if check_source:
+        pipeline.validate(params, {n: b.binding.path for n, b in inputs.items()})
+    for flag in ("sink", "table", "mode"):
+        _refuse_unknown(pipeline, getattr(settings, flag), "output", f"--{flag}")
+    outputs: dict[str, BoundOutput] = {}
+    for output in pipeline.outputs:
+        bound = _bind_output(pipeline, output, settings)
+        if bound is not None:
+            outputs[output.name] = bound
+    if not outputs:
+        raise ConfigError(
+            "CONFIG_MISSING",
+            f"every output of pipeline {pipeline.name} is off",
+            "give an output a sink: --sink NAME=SPEC",
+        )
+    if sink is not None:
+        first = next(iter(outputs))
+        outputs[first] = BoundOutput(outputs[first].spec, sink, outputs[first].ctx)
+    for bound_input in inputs.values():
+        if bound_input.quarantine is not None:
+            name = f"{QUARANTINE}.{bound_input.name}"
+            outputs[name] = BoundOutput(
+                None,
+                make_sink(SinkSpec("json", str(bound_input.quarantine)), Path()),
+                _ctx(pipeline, settings, name, QUARANTINE, (), "append"),
+                reads=(bound_input.name,),
+            )
+    _refuse_shared_targets(outputs)
+    prepared = Prepared(pipeline, settings, params, inputs, outputs)
+    problems = [
+        ValidationError(v.code, f"output {out.ctx.query_name}: {v.message}", v.fix)
+        for out in outputs.values()
+        if out.spec is not None
+        for v in settings_violations(out.ctx.mode, out.sink.spec, out.spec.modes)
+        + (sink_violations(out.sink.spec) if settings.remote else [])
+    ]
+    if problems and check_rules:
+        raise problems[0]
+    return prepared
+
+
+def _refuse_shared_targets(outputs: dict[str, BoundOutput]) -> None:
+    """Two outputs in one folder would mix their rows and share one `_spark_metadata`; two in
+    one database table would overwrite each other's rows."""
+    seen: dict[tuple[str, ...], str] = {}
+    for out in outputs.values():
+        spec = out.sink.spec
+        if spec.is_file_sink:
+            where = (str(spec.path().resolve()),)
+            shown = where[0]
+        elif spec.kind in ("sqlite", "postgresql"):
+            target = str(getattr(out.sink, "path", None) or spec.describe())
+            where = (spec.kind, target, out.ctx.table)
+            shown = f"table {out.ctx.table} of {spec.describe()}"
+        else:
+            continue
+        if where in seen:
+            raise ConfigError(
+                "CONFIG_BAD_VALUE",
+                f"outputs {seen[where]} and {out.name} both write to {shown}",
+                "give each output its own folder or table: --sink NAME=SPEC, --table NAME=TABLE",
+            )
+        seen[where] = out.name
+
+
+def _bind_input(
+    pipeline: Pipeline, spec: Input, settings: Settings, params: Params, check: bool
+) -> BoundInput:
+    streams = pipeline.stream_inputs()
+    given = settings.input
+    path = given.get(spec.name)
+    flag = f"--input {spec.name}="
+    if path is None and "" in given and not spec.static and len(streams) == 1:
+        path, flag = given[""], "--input "
+    if spec.static:
+        binding = Binding(spec.name, path, spec.format, flag)
+        if check:
+            _check_table_path(spec, binding)
+        return BoundInput(spec, binding)
+    # a path given means files (wordcount reads a socket by default, text files when given one)
+    kind = settings.source or (
+        "files" if path is not None and "files" in spec.sources else spec.sources[0]
+    )
+    if kind not in spec.sources:
+        raise ConfigError(
+            "SOURCE_NOT_SUPPORTED",
+            f"pipeline {pipeline.name} cannot read input {spec.name} from --source {kind}",
+            f"use one of: {', '.join(spec.sources)}",
+        )
+    if len(streams) == 1:
+        flag = "--input "  # a one-stream pipeline names its input path plainly
+    fmt = settings.format or spec.format
+    binding = Binding(spec.name, path, fmt, flag.rstrip(), spec.schema, spec.required)
+    source = get_source(kind)
+    if check:
+        source.validate(settings, binding)
+    rules = check_expectations(pipeline.expectations(spec.name, params))
+    # an event-time column needs the guard, and the guard a quarantine (quality/guard.py);
+    # parquet files are judged whole, and a rejected one goes to the quarantine
+    parquet = kind == "files" and fmt == "parquet"
+    parses = fmt in ("json", "csv") or parquet or bool(spec.required or spec.event_time)
+    if rules and not parses:
+        raise ConfigError(
+            "EXPECTATION_INVALID",
+            f"pipeline {pipeline.name} declares expectations on unparsed {binding.format} "
+            f"input {spec.name}",
+            "expectations need typed records: read json or csv with a declared schema",
+        )
+    quarantine = settings.quarantine_root / spec.name if parses else None
+    guard = None
+    if parses and spec.event_time is not None:
+        guard = EventTimeGuard(spec.event_time, settings.max_future, settings.max_past)
+    return BoundInput(spec, binding, source, quarantine, rules, guard)
+
+
+def _check_table_path(spec: Input, binding: Binding) -> None:
+    help_ = f" ({spec.help})" if spec.help else ""
+    path = binding.existing(f"a {spec.format} file or folder{help_}", "FILE")
+    flag = f"--input {spec.name}="
+    if path.name.startswith(("_", ".")):
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"{flag}{path}: Spark treats names starting with '_' or '.' as hidden and "
+            "would read nothing",
+            "rename the file, e.g. without the leading '_' or '.'",
+        )
+
+
+def _refuse_unknown(pipeline: Pipeline, given: dict[str, Any], what: str, flag: str) -> None:
+    names = {i.name for i in (pipeline.inputs if what == "input" else pipeline.outputs)}
+    for name in given:
+        if name and name not in names:
+            hint = " (a path containing '=': write it as ./PATH)" if what == "input" else ""
+            raise ConfigError(
+                "CONFIG_UNKNOWN_KEY",
+                f"{flag} {name}=...: pipeline {pipeline.name} has no {what} {name!r}{hint}",
+                f"its {what}s: {', '.join(sorted(names))}",
+            )
+
+
+def _bind_output(pipeline: Pipeline, output: Output, settings: Settings) -> BoundOutput | None:
+    first = output is pipeline.outputs[0]
+    named = settings.sink.get(output.name)
+    spec = named
+    if spec is None and output.sink is not None:
+        spec = settings.sink.get("") or _default_sink(output.sink, settings, pipeline, output)
+        enabled = [o for o in pipeline.outputs if o.sink is not None or o.name in settings.sink]
+        if spec.is_file_sink and len(enabled) > 1:  # one folder per output under the given one
+            spec = SinkSpec(spec.kind, str(spec.path() / output.name))
+    if spec is None:
+        return None
+    table = settings.table.get(output.name) or (settings.table.get("") if first else None)
+    mode = settings.mode.get(output.name) or (settings.mode.get("") if first else None)
+    mode = mode or pipeline.default_mode(output, spec)
+    ctx = _ctx(pipeline, settings, output.name, table or output.table_name, output.key, mode)
+    if spec.kind in ("sqlite", "postgresql"):
+        quote_ident(ctx.table)  # a bad table name fails here, not in the first batch
+    return BoundOutput(output, make_sink(spec, settings.default_database), ctx)
+
+
+def _default_sink(text: str, settings: Settings, pipeline: Pipeline, output: Output) -> SinkSpec:
+    """An output's declared sink; a file kind without a folder (`parquet`) writes under
+    `STATE_DIR/outputs/PIPELINE/OUTPUT`."""
+    kind = SINK_KINDS.get(text)
+    if kind is not None and kind.target == "required":
+        return SinkSpec(text, str(settings.state_dir / "outputs" / pipeline.name / output.name))
+    return SinkSpec.parse(text)
+
+
+def _ctx(
+    pipeline: Pipeline,
+    settings: Settings,
+    name: str,
+    table: str,
+    key: tuple[str, ...],
+    mode: Any,
+) -> SinkContext:
+    return SinkContext(
+        pipeline=pipeline.name,
+        query_name=f"{pipeline.name}.{name}",
+        table=table,
+        key=key,
+        mode=mode,
+        checkpoint=query_checkpoint(settings.checkpoint_root, name),
+    )

@@ -1,0 +1,384 @@
+"""The late-row dead-letter: the records Spark dropped as late, each with its reason and the
+watermark it was judged by, in `STATE_DIR/late/PIPELINE/OUTPUT/batch-N.jsonl`.
+
+Spark shows neither its watermark to a query's DataFrames nor the rows an operator drops, so the
+dead-letter re-decides what Spark decided, after the fact and from the checkpoint: once output
+query Q has committed batch N, its offset log says which files batch N read from each file
+source (`offsets/N` and `offsets/N-1`: the source's log offsets; `sources/I/K` or a compacted
+`K.compact`: the paths), the batch's time (`offsets/N` `batchTimestampMs`) and the watermark
+the batch judged late rows by (`offsets/N-1` `batchWatermarkMs`, 0 for batch 0). It re-reads
+those files with Spark, with Q's own parse, event-time guard (at the batch's time) and `drop`
+expectations, so a quarantined record is never also late, and keeps the rows the first
+stateful operator's rule drops (late_plan.py). One line per late record: the raw record, the
+input, the file, the reason (`late: ts 10:01:00Z <= watermark 10:05:00Z`), the event time, the
+watermark (ISO UTC) and the batch.
+
+It runs on the driver, in a thread of its own woken by each progress event of Q, and catches up
+on every committed batch it has not handled (after a restart or a crash too): a batch file is
+written whole (temporary file, then rename) and never rewritten; `.done` keeps the last batch
+handled and the query id it belongs to. It never blocks or fails the query: a failure is a
+warning in the log, and the batch is tried again at the next wake. A batch is bounded by the
+trigger; its late rows reach the driver one partition at a time (`sinks.base.local_rows`: not
+`DataFrame.toLocalIterator`, whose jobs Spark 4.3 keeps alive with their plans, issue 16).
+
+A batch is read again only when it may hold late rows: its progress reports how many rows its
+stateful operators dropped by watermark (each late row of a deduplication or a join, each late
+partial aggregate of a window aggregation), and a batch with 0 is skipped, so in-order input
+costs no second read. A batch whose progress this run never saw (one before a restart, or the
+last before a crash) is read again, as is one whose progress does not say."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from slipstream.checkpoint.logs import (
+    BatchOffsets,
+    batch_files,
+    batch_offsets,
+    committed,
+    query_id,
+)
+from slipstream.ingest.expectations import route
+from slipstream.ingest.parse import RAW, REASON, SOURCE
+from slipstream.runtime.late_plan import LatePlan, LateRule
+from slipstream.sinks.base import local_rows
+from slipstream.sources.parquet_files import parquet_rows
+
+if TYPE_CHECKING:
+    from slipstream.runtime.bind import BoundInput, BoundOutput, Prepared
+
+log = logging.getLogger(__name__)
+
+MARK = ".slipstream-late"  # the folder is slipstream's: `reset --outputs` may delete it
+DONE = ".done"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def iso(micros: int) -> str:
+    """Microseconds since the epoch as ISO UTC (`2018-03-02T10:03:00Z`; year 0001 too)."""
+    moment = (_EPOCH + timedelta(microseconds=micros)).replace(tzinfo=None)
+    return moment.isoformat(timespec="microseconds" if micros % 10**6 else "seconds") + "Z"
+
+
+def _local(path: str) -> Path:
+    parsed = urlparse(path)
+    return Path(unquote(parsed.path) if parsed.scheme in ("file", "") else path).resolve()
+
+
+def _gone(path: str) -> bool:
+    """A local file that is no longer there (remote paths: Spark's ignoreMissingFiles)."""
+    return urlparse(path).scheme in ("file", "") and not _local(path).exists()
+
+
+def late_rows(
+    spark: SparkSession, bound: BoundInput, rule: LateRule, files: list[str], at: BatchOffsets,
+    watermark_ms: int,
+) -> DataFrame:  # fmt: skip
+    """The rows of `files` that `rule` drops against `watermark_ms`: the input parsed,
+    guarded at the batch's time and routed by its `drop` expectations as in the query."""
+    from slipstream.runtime.runner import parse_input  # runner starts the dead-letter
+
+    spec = bound.spec
+    reader = spark.read.option("ignoreMissingFiles", "true")
+    if bound.binding.format == "parquet":  # judged as the stream judged them
+        assert spec.schema is not None
+        raw = parquet_rows(reader.format("binaryFile").load(files), spec.schema, spec.required)
+        fmt = "parquet"
+    else:
+        raw = reader.format("text").load(files)
+        raw = raw.select(F.col("value"), F.col("_metadata.file_path").alias(SOURCE))
+        fmt = bound.binding.format
+    records = parse_input(raw, fmt, spec)
+    if bound.guard is not None:
+        records = bound.guard.apply(records, F.timestamp_millis(F.lit(at.timestamp_ms)))
+    valid = route(records, bound.expectations).filter(F.col(REASON).isNull())
+    time = F.col(rule.column)
+    watermark = F.timestamp_micros(F.lit(watermark_ms * 1000))
+    if rule.window is not None:
+        judged = F.window(time, f"{rule.window // timedelta(microseconds=1)} microseconds").end
+    else:
+        judged = time
+    return valid.filter(judged <= watermark).select(
+        F.col(RAW).alias("raw"),
+        F.col(SOURCE).alias("source"),
+        F.unix_micros(time).alias("at"),
+        F.unix_micros(judged).alias("judged"),
+    )
+
+
+def reason(rule: LateRule, at: int, judged: int, watermark_ms: int) -> str:
+    mark = iso(watermark_ms * 1000)
+    if rule.window is not None:
+        return f"late: {rule.column} {iso(at)} in a window ending {iso(judged)} <= watermark {mark}"
+    return f"late: {rule.column} {iso(at)} <= watermark {mark}"
+
+
+def _private_dir(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(folder, 0o700)
+
+
+def _write_private(path: Path, lines: Iterator[str]) -> int:
+    """Write `lines` to `path` whole (a temporary file, then rename), 0600; the line count."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    count = 0
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        for line in lines:
+            handle.write(line + "\n")
+            count += 1
+    os.replace(tmp, path)
+    return count
+
+
+def late_is_ours(root: Path) -> bool:
+    """Absent, empty, or holding the dead-letter's mark."""
+    root = Path(root)
+    if not root.exists():
+        return True
+    return root.is_dir() and (not any(root.iterdir()) or (root / MARK).is_file())
+
+
+def reset_late(root: Path) -> list[str]:
+    """Delete a pipeline's dead-letter (`reset --outputs`, the demos' fresh start), if it is
+    slipstream's (RESET_NOT_OURS otherwise)."""
+    from slipstream.checkpoint.lifecycle import not_ours
+
+    root = Path(root)
+    if not root.exists():
+        return []
+    if not late_is_ours(root):
+        raise not_ours(root, "late-row dead-letter")
+    shutil.rmtree(root)
+    return [str(root)]
+
+
+@dataclass
+class Covered:
+    """One output's dead-letter: its folder and its rules."""
+
+    output: BoundOutput
+    plan: LatePlan
+    folder: Path
+
+    def done(self) -> tuple[str | None, int]:
+        try:
+            data = json.loads((self.folder / DONE).read_text())
+            return data.get("query_id"), int(data["batch"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None, -1
+
+    def mark_done(self, qid: str, batch: int) -> None:
+        _write_private(self.folder / DONE, iter([json.dumps({"query_id": qid, "batch": batch})]))
+
+
+class DeadLetter:
+    """The dead-letter of a run's outputs: `handle` is a listener handler (it only wakes the
+    thread); `catch_up` writes every committed batch not yet handled; `close` ends the thread
+    after one last catch-up."""
+
+    def __init__(self, spark: SparkSession, prepared: Prepared, covered: list[Covered]) -> None:
+        self.spark = spark
+        self.prepared = prepared
+        self.covered = covered
+        self.written = 0  # late records written by this run
+        self._names = {c.output.ctx.query_name for c in covered}
+        self._lock = threading.Lock()
+        self._seen = threading.Lock()  # `_dropped`, written by the listener's thread
+        self._wake = threading.Event()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._warned: set[str] = set()
+        # (query, batch) -> rows Spark's stateful operators dropped, from the batch's progress
+        self._dropped: dict[tuple[str, int], int] = {}
+        self.reread = 0  # batches whose files were read again
+        self.skipped = 0  # batches Spark reported nothing late in: nothing to read again
+        # the last batch each output committed before this run: a later one is this run's, and
+        # its progress (with its drop count) is on its way to `handle`
+        self._before = {
+            c.output.ctx.query_name: max(committed(c.output.ctx.checkpoint), default=-1)
+            for c in covered
+        }
+
+    def start(self) -> DeadLetter:
+        if self.covered:
+            self._wake.set()  # catch up at once on what an earlier run left
+            self._thread = threading.Thread(target=self._loop, name="late-dead-letter", daemon=True)
+            self._thread.start()
+        return self
+
+    def handle(self, record: dict[str, Any]) -> None:
+        if record.get("event") == "progress" and record.get("query") in self._names:
+            dropped = _dropped(record.get("progress"))
+            if dropped is not None:
+                with self._seen:
+                    self._dropped[str(record["query"]), dropped[0]] = dropped[1]
+            self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._closed:
+            self._wake.wait()
+            self._wake.clear()
+            if not self._closed:
+                self.catch_up(live=True)
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=600)
+        self.catch_up()
+
+    def catch_up(self, *, live: bool = False) -> int:
+        """Write the batches committed and not yet handled; the late records written. `live`
+        (the thread, woken by a progress): a batch of this run whose progress has not come yet
+        waits for it; otherwise (at a stop, after `process_all_available`) it is read again."""
+        with self._lock:
+            before = self.written
+            for cover in self.covered:
+                try:
+                    self._catch_up(cover, live)
+                except Exception as exc:  # never the query's failure: tried again next time
+                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                    log.warning("late-row dead-letter of %s: %s (tried again at the next "
+                                "batch)", cover.output.ctx.query_name, first)  # fmt: skip
+            return self.written - before
+
+    def _catch_up(self, cover: Covered, live: bool) -> None:
+        checkpoint = cover.output.ctx.checkpoint
+        qid = query_id(checkpoint)
+        if qid is None:
+            return
+        owner, last = cover.done()
+        if owner is not None and owner != qid:
+            name = cover.output.ctx.query_name
+            if name not in self._warned:
+                self._warned.add(name)
+                log.warning("late-row dead-letter %s belongs to another checkpoint (query %s, "
+                            "this one %s): nothing written; `slipstream reset %s --outputs` "
+                            "starts both over", cover.folder, owner, qid,
+                            self.prepared.pipeline.name)  # fmt: skip
+            return
+        name = cover.output.ctx.query_name
+        for batch in committed(checkpoint):
+            if batch <= last:
+                continue
+            with self._seen:
+                dropped = self._dropped.pop((name, batch), None)
+            if dropped is None and live and batch > self._before.get(name, -1):
+                break  # committed, its progress not delivered yet: the next wake
+            target = cover.folder / f"batch-{batch}.jsonl"
+            if dropped == 0:
+                self.skipped += 1  # no operator dropped a row: nothing can be late
+            elif not target.exists():
+                self.reread += 1
+                self.written += self._write_batch(cover, batch, target)
+            cover.mark_done(qid, batch)
+            last = batch
+        with self._seen:  # a progress that came after its batch was handled
+            for key in [k for k in self._dropped if k[0] == name and k[1] <= last]:
+                del self._dropped[key]
+
+    def _write_batch(self, cover: Covered, batch: int, target: Path) -> int:
+        checkpoint = cover.output.ctx.checkpoint
+        try:
+            files = batch_files(checkpoint, batch)
+            at = batch_offsets(checkpoint, batch)
+            watermark_ms = batch_offsets(checkpoint, batch - 1).watermark_ms if batch > 0 else 0
+        except FileNotFoundError as exc:  # Spark purged them (it keeps the last 100 batches)
+            log.warning("late-row dead-letter of %s: batch %d not written, its logs are gone "
+                        "(%s)", cover.output.ctx.query_name, batch, exc)  # fmt: skip
+            return 0
+        if not files:
+            return 0
+        frames: list[tuple[LateRule, DataFrame]] = []
+        for rule in cover.plan.rules:
+            bound = self.prepared.inputs[rule.input]
+            folder = _local(str(bound.binding.path))
+            # a file deleted since (the query skipped it if it was gone before its read)
+            mine = [f for f in files if folder in _local(f).parents and not _gone(f)]
+            if mine:
+                frames.append((rule, late_rows(self.spark, bound, rule, mine, at, watermark_ms)))
+        if not frames:
+            return 0
+        lines = self._lines(cover, batch, frames, watermark_ms)
+        first = next(lines, None)
+        if first is None:
+            return 0
+        return _write_private(target, _chain(first, lines))
+
+    def _lines(
+        self,
+        cover: Covered,
+        batch: int,
+        frames: list[tuple[LateRule, DataFrame]],
+        watermark_ms: int,
+    ) -> Iterator[str]:
+        mark = iso(watermark_ms * 1000)
+        for rule, frame in frames:
+            for row in local_rows(frame):  # not DataFrame.toLocalIterator: see local_rows
+                yield json.dumps(
+                    {
+                        "raw": row["raw"],
+                        "input": rule.input,
+                        "source": row["source"],
+                        "reason": reason(rule, row["at"], row["judged"], watermark_ms),
+                        "event_time": iso(row["at"]),
+                        "watermark": mark,
+                        "batch": batch,
+                        "output": cover.output.name,
+                    },
+                    ensure_ascii=False,
+                )
+
+
+def _dropped(progress: Any) -> tuple[int, int] | None:
+    """(batch, rows dropped by watermark over every stateful operator) from a progress, or
+    None when it does not say (no stateful operator, or one without the count): then the batch
+    is read again. Spark counts each late input row of a deduplication or a join, and a late
+    partial aggregate of a window aggregation, so 0 means that no row of the batch was late."""
+    if not isinstance(progress, dict) or not isinstance(progress.get("batchId"), int):
+        return None
+    operators = progress.get("stateOperators")
+    if not isinstance(operators, list) or not operators:
+        return None
+    counts = [op.get("numRowsDroppedByWatermark") for op in operators if isinstance(op, dict)]
+    if len(counts) != len(operators) or not all(isinstance(c, int) for c in counts):
+        return None
+    return int(progress["batchId"]), sum(counts)
+
+
+def _chain(first: str, rest: Iterator[str]) -> Iterator[str]:
+    yield first
+    yield from rest
+
+
+def dead_letter(spark: SparkSession, prepared: Prepared) -> DeadLetter:
+    """The run's dead-letter: every output with a late rule (`prepared.late`, read from the
+    plans by `runner.build`; none with `--late-rows false`). Its folders are made 0700 and
+    marked as slipstream's."""
+    covered = []
+    root = prepared.settings.late_root
+    for name, found in prepared.late.items():
+        if not found.rules or not prepared.settings.late_rows:
+            continue
+        folder = root / name
+        for made in (root.parent, root, folder):
+            _private_dir(made)
+        if not (root / MARK).is_file():
+            _write_private(root / MARK, iter(["slipstream late-row dead-letter"]))
+        covered.append(Covered(prepared.outputs[name], found, folder))
+    return DeadLetter(spark, prepared, covered)

@@ -1,0 +1,151 @@
+"""Which rows of an output's query Spark drops as late, and by which rule: read from the plan
+Spark analyzed, per stream input (the late-row dead-letter, quality/late.py, applies it).
+
+Spark judges lateness inside the first stateful operator a row meets, against that operator's
+input watermark of the *previous* batch (`WatermarkPropagator.getInputWatermarkForLateEvents`:
+the global watermark of batch N-1, `offsets/N-1` `batchWatermarkMs`; 0 for batch 0), and drops
+the row when its time is at or before it (`WatermarkSupport.watermarkExpression`):
+
+- a deduplication (`dropDuplicatesWithinWatermark`, or `dropDuplicates` whose key holds the
+  event-time column) and a stream-stream join: the row's event time <= watermark;
+- a windowed aggregation in append or update mode: the partial aggregate of a window whose
+  *end* <= watermark (`StateStoreSaveExec`); with tumbling windows each row is in one window,
+  so a row is late exactly when its window's end <= watermark. Complete mode drops nothing.
+
+What is not covered is named (`LatePlan.uncovered`): inputs that are not files, inputs without
+an event-time column, sliding and session windows as the first stateful operator, arbitrary
+state (flatMapGroupsWithState, transformWithState), an event-time column renamed before it."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from slipstream.analysis.plan import (
+    _STATE_OPS,
+    Plan,
+    PlanNode,
+    _both_sides_stream,
+    _watermark,
+    plan_nodes,
+)
+
+if TYPE_CHECKING:
+    from slipstream.runtime.bind import BoundInput, BoundOutput, Prepared
+
+_FILE_SOURCE = re.compile(r"FileSource\[(?P<path>[^\]]*)\]")
+
+
+@dataclass(frozen=True)
+class LateRule:
+    """How one input's rows are judged late in one output's query."""
+
+    input: str
+    column: str  # the input's event-time column
+    operator: str  # the first stateful operator its rows meet
+    window: timedelta | None = None  # tumbling window length: the window-end rule
+
+    def describe(self) -> str:
+        if self.window is not None:
+            rule = f"the end of its {self.column} window <= watermark"
+        else:
+            rule = f"{self.column} <= watermark"
+        return f"{self.input}: {rule} ({self.operator}, the previous batch's watermark)"
+
+
+@dataclass(frozen=True)
+class LatePlan:
+    """The rules of one output, and what it cannot cover, each with its reason."""
+
+    rules: tuple[LateRule, ...] = ()
+    uncovered: tuple[str, ...] = field(default=())
+
+
+def _ancestors(nodes: list[PlanNode], index: int) -> list[PlanNode]:
+    """The nodes above `nodes[index]`, nearest first (a parent is the last node before it
+    that is less deep)."""
+    chain, depth = [], nodes[index].depth
+    for node in reversed(nodes[:index]):
+        if node.depth < depth:
+            chain.append(node)
+            depth = node.depth
+    return chain
+
+
+def _input_of(prepared: Prepared, relation: PlanNode) -> BoundInput | None:
+    found = _FILE_SOURCE.search(relation.text)
+    if found is None:
+        return None
+    path = Path(found.group("path")).resolve()
+    for bound in prepared.inputs.values():
+        given = bound.binding.path
+        if bound.source is not None and given is not None and Path(given).resolve() == path:
+            return bound
+    return None
+
+
+def late_plan(prepared: Prepared, output: BoundOutput, tree: str, plan: Plan) -> LatePlan:
+    """The late rules of `output`'s query from its analyzed plan `tree` (plan.analyzed_text)."""
+    nodes = plan_nodes(tree)
+    rules: list[LateRule] = []
+    uncovered: list[str] = []
+    for index, node in enumerate(nodes):
+        if not node.name.startswith("StreamingRelation"):
+            continue
+        bound = _input_of(prepared, node)
+        if bound is None:
+            uncovered.append("an input that is not a file source cannot be re-read")
+            continue
+        rule, why = _rule(nodes, index, bound, output, plan)
+        if rule is not None:
+            rules.append(rule)
+        elif why:
+            uncovered.append(f"{bound.name}: {why}")
+    return LatePlan(tuple(rules), tuple(dict.fromkeys(uncovered)))
+
+
+def _rule(
+    nodes: list[PlanNode], index: int, bound: BoundInput, output: BoundOutput, plan: Plan
+) -> tuple[LateRule | None, str]:
+    """One input's rule, or None and why not ("" when Spark drops nothing of it as late)."""
+    chain = _ancestors(nodes, index)
+    column = None
+    for node in chain:
+        if node.name == "EventTimeWatermark":
+            column = _watermark(node)[0]
+            continue
+        if node.name == "Join" and not _both_sides_stream(nodes, node):
+            continue  # a stream-static join keeps no state
+        if node.name not in ("Aggregate", "Deduplicate", "DeduplicateWithinWatermark", "Join"):
+            if node.name in _STATE_OPS:
+                return None, "arbitrary state (its late rule is the processor's) is not covered"
+            continue
+        if column is None:
+            return None, ""  # no watermark below its first stateful operator: nothing is late
+        if bound.guard is None or column != bound.guard.column:
+            return None, f"the watermark is on {column}, not the input's event-time column"
+        if node.name == "Deduplicate" and f"{column}#" not in node.text.split("]")[0]:
+            return None, ""  # a key without the event time: nothing dropped as late
+        if node.name == "Aggregate":
+            return _aggregate_rule(bound.name, column, output, plan)
+        kind = "stream-stream join" if node.name == "Join" else "deduplication"
+        return LateRule(bound.name, column, kind), ""
+    return None, ""
+
+
+def _aggregate_rule(
+    name: str, column: str, output: BoundOutput, plan: Plan
+) -> tuple[LateRule | None, str]:
+    if output.ctx.mode == "complete":
+        return None, ""  # complete mode keeps every group: nothing is dropped as late
+    if plan.window == "tumbling" and plan.window_column == column and plan.window_length:
+        return LateRule(name, column, "tumbling-window aggregation", plan.window_length), ""
+    if plan.window in ("sliding", "session"):
+        return None, (
+            f"a {plan.window} window aggregation first: a row's windows are late one by one, "
+            "not covered (deduplicate first, as trending and sensors do)"
+        )
+    return None, "an aggregation not keyed by a tumbling window of the event time"

@@ -1,0 +1,217 @@
+"""A started run: its queries, the lock on their checkpoints, waiting and stopping.
+
+Run.wait() until the queries finish (finite triggers), --duration passes, Ctrl-C or a stop
+           request; then stop at a batch boundary and release the checkpoint."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from slipstream.checkpoint.lifecycle import (
+    CheckpointLock,
+    last_committed_batch,
+    last_planned_batch,
+    query_checkpoint,
+)
+from slipstream.core.specs import format_duration
+from slipstream.ingest.expectations import as_expectation_failure
+from slipstream.monitor.listener import RunListener, RunTotals
+from slipstream.monitor.recorder import RunRecorder
+from slipstream.runtime.control import StopControl
+
+log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from slipstream.runtime.bind import Prepared
+    from slipstream.runtime.deadletter import DeadLetter
+
+
+@dataclass
+class Run:
+    """The queries of one pipeline run, with the lock on their checkpoint."""
+
+    spark: SparkSession
+    prepared: Prepared
+    queries: dict[str, StreamingQuery]
+    lock: CheckpointLock
+    listener: RunListener
+    totals: RunTotals
+    stop_requested: Callable[[], bool] = field(default=lambda: False)
+    recorder: RunRecorder | None = None  # the event log (run_started/run_stopped and events)
+    dead_letter: DeadLetter | None = None  # late rows, written after each batch (quality/late.py)
+    stop_reason: str | None = None  # why the run stopped, for `run_stopped`
+    _stopped: bool = False
+    # queries this run stopped while they were running (see raise_failure)
+    interrupted: set[str] = field(default_factory=set)
+
+    def process_all_available(self) -> None:
+        """Block until every query has processed all input available now (tests, backfills)."""
+        for query in self.queries.values():
+            try:
+                query.processAllAvailable()
+            except Exception as exc:
+                failure = as_expectation_failure(exc)
+                if failure is None:
+                    raise
+                raise failure from exc
+        self.sync_progress()
+        if self.dead_letter is not None:
+            self.dead_letter.catch_up()  # every committed batch's late rows are written
+
+    def sync_progress(self) -> None:
+        """Wait until the listener has seen each query's last progress (bounded, no sleep):
+        Spark updates `lastProgress` before processAllAvailable returns, but delivers listener
+        events asynchronously.
+
+        Only executed batches count: an idle query also appends progress entries (no
+        `addBatch` timing, carrying the id of the batch it has not run yet) that reach
+        listeners as idle events, not progress events, so waiting for `lastProgress` would
+        time out whenever a query had been idle for noDataProgressEventInterval."""
+        for name, query in self.queries.items():
+            executed = [p["batchId"] for p in query.recentProgress if "addBatch" in p["durationMs"]]
+            query_name = f"{self.prepared.pipeline.name}.{name}"
+            if executed and not self.totals.wait_for(query_name, max(executed)):
+                # never silent: the summary would undercount what the query processed
+                log.warning("progress of %s up to batch %d not seen: totals may be short",
+                            query_name, max(executed))  # fmt: skip
+
+    def wait(self, duration: timedelta | None = None, poll: float = 0.5) -> None:
+        """Until the queries finish (finite triggers: all of them; otherwise: any of them),
+        `duration` passes, Ctrl-C or a stop request; then stop and raise a query's failure."""
+        deadline = time.monotonic() + duration.total_seconds() if duration else None
+        finite = self.prepared.settings.trigger.finite
+        # Wait on this run's own queries: the session's awaitAnyTermination would also raise
+        # the failure of any earlier query of the session (another run, a previous test).
+        # A failure is raised after the stop, by raise_failure (which maps expectation errors).
+        try:
+            while True:
+                ended = [n for n, q in self.queries.items() if not q.isActive]
+                if ended and (not finite or len(ended) == len(self.queries)):
+                    self.stop_reason = self._ended_reason(ended, finite)
+                    if finite:
+                        self.sync_progress()  # the summary counts the last batch
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    assert duration is not None
+                    self.stop_reason = f"--duration {format_duration(duration)} elapsed"
+                    break
+                if self.stop_requested():
+                    reason = getattr(self.stop_requested, "reason", None)
+                    self.stop_reason = reason or "stop requested"
+                    break
+                running = next((q for q in self.queries.values() if q.isActive), None)
+                if running is not None:
+                    with contextlib.suppress(StreamingQueryException):
+                        running.awaitTermination(poll)
+        except KeyboardInterrupt:
+            self.stop_reason = "interrupted (Ctrl-C)"
+            raise
+        finally:
+            self.stop()
+        self.raise_failure()
+
+    def _ended_reason(self, ended: list[str], finite: bool) -> str:
+        pipeline = self.prepared.pipeline.name
+        failed = [n for n in ended if self.queries[n].exception() is not None]
+        if failed:
+            return "query " + ", ".join(f"{pipeline}.{n}" for n in failed) + " failed"
+        if finite:
+            return f"finished: all input processed (trigger {self.prepared.settings.trigger.kind})"
+        return "query " + ", ".join(f"{pipeline}.{n}" for n in ended) + " stopped"
+
+    def raise_failure(self) -> None:
+        """Raise the first query failure. A query `stop()` interrupted mid-batch may end with
+        an error caused by the interruption itself (inside a foreachBatch it surfaces as
+        FOREACH_BATCH_USER_FUNCTION_ERROR, which Spark does not recognise as a stop); that
+        batch was not committed and is replayed at the next start, so it is not a failure."""
+        for name, query in self.queries.items():
+            if name in self.interrupted:
+                continue
+            error = query.exception()
+            if error is not None:
+                raise as_expectation_failure(error) or error
+
+    def stop(self, reason: str | None = None) -> None:
+        """Stop every query at a batch boundary, record `run_stopped`, release the checkpoint.
+        Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        reason = reason or self.stop_reason or "stopped by the caller"
+        try:
+            for name, query in self.queries.items():
+                if _stop_at_batch_boundary(query):
+                    self.interrupted.add(name)
+        finally:
+            if self.recorder is not None:
+                # the listener bus delivers each query's last events after stop() returns
+                self.recorder.wait_terminated(str(q.id) for q in self.queries.values())
+            with contextlib.suppress(Exception):  # already removed / session gone
+                self.spark.streams.removeListener(self.listener)
+            if self.dead_letter is not None:
+                self.dead_letter.close()  # the last batches' late rows, under the lock
+            if self.recorder is not None:
+                where = batch_boundaries(self.prepared.settings.checkpoint_root, self.queries)
+                names = [f"{self.prepared.pipeline.name}.{n}" for n in self.queries]
+                self.recorder.run_stopped(names, f"{reason}; {where}" if where else reason)
+                self.recorder.close()
+            if isinstance(self.stop_requested, StopControl):
+                self.stop_requested.clear()
+            self.lock.release()
+
+    def results(self) -> DataFrame | None:
+        return self.prepared.sink.read(self.spark, self.prepared.ctx)
+
+
+def _stop_at_batch_boundary(
+    query: StreamingQuery, timeout: float = 60.0, poll: float = 0.005
+) -> bool:
+    """Stop `query` between two triggers (waiting at most `timeout`); True when it was still
+    running, so that this stop ended it.
+
+    Spark has no graceful stop: `stop()` interrupts a running batch. Between triggers
+    (`isTriggerActive` false) the last batch has written its commit, and `stop()` marks the query
+    terminated before the next trigger can plan a batch. `isDataAvailable` is no guide: Spark
+    reports it false while it writes the next batch's offsets. What remains is the few
+    milliseconds between reading the status and `stop()` reaching the JVM; `batch_boundaries`
+    says afterwards where each checkpoint stands."""
+    deadline = time.monotonic() + timeout
+    while query.isActive:
+        if not query.status.get("isTriggerActive") or time.monotonic() >= deadline:
+            query.stop()
+            return True
+        query.awaitTermination(poll)
+    return False
+
+
+def batch_boundaries(root: Path, queries: dict[str, StreamingQuery]) -> str:
+    """Where each query's checkpoint stands: its last committed batch, or the batch whose
+    offsets were written without a commit (cut; Spark replays it on the next start)."""
+    committed, cut = [], []
+    for name in queries:
+        checkpoint = query_checkpoint(root, name)
+        planned = last_planned_batch(checkpoint)
+        done = last_committed_batch(checkpoint)
+        if planned is None:
+            continue
+        if done is not None and done >= planned:
+            committed.append(f"{name} {done}")
+        else:
+            cut.append(f"{name} {planned}")
+    parts = []
+    if committed:
+        parts.append("at a batch boundary, last committed batch: " + ", ".join(committed))
+    if cut:
+        parts.append("cut before its commit (replayed on restart): " + ", ".join(cut))
+    return "; ".join(parts)

@@ -1,0 +1,254 @@
+"""From settings to running queries: the one path `run`, `check` and the test harness share.
+
+prepare()  no Spark: bind inputs, parameters and outputs; the checks that need no plan
+build()    Spark, nothing started: read and parse each input, the pipeline's frames, one query
+           per output plus one quarantine query per parsed input; each output's plan is read
+           from Spark's analyzed plan and every rule applies to it
+start()    lock the checkpoint, build, refuse what a rule refuses, start the queries
+Run.wait() (runtime.run) until the queries finish, --duration passes, Ctrl-C or a stop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from slipstream.analysis.plan import analyzed_text, read_plan
+from slipstream.analysis.validate import key_violations, violations
+from slipstream.api.pipeline import Input
+from slipstream.checkpoint.lifecycle import CheckpointLock, sweep_interrupted_writes
+from slipstream.core.specs import TriggerSpec, spark_interval
+from slipstream.errors import ValidationError
+from slipstream.ingest.expectations import enforce, route
+from slipstream.ingest.parse import check_typed, parse_csv, parse_json
+from slipstream.ingest.quarantine import QUALITY_METRICS, accepted, quality_metrics, rejected
+from slipstream.monitor.listener import Handler, RunListener, RunTotals
+from slipstream.monitor.recorder import RunRecorder
+from slipstream.runtime.bind import BoundInput, BoundOutput, Prepared, prepare
+from slipstream.runtime.control import StopControl
+from slipstream.runtime.deadletter import dead_letter
+from slipstream.runtime.late_plan import late_plan
+from slipstream.runtime.ownership import record_outputs, refuse_foreign_outputs
+from slipstream.runtime.run import Run, batch_boundaries
+from slipstream.settings.config import Settings
+from slipstream.settings.connect import sink_violations, start_query
+
+__all__ = ["Prepared", "Run", "batch_boundaries", "build", "check", "prepare", "start"]
+
+
+@dataclass(frozen=True)
+class Query:
+    """One output's query, built and not started."""
+
+    output: BoundOutput
+    frame: DataFrame
+
+
+def read_records(spark: SparkSession, prepared: Prepared, bound: BoundInput) -> DataFrame:
+    """A stream input -> one row per record with typed columns and a `_reason` (NULL when
+    valid)."""
+    assert bound.source is not None
+    raw = bound.source.read(spark, prepared.settings, bound.binding)
+    return parse_input(raw.frame, raw.format, bound.spec)
+
+
+def parse_input(frame: DataFrame, fmt: str, spec: Input) -> DataFrame:
+    """Raw records of an input (json, csv, typed, parquet) -> typed rows with a `_reason`; the
+    stream and the late-row dead-letter's re-read of a committed batch (quality/late.py) share
+    it."""
+    if fmt == "json":
+        assert spec.schema is not None, f"input {spec.name} declares no schema for json"
+        return parse_json(frame, spec.schema, spec.required)
+    if fmt == "csv":
+        assert spec.schema is not None
+        return parse_csv(frame, spec.schema, spec.required)
+    if fmt == "parquet":  # rows read and rejected files (sources/parquet_files.py)
+        assert spec.schema is not None, f"input {spec.name} declares no schema for parquet"
+        return check_typed(frame, spec.schema, spec.required)
+    if fmt == "typed" and spec.schema is not None and (spec.required or spec.event_time):
+        return check_typed(frame, spec.schema, spec.required)
+    return frame
+
+
+def read_guarded(spark: SparkSession, prepared: Prepared, bound: BoundInput) -> DataFrame:
+    """`read_records`, then the event-time guard: both the outputs' branch and the quarantine
+    query read this, so a record outside the bounds is quarantined and never reaches a
+    watermark."""
+    records = read_records(spark, prepared, bound)
+    return records if bound.guard is None else bound.guard.apply(records)
+
+
+def read_table(spark: SparkSession, bound: BoundInput) -> DataFrame:
+    """A static input, read as a batch (a plan: each micro-batch reads the file again)."""
+    spec, path = bound.spec, str(bound.binding.path)
+    reader = spark.read
+    if spec.schema is not None:
+        reader = reader.schema(spec.schema)
+    if spec.format == "csv":
+        return reader.option("header", "true").csv(path)
+    return reader.format(spec.format).load(path)
+
+
+def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
+    """Every query of the run, built and not started; `prepared.plans` gets each output's plan,
+    read from Spark."""
+    pipeline = prepared.pipeline
+    streams = [b for b in prepared.inputs.values() if b.source is not None]
+    several = len(streams) > 1
+    valid: dict[str, DataFrame] = {}
+    records: dict[str, DataFrame] = {}
+    for bound in prepared.inputs.values():
+        if bound.source is None:
+            valid[bound.name] = read_table(spark, bound)
+            continue
+        parsed = read_guarded(spark, prepared, bound)
+        records[bound.name] = parsed
+        if not bound.parses:
+            valid[bound.name] = parsed
+            continue
+        # expectations: counted (and `fail` enforced) on the branch the outputs read; `drop`
+        # rules set a reason on both branches, so the quarantine query receives those rows.
+        # Observed metrics are named per input when a query may read several.
+        rules = bound.expectations
+        suffix = f".{bound.name}" if several else ""
+        checked = route(enforce(parsed, rules, suffix), rules)
+        metrics = QUALITY_METRICS + suffix
+        valid[bound.name] = accepted(checked.observe(metrics, *quality_metrics()))
+    frames = pipeline.build(spark, valid, prepared.params)
+    queries: list[Query] = []
+    for name, output in prepared.outputs.items():
+        if output.spec is None:  # a quarantine
+            bound = prepared.inputs[output.reads[0]]
+            frame = rejected(route(records[bound.name], bound.expectations))
+        elif name in frames:
+            frame = frames[name]
+        else:
+            raise AssertionError(f"pipeline {pipeline.name}.build returned no frame for {name}")
+        tree = analyzed_text(frame)
+        plan = replace(read_plan(tree), quarantine=prepared.parses)
+        prepared.plans[name] = plan
+        if output.spec is not None and plan.watermark_column is not None:
+            prepared.late[name] = late_plan(prepared, output, tree, plan)
+        queries.append(Query(output, frame))
+    return queries
+
+
+def check(prepared: Prepared, queries: list[Query]) -> list[ValidationError]:
+    """Every rule on every output's plan; each message names the output."""
+    s = prepared.settings
+    problems = []
+    for query in queries:
+        out = query.output
+        plan = prepared.plans[out.name]
+        offered = out.spec.modes if out.spec is not None else None
+        source = _source_of(prepared, out)
+        found = violations(plan, out.ctx.mode, out.sink.spec, s.trigger, source, offered)
+        if out.spec is not None:
+            nullable = {f.name: f.nullable for f in query.frame.schema.fields}
+            found += key_violations(out.ctx.mode, out.sink.spec, out.ctx.key, nullable)
+        if s.remote is not None:
+            found += sink_violations(out.sink.spec)
+        for v in found:
+            problems.append(
+                ValidationError(v.code, f"output {out.ctx.query_name}: {v.message}", v.fix)
+            )
+    return problems
+
+
+def _source_of(prepared: Prepared, output: BoundOutput) -> str:
+    kinds = [b.source.kind for b in prepared.inputs.values() if b.source is not None]
+    return kinds[0] if kinds else "files"
+
+
+def apply_trigger(writer: Any, trigger: TriggerSpec) -> Any:
+    """The edge where a TriggerSpec becomes Spark's trigger call."""
+    if trigger.kind == "default":
+        return writer
+    if trigger.kind == "available-now":
+        return writer.trigger(availableNow=True)
+    if trigger.kind == "once":
+        return writer.trigger(once=True)
+    assert trigger.interval is not None
+    interval = spark_interval(trigger.interval)
+    if trigger.kind == "interval":
+        return writer.trigger(processingTime=interval)
+    if trigger.kind == "continuous":
+        return writer.trigger(continuous=interval)
+    return writer.trigger(realTime=interval)
+
+
+def query_trigger(settings: Settings, quarantine: bool) -> TriggerSpec:
+    """A quarantine query takes `--quarantine-trigger` while the outputs run micro-batches on
+    and on; with a finite trigger (available-now, once) every query takes the run's."""
+    own = settings.quarantine_trigger
+    if quarantine and own is not None and settings.trigger.kind in ("default", "interval"):
+        return own
+    return settings.trigger
+
+
+def start(
+    spark: SparkSession,
+    prepared: Prepared,
+    handlers: list[Handler] | None = None,
+    *,
+    origin: str = "api",
+) -> Run:
+    """Start the run's queries (outputs, then quarantines). Refuses a checkpoint in use, an
+    output another checkpoint wrote, and any query a rule refuses, before starting any.
+
+    Every run records its events in the pipeline's event log (`settings.event_log`);
+    `origin` (cli, demo, harness, api) is the reason given in its `run_started` record."""
+    settings = prepared.settings
+    pipeline = prepared.pipeline
+    lock = CheckpointLock(settings.checkpoint_root).acquire()
+    control = StopControl(settings.checkpoint_root)
+    recorder = RunRecorder(settings.event_log, pipeline.name)
+    totals = RunTotals()
+    # the log first; totals last: `sync_progress` waits on it, so every handler saw the batch
+    listener = RunListener(pipeline.name, [recorder, *(handlers or []), totals])
+    spark.streams.addListener(listener)
+    queries: dict[str, StreamingQuery] = {}
+    try:
+        refuse_foreign_outputs(prepared)  # under the lock: no reset can run meanwhile
+        for out in prepared.outputs.values():  # a kill inside Spark's log write
+            sweep_interrupted_writes(out.ctx.checkpoint)
+        built = build(spark, prepared)
+        refused = check(prepared, built)
+        if refused:
+            raise refused[0]
+        record_outputs(prepared)
+        recorder.run_started([q.output.ctx.query_name for q in built], origin)
+        # before the queries start: it tells this run's batches from earlier ones
+        late = dead_letter(spark, prepared)
+        listener.handlers.insert(0, late.handle)  # drop counts, and a wake for its thread
+        for query in built:
+            out = query.output
+            writer = query.frame.writeStream.queryName(out.ctx.query_name)
+            writer = writer.outputMode(out.ctx.mode)
+            writer = writer.option("checkpointLocation", str(out.ctx.checkpoint))
+            trigger = query_trigger(settings, quarantine=out.spec is None)
+            started = start_query(apply_trigger(out.sink.attach(writer, out.ctx), trigger))
+            listener.register(str(started.id), out.ctx.query_name)
+            queries[out.name] = started
+    except BaseException as exc:
+        for started in queries.values():
+            started.stop()
+        spark.streams.removeListener(listener)
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        recorder.run_stopped([], f"failed to start: {first_line}")
+        recorder.close()
+        lock.release()
+        raise
+    return Run(
+        spark,
+        prepared,
+        queries,
+        lock,
+        listener,
+        totals,
+        stop_requested=control,
+        recorder=recorder,
+        dead_letter=late.start(),
+    )

@@ -1,5 +1,0 @@
-"""The read side: queries over the serving tables the sinks fill (terminal views, dashboard)."""
-
-from slipstream.serving.trending import top_articles
-
-__all__ = ["top_articles"]

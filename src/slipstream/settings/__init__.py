@@ -1,0 +1,2 @@
+"""Run settings: the options a run takes (CLI, TOML, environment), the one SparkSession
+builder and its documented defaults, and Spark Connect."""

@@ -1,0 +1,288 @@
+"""Every run setting, declared once: its parser, default, help and flag (see config.py).
+
+The CLI builds its flags from OPTIONS; TOML keys and environment variables use the same
+declarations. A pipeline's own parameters are not here: the pipeline declares them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slipstream.core import values
+from slipstream.core.specs import (
+    DEFAULT_MAX_FUTURE,
+    DURATION_HELP,
+    MAX_DURATION,
+    OUTPUT_MODES,
+    SINK_HELP,
+    TRIGGER_HELP,
+    SinkSpec,
+    TriggerSpec,
+    parse_duration,
+)
+
+DEFAULT_DASHBOARD_PORT = 8321  # `--dashboard` without a port (a free one if it is taken)
+
+SOURCE_KINDS = ("files", "socket", "rate", "table", "kafka")
+FILE_FORMATS = ("json", "csv", "parquet", "text")
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    parse: Callable[[Any], Any]
+    help: str
+    allowed: str
+    default: Any = None
+    flag: str | None = None  # CLI flag; None => --name-with-dashes
+    kind: str = "value"  # value | bool | multi
+    metavar: str | None = None
+    env: str | None = None
+    const: Any = None  # value of the bare flag (`--dashboard` alone); None: the flag needs one
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "source",
+        values.choice(*SOURCE_KINDS),
+        "where stream input comes from (default: the pipeline's)",
+        "one of " + ", ".join(SOURCE_KINDS),
+        metavar="KIND",
+    ),
+    Option(
+        "input",
+        values.named(values.path),
+        "where an input is: PATH for a one-input pipeline, NAME=PATH for a named one "
+        "(repeatable; a directory for a stream, a file for a table)",
+        "PATH or NAME=PATH",
+        default={},
+        kind="multi",
+        metavar="[NAME=]PATH",
+    ),
+    Option(
+        "format",
+        values.choice(*FILE_FORMATS),
+        "file format of the stream inputs (default: the pipeline's)",
+        "one of " + ", ".join(FILE_FORMATS),
+    ),
+    Option("host", values.text, "host of the socket source", "a host name", default="localhost"),
+    Option(
+        "port",
+        values.port,
+        "port of the socket source",
+        "an integer from 0 to 65,535",
+        default=9999,
+    ),
+    Option(
+        "rows_per_second",
+        values.positive_int,
+        "rows per second of the rate source",
+        f"an integer from 1 to {values.MAX_COUNT:,}",
+        default=1000,
+        metavar="N",
+    ),
+    Option(
+        "max_files_per_trigger",
+        values.positive_int,
+        "cap on new files per micro-batch (files source)",
+        f"an integer from 1 to {values.MAX_COUNT:,}",
+        metavar="N",
+    ),
+    Option(
+        "latest_first",
+        values.boolean,
+        "process the newest files first (files source)",
+        "true or false",
+        default=False,
+        kind="bool",
+    ),
+    Option(
+        "late_rows",
+        values.boolean,
+        "write the rows Spark drops as late to STATE_DIR/late (each batch's files are read "
+        "once more after its commit); false: only count them",
+        "true or false",
+        default=True,
+        metavar="BOOL",
+    ),
+    Option(
+        "source_table",
+        values.text,
+        "table to read with the table source",
+        "a table name",
+        metavar="NAME",
+    ),
+    Option(
+        "kafka_bootstrap",
+        values.text,
+        "Kafka bootstrap servers (kafka source)",
+        "host:port[,...]",
+        metavar="SERVERS",
+        env="SLIPSTREAM_KAFKA_BOOTSTRAP",
+    ),
+    Option(
+        "kafka_topic",
+        values.text,
+        "Kafka topic to subscribe to (kafka source)",
+        "a topic name",
+        metavar="TOPIC",
+    ),
+    Option(
+        "sink",
+        values.named(SinkSpec.parse),
+        "where results go: SPEC for every output, OUTPUT=SPEC for one (repeatable; default: "
+        "each output's own, sqlite under the state dir)",
+        SINK_HELP,
+        default={},
+        kind="multi",
+        metavar="[OUTPUT=]SINK",
+        env="SLIPSTREAM_SINK",
+    ),
+    Option(
+        "table",
+        values.named(values.text),
+        "table name in a database sink: NAME for the first output, OUTPUT=NAME for one "
+        "(default: the output's)",
+        "a table name",
+        default={},
+        kind="multi",
+        metavar="[OUTPUT=]NAME",
+    ),
+    Option(
+        "mode",
+        values.named(values.choice(*OUTPUT_MODES)),
+        "output mode: MODE for the first output, OUTPUT=MODE for one (default: the output's)",
+        "one of " + ", ".join(OUTPUT_MODES),
+        default={},
+        kind="multi",
+        metavar="[OUTPUT=]MODE",
+    ),
+    Option(
+        "trigger",
+        TriggerSpec.parse,
+        "when micro-batches run",
+        TRIGGER_HELP,
+        default=TriggerSpec(),
+    ),
+    Option(
+        "quarantine_trigger",
+        TriggerSpec.parse_micro_batch,
+        "when the quarantine queries run their micro-batches while the outputs run with a "
+        "micro-batch trigger (default: as the outputs; an interval such as 10s leaves the "
+        "outputs the cores in between, so their results come sooner; see docs/benchmarks.md)",
+        "default, or an interval such as 10s",
+        metavar="TRIGGER",
+    ),
+    Option(
+        "checkpoint",
+        values.path,
+        "checkpoint directory (default: STATE_DIR/checkpoints/PIPELINE; one folder per output)",
+        "a directory",
+        metavar="DIR",
+    ),
+    Option(
+        "state_dir",
+        values.path,
+        "where checkpoints, the default database, quarantine and event logs live",
+        "a directory",
+        default=Path("state"),
+        metavar="DIR",
+        env="SLIPSTREAM_STATE_DIR",
+    ),
+    Option(
+        "quarantine",
+        values.path,
+        "where rejected records go (default: STATE_DIR/quarantine/PIPELINE; one folder per input)",
+        "a directory",
+        metavar="DIR",
+    ),
+    Option(
+        "max_future",
+        values.duration,
+        "quarantine a record whose event time is more than this after the batch's time, before "
+        "the watermark sees it (every input with an event-time column; default 1 day)",
+        DURATION_HELP + f", at most {MAX_DURATION.days} days",
+        default=DEFAULT_MAX_FUTURE,
+        metavar="DURATION",
+    ),
+    Option(
+        "max_past",
+        values.optional_duration,
+        "quarantine a record whose event time is more than this before the batch's time "
+        "(default: off, no lower bound)",
+        DURATION_HELP + f", at most {MAX_DURATION.days} days, or off",
+        metavar="DURATION",
+    ),
+    Option(
+        "duration",
+        parse_duration,
+        "stop the run after this long",
+        DURATION_HELP,
+        metavar="DURATION",
+    ),
+    Option(
+        "master",
+        values.text,
+        "Spark master URL: local[*], spark://HOST:7077, yarn, k8s://https://HOST:443 "
+        "(default: spark-submit's --master under spark-submit, else local[*]; on a cluster the "
+        "driver's address comes from --conf spark.driver.host or SLIPSTREAM_DRIVER_HOST)",
+        "a Spark master URL such as local[*] or spark://host:7077",
+        metavar="URL",
+        env="SLIPSTREAM_MASTER",
+    ),
+    Option(
+        "remote",
+        values.connect_url,
+        "run through a Spark Connect server instead of a local JVM (not with --master); paths "
+        "are the server's",
+        "a Spark Connect URL such as sc://127.0.0.1:15002",
+        metavar="sc://HOST:PORT",
+        env="SPARK_REMOTE",
+    ),
+    Option(
+        "conf",
+        values.conf,
+        "Spark configuration pass-through (repeatable)",
+        "key=value",
+        default={},
+        kind="multi",
+        metavar="KEY=VALUE",
+    ),
+    Option(
+        "metrics_port",
+        values.port,
+        "serve Prometheus metrics on this port (127.0.0.1)",
+        "an integer from 0 to 65,535",
+        metavar="PORT",
+    ),
+    Option(
+        "dashboard",
+        values.port,
+        f"serve the live dashboard on this port (alone: {DEFAULT_DASHBOARD_PORT}; 0: any free)",
+        "an integer from 0 to 65,535",
+        metavar="PORT",
+        const=DEFAULT_DASHBOARD_PORT,
+    ),
+    Option("bind", values.text, "address servers bind to", "an IP address", default="127.0.0.1"),
+    Option(
+        "quiet",
+        values.boolean,
+        "print only errors and the summary",
+        "true or false",
+        default=False,
+        kind="bool",
+    ),
+    Option(
+        "verbose",
+        values.boolean,
+        "also print Spark's warnings and full progress",
+        "true or false",
+        default=False,
+        kind="bool",
+    ),
+)
+OPTION_BY_NAME = {o.name: o for o in OPTIONS}
+#: settings given as NAME=VALUE pairs, merged name by name (flags over TOML over environment)
+NAMED = ("input", "sink", "table", "mode", "conf")

@@ -1,0 +1,364 @@
+"""The trending demo (`slipstream demo`, `make demo`): a live news site and its top 10.
+
+1. writes an article catalog and starts the event generator as a child process, writing one
+   file per second at `--rate` events/s (default 2,000) into `STATE/landing/trending`, with
+   the generator's default dirt: out-of-order, late, duplicate and malformed events;
+2. runs the `trending` pipeline on embedded defaults (local Spark, files source, SQLite sink
+   with its batch ledger, quarantine) against that directory;
+3. after every micro-batch, redraws the top 10 of the current window from the SQLite table
+   (the same `slipstream.tools.serving.top_articles` query the dashboard uses), with the batch's
+   figures (rows, rows/s, watermark, late, duplicates, quarantined);
+4. stops on Ctrl-C or after `--duration`, stops the generator (also when the demo dies: the
+   child gets SIGTERM when its parent goes), and says where the outputs are and what rate the
+   pipeline sustained.
+
+Each run starts fresh: the demo removes its own previous landing files, checkpoint, quarantine
+and `article_views` table (nothing else under the state directory).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+from rich.console import Group, RenderableType
+
+import slipstream
+from slipstream.core.specs import parse_duration
+from slipstream.errors import ConfigError
+from slipstream.monitor.console import console_for, is_terminal, render, table
+from slipstream.monitor.listener import Record, progress_summary
+from slipstream.monitor.serve import start_monitoring
+from slipstream.pipelines.trending import TrendingPipeline
+from slipstream.runtime import runner
+from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, load_settings
+from slipstream.tools.demo import fresh_start
+from slipstream.tools.generators.files import prune_older_than
+from slipstream.tools.generators.trending import TrendingSpec, write_catalog
+from slipstream.tools.serving.trending import top_articles
+
+PIPELINE = "trending"
+DEMO_SEED = 2  # seed 002: the news site
+# Landing files older than this are deleted (once a minute): Spark lists the whole folder on
+# every trigger, and a folder that only grows made every batch slower (run K in
+# docs/benchmarks.md). Three watermarks: every query has read such a file long before.
+LANDING_KEEP_S = 30 * 60
+RESULTS_QUERY = f"{PIPELINE}.{TrendingPipeline.outputs[0].name}"
+
+
+def _short_time(text: str | None) -> str:
+    """'2026-11-22T10:41:00Z' -> '10:41:00' (the demo runs within a day)."""
+    if not text:
+        return "-"
+    return text.replace("Z", "")[11:19]
+
+
+def render_top(tops: dict[str, list[dict[str, Any]]], n: int = 10) -> RenderableType:
+    """The top-N table of the current window and a line for the latest complete window."""
+    current = tops.get("current") or []
+    if not current:
+        return "(no views counted yet)"
+    first = current[0]
+    title = (
+        f"top {n} of the current window {_short_time(first['window_start'])}-"
+        f"{_short_time(first['window_end'])} UTC (in progress)"
+    )
+    rows = [
+        (
+            row["rank"],
+            f"{row['views']:,}",
+            row["article_id"],
+            row["section"] or "-",
+            row["title"] if row["in_catalog"] else "(not in catalog)",
+        )
+        for row in current[:n]
+    ]
+    parts: list[RenderableType] = [
+        title,
+        table(("#", "views", "article", "section", "title"), rows, numeric=(0, 1)),
+    ]
+    done = tops.get("latest_complete") or []
+    if done:
+        leaders = ", ".join(f"{r['article_id']} {r['views']:,}" for r in done[:3])
+        parts.append(
+            f"latest complete window {_short_time(done[0]['window_start'])}-"
+            f"{_short_time(done[0]['window_end'])}: {leaders}"
+        )
+    return Group(*parts)
+
+
+class LandingJanitor:
+    """A listener handler: at most once a minute, after a batch of the results query, delete
+    the landing files older than `keep_s` (the demo feeds and owns that folder)."""
+
+    def __init__(self, landing: Path, keep_s: float = LANDING_KEEP_S, every_s: float = 60) -> None:
+        self.landing, self.keep_s, self.every_s = landing, keep_s, every_s
+        self.removed = 0
+        self._last = time.monotonic()
+
+    def __call__(self, record: Record) -> None:
+        if record["event"] != "progress" or record["query"] != RESULTS_QUERY:
+            return
+        if time.monotonic() - self._last >= self.every_s:
+            self._last = time.monotonic()
+            self.removed += prune_older_than(self.landing, self.keep_s, time.time())
+
+
+class TopView:
+    """A listener handler: after each batch of the results query, redraw the top N."""
+
+    def __init__(self, db_path: Path, out: TextIO, n: int = 10, rate: float = 0.0) -> None:
+        self.db_path = db_path
+        self.out = out
+        self.n = n
+        self.rate = rate
+        self.tty = is_terminal(out)
+        self.console = console_for(out)
+        # running totals of data batches, not a list of them: the demo may run for days
+        self.batches = 0
+        self.events = 0
+        self.busy_s = 0.0
+        self.rps_sum = 0.0
+        self.first_batch_at: float | None = None
+        self.started = time.monotonic()
+        self.dashboard_url: str | None = None  # shown in the header (a redraw clears the screen)
+        self._lock = threading.Lock()
+
+    def __call__(self, record: Record) -> None:
+        if record["event"] != "progress" or record["query"] != RESULTS_QUERY:
+            return
+        s = progress_summary(record["progress"])
+        if s["rows"] == 0:
+            return
+        with self._lock:
+            if self.first_batch_at is None:
+                self.first_batch_at = time.monotonic() - self.started
+            self.batches += 1
+            self.events += s["rows"]
+            self.busy_s += s["duration_s"]
+            self.rps_sum += s["processed_rps"]
+            self.draw(s)
+
+    def draw(self, s: dict[str, Any]) -> None:
+        tops = top_articles(self.db_path, self.n)
+        wm = s["watermark"] or ""
+        header = [
+            f"slipstream demo: trending articles, {self.rate:,.0f} events/s generated live"
+            "  (Ctrl-C to stop)",
+            f"batch {s['batch']}: {s['rows']:,} events in {s['duration_s']:.2f} s "
+            f"({s['processed_rps']:,.0f}/s) | watermark "
+            f"{'-' if wm.startswith('1970') else _short_time(wm)} | late {s['late']:,} | "
+            f"duplicates {s['duplicates']:,} | quarantined {s['quarantined']:,}",
+            "",
+        ]
+        if self.dashboard_url:
+            header[1:1] = [f"dashboard {self.dashboard_url}"]
+        screen = Group(*header, render_top(tops, self.n))
+        if self.tty:  # redraw the screen in place
+            self.console.clear()
+            self.console.print(screen)
+        else:  # a log: one block per batch
+            self.out.write(render(screen) + "\n\n")
+            self.out.flush()
+
+    def throughput(self) -> dict[str, float]:
+        """What the pipeline sustained: events over the time spent processing them, and the
+        mean of Spark's per-batch processedRowsPerSecond."""
+        with self._lock:
+            batches, rows, busy, rps = self.batches, self.events, self.busy_s, self.rps_sum
+        return {
+            "batches": batches,
+            "events": rows,
+            "busy_s": busy,
+            "events_per_s": rows / busy if busy else 0.0,
+            "mean_batch_rps": rps / batches if batches else 0.0,
+        }
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """Linux: SIGTERM the generator when the demo process dies (even by SIGKILL)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def start_generator(
+    landing: Path, catalog: Path, report: Path, log: Path, rate: float, seed: int
+) -> subprocess.Popen[bytes]:
+    """The generator as a child process in its own session (Ctrl-C reaches only the demo, which
+    then stops it in order)."""
+    env = dict(os.environ)
+    src = str(Path(slipstream.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    command = [
+        sys.executable, "-m", "slipstream", "generate", "trending",
+        "--out", str(landing), "--catalog", str(catalog), "--report", str(report),
+        "--rate", f"{rate:g}", "--seed", str(seed), "--pace", "live", "--start", "now", "--quiet",
+    ]  # fmt: skip
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as sink:
+        return subprocess.Popen(
+            command,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,  # called before Spark starts threads
+        )
+
+
+def stop_generator(child: subprocess.Popen[bytes], timeout: float = 10.0) -> int | None:
+    """SIGINT (the generator finishes its current file and writes its report), then SIGKILL."""
+    if child.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signal.SIGINT)
+        try:
+            child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+    return child.returncode
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """`kill PID` stops the demo like Ctrl-C, so the generator is cleaned up."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def demo(
+    state_dir: Path,
+    out: TextIO,
+    *,
+    duration: str | timedelta | None = None,
+    rate: float = 2000.0,
+    seed: int = DEMO_SEED,
+    top: int = 10,
+    max_batches: int | None = None,
+    dashboard: int | None = DEFAULT_DASHBOARD_PORT,
+) -> int:
+    """Run the demo; `max_batches` stops it after that many batches with data (smoke tests).
+    `dashboard` is the live dashboard's port (0: any free one; None: none)."""
+    from slipstream.settings.session import build_session
+
+    state_dir = Path(state_dir).resolve()
+    try:
+        limit = parse_duration(duration) if duration is not None else None
+    except ValueError as exc:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE", f"--duration has value {duration!r}; allowed: {exc}", ""
+        ) from None
+    landing = state_dir / "landing" / PIPELINE
+    catalog = state_dir / "catalog" / "articles.csv"
+    report = state_dir / "generator" / "trending-report.json"
+    log = state_dir / "generator" / "trending.log"
+    spec = TrendingSpec(rate=rate, seed=seed)
+    landing.mkdir(parents=True, exist_ok=True)
+    catalog.parent.mkdir(parents=True, exist_ok=True)
+    write_catalog(catalog, spec)
+    settings = load_settings(
+        PIPELINE,
+        {
+            "input": [str(landing), f"catalog={catalog}"],
+            "state_dir": state_dir,
+            "dashboard": dashboard,
+            # the quarantine's parse every 10 s, not beside every batch: the top ten comes
+            # 0.65x sooner at 1,000 events/s (docs/benchmarks.md, run O)
+            "quarantine_trigger": "10s",
+        },
+    )
+    prepared = runner.prepare(settings)  # every check that needs no plan, before Spark
+    fresh_start(prepared, landing)
+    monitoring = start_monitoring(prepared.settings, prepared.results_view)  # a taken port: now
+    landing.mkdir(parents=True, exist_ok=True)
+    db_path = prepared.settings.default_database
+    print(prepared.explain(), file=out)
+    print(
+        f"\ngenerator: {rate:,.0f} events/s into {landing}; starting Spark (10-20 s)...",
+        file=out,
+        flush=True,
+    )
+    monitoring.announce(out)
+    view = TopView(db_path, out, top, rate)
+    view.dashboard_url = monitoring.dashboard.url if monitoring.dashboard else None
+    child = start_generator(landing, catalog, report, log, rate, seed)
+    run_ = None
+    interrupted = False
+    failure: Exception | None = None
+    try:
+        with _sigterm_as_interrupt():
+            spark = build_session(
+                settings.master, settings.conf, app_name="slipstream-demo", log_level="ERROR"
+            )
+            handlers = [*monitoring.handlers, view, LandingJanitor(landing)]
+            run_ = runner.start(spark, prepared, handlers, origin="demo")
+            if max_batches is not None:
+                run_.stop_requested = lambda: view.batches >= max_batches
+            run_.wait(limit)
+    except KeyboardInterrupt:
+        interrupted = True
+    except Exception as exc:  # noqa: BLE001 - reported below, after the cleanup
+        failure = exc
+    finally:
+        if run_ is not None:
+            with contextlib.suppress(Exception):
+                run_.stop()
+        stop_generator(child)
+        monitoring.close()
+    t = view.throughput()
+    print("", file=out)
+    if interrupted:
+        print("stopped (Ctrl-C).", file=out)
+    if view.first_batch_at is not None:
+        print(f"first top 10 after {view.first_batch_at:.1f} s", file=out)
+    print(
+        f"sustained: {t['events']:,} events in {t['batches']} batches, "
+        f"{t['events_per_s']:,.0f} events/s of processing time "
+        f"(mean batch {t['mean_batch_rps']:,.0f} rows/s; generator {rate:,.0f}/s)",
+        file=out,
+    )
+    if run_ is not None:
+        totals = run_.totals.by_query.get(RESULTS_QUERY, {})
+        print(
+            f"totals: late {totals.get('late', 0):,}, duplicates "
+            f"{totals.get('duplicates', 0):,}, quarantined {totals.get('quarantined', 0):,}",
+            file=out,
+        )
+    print(
+        "outputs:\n"
+        f"  results     {db_path} table article_views  (sqlite3 {db_path} "
+        '"SELECT * FROM article_views ORDER BY window_start DESC, views DESC LIMIT 10")\n'
+        f"  quarantine  {prepared.settings.quarantine_root}\n"
+        f"  checkpoint  {prepared.settings.checkpoint_root}\n"
+        f"  input       {landing} (catalog {catalog})\n"
+        f"  generator   report {report}, log {log}",
+        file=out,
+        flush=True,
+    )
+    if failure is not None:
+        print(f"slipstream: the demo failed: {str(failure).splitlines()[0]}", file=sys.stderr)
+        return 1
+    return 0

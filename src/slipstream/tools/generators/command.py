@@ -1,0 +1,174 @@
+"""`slipstream generate trending`: the command-line face of trending's event generator
+(`TrendingPipeline.generator` names this module: its `add_arguments` and `run`).
+
+    slipstream generate trending --out DIR [--catalog FILE] [--rate N]
+                                 [--duration D | --events N] [--seed S] [--start now|ISO]
+                                 [--out-of-order F] [--late F] [--duplicates F] [--malformed F]
+                                 [--unknown-article F] [--pace live|fast] [--report FILE]
+
+Pacing: `live` writes one file per `--file-every` of wall time at `--rate` events/s (a live
+stream for a running pipeline); `fast` writes as fast as the disk allows, with a progress bar (a
+backfill). The default is `fast` when the amount is bounded (`--events` or `--duration`) and
+`live` when it is not (then Ctrl-C stops it after the current file).
+
+Start: the first event time. Fast runs default to the generator's fixed start, so the same seed
+gives the same bytes; live runs default to `now`.
+
+The catalog (`--catalog`, default `catalog.csv` beside OUT: not inside it, where the pipeline
+would read it as events, and not named `_...`, which Spark treats as hidden and reads as empty)
+is written first, then the event files; the GenerationReport (exact counts of each kind of line)
+is printed as JSON and saved (`--report`, default `OUT/_generation-report.json`, which the
+files source ignores)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, TextIO
+
+from slipstream.core.specs import DURATION_HELP, parse_duration
+from slipstream.errors import ConfigError
+from slipstream.tools.generators import streams
+from slipstream.tools.generators.streams import moment
+from slipstream.tools.generators.trending import (
+    SpecError,
+    SystemClock,
+    TrendingSpec,
+    generate,
+    write_catalog,
+)
+
+CATALOG_NAME = "catalog.csv"
+REPORT_NAME = "_generation-report.json"
+FRACTIONS = ("out_of_order", "late", "duplicates", "malformed", "unknown_article")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = TrendingSpec()
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="landing dir")
+    parser.add_argument(
+        "--catalog",
+        type=Path,
+        metavar="FILE",
+        help=f"catalog CSV (default: {CATALOG_NAME} beside OUT)",
+    )
+    parser.add_argument(
+        "--rate", metavar="N", help=f"events per second (default {defaults.rate:g})"
+    )
+    bound = parser.add_mutually_exclusive_group()
+    bound.add_argument(
+        "--duration", metavar="DURATION", help="event time to cover: " + DURATION_HELP
+    )
+    bound.add_argument("--events", metavar="N", help="number of lines to write")
+    parser.add_argument("--seed", metavar="S", help=f"random seed (default {defaults.seed})")
+    parser.add_argument(
+        "--start", metavar="now|ISO", help="first event time (default: fixed; `now` when live)"
+    )
+    parser.add_argument(
+        "--articles", metavar="N", help=f"articles in the catalog (default {defaults.articles})"
+    )
+    parser.add_argument("--users", metavar="N", help=f"distinct readers (default {defaults.users})")
+    parser.add_argument(
+        "--file-every",
+        metavar="DURATION",
+        help="event time per file (default 1s)",
+    )
+    parser.add_argument(
+        "--watermark",
+        metavar="DURATION",
+        help="the pipeline's watermark, which out-of-order and late events are shaped by "
+        "(default 10m)",
+    )
+    parser.add_argument(
+        "--window", metavar="DURATION", help="the pipeline's window length (default 10m)"
+    )
+    for name in FRACTIONS:
+        parser.add_argument(
+            _flag(name),
+            metavar="F",
+            help=f"share of {name.replace('_', ' ')} lines (default {getattr(defaults, name):g})",
+        )
+    parser.add_argument(
+        "--pace",
+        choices=("live", "fast"),
+        help="live: files appear at --rate in wall time; fast: as fast as possible "
+        "(default: fast when bounded, live otherwise)",
+    )
+    parser.add_argument(
+        "--report", type=Path, metavar="FILE", help=f"report JSON (default: OUT/{REPORT_NAME})"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bar, no report print")
+
+
+def _number(name: str, text: str, kind: type) -> Any:
+    return streams.number(name, text, kind, None)
+
+
+def spec_from_args(args: argparse.Namespace) -> tuple[TrendingSpec, bool]:
+    """The spec and whether to pace it live. Bad values raise ConfigError naming the flag."""
+    values: dict[str, Any] = {}
+    for name, kind in (("rate", float), ("events", int), ("seed", int)):
+        if getattr(args, name) is not None:
+            values[name] = _number(name, getattr(args, name), kind)
+    for name in ("articles", "users"):
+        if getattr(args, name) is not None:
+            values[name] = _number(name, getattr(args, name), int)
+    for name in FRACTIONS:
+        if getattr(args, name) is not None:
+            values[name] = _number(name, getattr(args, name), float)
+    for name in ("duration", "file_every", "watermark", "window"):
+        text = getattr(args, name)
+        if text is not None:
+            try:
+                values[name] = parse_duration(text)
+            except ValueError as exc:
+                raise ConfigError(
+                    "CONFIG_BAD_VALUE",
+                    f"{_flag(name)} has value {text!r}; allowed: {exc}",
+                    f"give {_flag(name)} {DURATION_HELP}",
+                ) from None
+    bounded = "events" in values or "duration" in values
+    live = args.pace == "live" or (args.pace is None and not bounded)
+    if args.start is not None:
+        values["start"] = moment(args.start)
+    elif live:
+        values["start"] = moment("now")
+    try:
+        return TrendingSpec(**values), live
+    except SpecError as exc:
+        flag = _flag(exc.field) if exc.field in values else exc.field
+        raise ConfigError("CONFIG_BAD_VALUE", str(exc), f"fix {flag}") from None
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    spec, live = spec_from_args(args)
+    out_dir: Path = args.out
+    out_dir.mkdir(parents=True, exist_ok=True)
+    catalog_path = args.catalog or out_dir.resolve().parent / CATALOG_NAME
+    catalog_path.parent.mkdir(parents=True, exist_ok=True)
+    write_catalog(catalog_path, spec)
+    try:
+        report = generate(
+            spec, out_dir, clock=SystemClock() if live else None, progress=not args.quiet
+        )
+    except FileExistsError as exc:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            str(exc),
+            "generate into a new --out directory (Spark never re-reads a file name it has seen)",
+        ) from None
+    report_path = report.write_report(args.report or out_dir / REPORT_NAME)
+    if not args.quiet:
+        print(json.dumps(report.to_dict(), indent=2, sort_keys=True), file=out)
+    print(
+        f"wrote {report.total_lines:,} lines in {report.files:,} files to {out_dir}; "
+        f"catalog {catalog_path}; report {report_path}",
+        file=out,
+        flush=True,
+    )
+    return 0
