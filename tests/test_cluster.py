@@ -31,8 +31,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from slipstream.core.files import write_atomically
 from slipstream.testing import PipelineHarness, fault
-from slipstream.tools.generators.files import write_atomically
 from slipstream.tools.standalone import spark_home
 from tests.test_crash import (
     CASES,

@@ -172,7 +172,7 @@ def test_toml_file_and_flags_win(tmp_path: Path) -> None:
     assert settings.input == {"": Path("landing"), "catalog": Path("cat.csv")}
     assert settings.sink == {"archive": SinkSpec.parse("parquet:other")}  # flag wins, by name
     assert settings.mode == {"views": "append"} and settings.table == {"views": "views_v2"}
-    assert settings.max_files_per_trigger == 3
+    assert settings.source_options["max_files_per_trigger"] == 3
     assert settings.conf == {"spark.sql.shuffle.partitions": "3", "a.b": "c"}
 
 

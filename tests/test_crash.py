@@ -36,8 +36,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from slipstream.core.files import write_atomically
 from slipstream.pipelines import get_pipeline
-from slipstream.tools.generators.files import write_atomically
 from tests.services import APP_PASSWORD
 
 REPO = Path(__file__).resolve().parents[1]

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from slipstream.tools.generators.files import write_atomically
+from slipstream.core.files import write_atomically
 from tests import stream_reference as ref
 from tests.test_crash import SEED, Chain, CrashCase, read_committed_files
 

@@ -15,9 +15,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from slipstream.app import cli
+from slipstream.core.files import write_atomically
 from slipstream.ingest.quarantine import read_quarantine
 from slipstream.sinks.sqlite import read_table
-from slipstream.tools.generators.files import write_atomically
 from tests.helpers import REPO, slipstream
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
+from slipstream.core.files import write_atomically
 from slipstream.monitor.progressbar import ProgressBar
-from slipstream.tools.generators.files import write_atomically
 from slipstream.tools.generators.trending import (
     SECTIONS,
     GenerationReport,

@@ -20,6 +20,7 @@ from slipstream.pipelines import get_pipeline
 from slipstream.testing import PipelineHarness
 from slipstream.tools.generators import iot
 from slipstream.tools.generators.streams import StreamSpec, generate
+from slipstream.tools.views import results_view
 from tests import stream_reference as ref
 from tests.helpers import check_in_process, late_records
 
@@ -126,7 +127,7 @@ def test_the_seed_rows_are_read_with_the_seed_schema_from_gzipped_json(
     ) as h:
         h.process()
         totals = h.totals["iot_steps.steps"]
-        view = h.prepared.results_view()  # what the dashboard shows, read from the files
+        view = results_view(h.prepared)  # what the dashboard shows, read from the files
     assert (totals["rows"], totals["quarantined"]) == (10, 0)
     # the seed's own query, as a batch job over the same file
     seed = (

@@ -22,10 +22,10 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from slipstream.core.files import write_atomically
 from slipstream.core.specs import SinkSpec
 from slipstream.sinks.base import SinkContext
 from slipstream.sinks.sqlite import SqliteSink
-from slipstream.tools.generators.files import write_atomically
 
 pytestmark = pytest.mark.spark
 

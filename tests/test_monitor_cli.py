@@ -23,11 +23,11 @@ import pytest
 
 from slipstream.app import commands
 from slipstream.checkpoint.lifecycle import last_committed_batch, last_planned_batch
+from slipstream.core.files import write_atomically
 from slipstream.monitor.backfill import files_read, pending_files, source_log
 from slipstream.monitor.eventlog import EventLog, event_log_path, read_events
 from slipstream.monitor.events import QueryProgress, RunStarted, RunStopped, format_ts, parse_ts
 from slipstream.sinks.sqlite import read_table
-from slipstream.tools.generators.files import write_atomically
 from tests.helpers import MOBILE_SAMPLES, cli_env, mobile_counts, slipstream
 
 FIXTURES = Path(__file__).parent / "fixtures" / "eventlogs"

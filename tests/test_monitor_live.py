@@ -10,6 +10,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from slipstream.monitor.events import QueryProgress, RunStarted, RunStopped, par
 from slipstream.monitor.metrics import SlipstreamMetrics, serve_metrics
 from slipstream.testing import PipelineHarness
 from slipstream.tools.generators.trending import TrendingSpec, write_catalog
+from slipstream.tools.views import results_view
 from tests.helpers import MOBILE_SAMPLES
 from tests.test_monitor_dashboard import ARTIFACTS, chromium, require_chromium
 
@@ -179,7 +181,10 @@ def test_live_dashboard_follows_a_running_pipeline(spark: SparkSession, tmp_path
         h.process()
         status = EventLogStatus(settings.state_dir)
 
-        with serve_dashboard(status, h.prepared.results_view) as server, chromium() as browser:
+        with (
+            serve_dashboard(status, partial(results_view, h.prepared)) as server,
+            chromium() as browser,
+        ):
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             problems: list[str] = []
             page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)

@@ -11,6 +11,7 @@ import sqlite3
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from slipstream.runtime.control import REQUEST_FILE, StopControl, read_request, 
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, load_settings
 from slipstream.sinks.base import LEDGER_TABLE
 from slipstream.sinks.sqlite import table_view
+from slipstream.tools.views import results_view
 
 # --------------------------------------------------------------------------- stop requests
 
@@ -200,7 +202,7 @@ def test_the_default_results_view_shows_newest_rows_first(tmp_path: Path) -> Non
     }
     assert table_view(tmp_path / "none.db", "word_counts", order_by="rowid")["rows"] == []
 
-    wordcount = _prepared("wordcount", {"sink": f"sqlite:{db}"}).results_view()
+    wordcount = results_view(_prepared("wordcount", {"sink": f"sqlite:{db}"}))
     assert wordcount is not None and wordcount["rows"] == [["b", 5], ["c", 2], ["a", 1]]
     assert wordcount["title"] == "word_counts, most frequent first"
 
@@ -228,7 +230,7 @@ def get(url: str) -> bytes:
 def test_start_monitoring_serves_what_the_settings_ask_for(tmp_path: Path) -> None:
     flags = {"state_dir": tmp_path, "metrics_port": 0, "dashboard": 0}
     settings = load_settings("mobile", flags, environ={})
-    with start_monitoring(settings, _prepared("mobile", flags).results_view) as handles:
+    with start_monitoring(settings, partial(results_view, _prepared("mobile", flags))) as handles:
         assert handles.metrics is not None and handles.dashboard is not None
         assert len(handles.handlers) == 1  # metrics are fed from the listener's records
         out = io.StringIO()

@@ -12,15 +12,17 @@ import pytest
 
 from slipstream.core.specs import Secret, SinkSpec
 from slipstream.errors import SlipstreamError, find_error
+from slipstream.runtime.explain import explain
 from slipstream.sinks.base import BatchInfo, SinkContext
 from slipstream.sinks.postgres import (
     PgTarget,
     PostgresSink,
-    _copy_partition,
     connect,
+    copy_partition,
     scrub,
     staging_table,
 )
+from slipstream.tools.views import results_view
 from tests.services import APP_PASSWORD, free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -161,7 +163,7 @@ def test_a_retried_staging_task_leaves_one_copy(postgres, pg_database: str, tmp_
         sink.ensure_schema(conn, "retried", schema, c)
     rows = [("open", 1), ("close", 2)]
     for _ in range(2):  # the same task twice (a Spark retry, or a speculative copy)
-        n = _copy_partition(
+        n = copy_partition(
             sink.target, staging_table("retried"), ["action", "count"], "q", 7, "a1", 3, iter(rows)
         )
         assert n == 2
@@ -270,8 +272,8 @@ def test_a_crashed_attempts_staging_rows_are_never_merged(
     mine = [("2018-03-02T10:00:00Z", "2018-03-02T10:10:00Z", "open", 3)]
     stage = staging_table("appended")
     for part in (0, 1):
-        _copy_partition(sink.target, stage, batch.columns, "q", 4, "crashed", part, iter(stale))
-    _copy_partition(sink.target, stage, batch.columns, "q", 4, "mine", 0, iter(mine))
+        copy_partition(sink.target, stage, batch.columns, "q", 4, "crashed", part, iter(stale))
+    copy_partition(sink.target, stage, batch.columns, "q", 4, "mine", 0, iter(mine))
     with sink.connect() as conn, conn.transaction():
         merged = sink.merge_staging(
             conn, "appended", batch.columns, BatchInfo("q", 4, c), "mine", 1
@@ -279,7 +281,7 @@ def test_a_crashed_attempts_staging_rows_are_never_merged(
     assert merged == 1  # only this attempt's rows; the merge also cleared the leftovers
     assert postgres.query(pg_database, f"SELECT count(*) FROM {stage}") == [(0,)]
     # And through write_batch: leftovers of a crashed attempt are deleted before staging.
-    _copy_partition(sink.target, stage, batch.columns, "q", 5, "crashed", 0, iter(stale))
+    copy_partition(sink.target, stage, batch.columns, "q", 5, "crashed", 0, iter(stale))
     sink.write_batch(batch, BatchInfo("q", 5, c))  # append mode: a new batch adds rows
     assert read(postgres, pg_database, "appended") == [("10:00", "open", 3), ("10:00", "open", 3)]
     assert postgres.query(pg_database, f"SELECT count(*) FROM {stage}") == [(0,)]
@@ -323,8 +325,8 @@ def test_mobile_pipeline_into_postgres_equals_an_independent_count(
             h.process()
             got = table_frame(h.results())
             pd.testing.assert_frame_equal(got, expected_counts(files[: i + 1]))
-        assert APP_PASSWORD not in h.prepared.explain()
-        view = h.prepared.results_view()  # the dashboard's table, asked of the sink
+        assert APP_PASSWORD not in explain(h.prepared)
+        view = results_view(h.prepared)  # the dashboard's table, asked of the sink
     assert view is not None and view["title"] == "mobile_action_counts, latest windows first"
     shown = pd.DataFrame(view["rows"], columns=view["columns"])
     want = expected_counts(files).sort_values(["window_start", "action"], ascending=[False, True])

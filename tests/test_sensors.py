@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 from slipstream.testing import PipelineHarness
 from slipstream.tools.generators import sensors as sensors_generator
 from slipstream.tools.generators.streams import Report, StreamSpec, generate
+from slipstream.tools.views import results_view
 from tests import stream_reference as ref
 from tests.helpers import landed_batches, late_records
 
@@ -57,7 +58,7 @@ def _run(
         h.process()
         tables = {name: h.results(name) for name in h.prepared.outputs}
         totals = dict(h.totals)
-        view = h.prepared.results_view()  # what the dashboard shows
+        view = results_view(h.prepared)  # what the dashboard shows
     late = {  # the late-row dead-letter's records, per output
         name: sum(len(b) for b in late_records(root / "state", "sensors", name).values())
         for name in tables

@@ -24,12 +24,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from slipstream.checkpoint.lifecycle import last_committed_batch
+from slipstream.core.files import write_atomically
 from slipstream.ingest.expectations import Expectation, ExpectationFailed
 from slipstream.ingest.quarantine import read_quarantine
 from slipstream.pipelines.trending import TrendingPipeline
 from slipstream.sinks.sqlite import read_table
 from slipstream.testing import PipelineHarness, fault
-from slipstream.tools.generators.files import write_atomically
 from slipstream.tools.generators.trending import (
     GenerationReport,
     TrendingSpec,

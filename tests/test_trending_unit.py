@@ -22,6 +22,7 @@ from slipstream.errors import CODES, ConfigError, ValidationError
 from slipstream.ingest.expectations import Expectation, as_expectation_failure, check_expectations
 from slipstream.monitor.listener import RunTotals, progress_summary
 from slipstream.runtime import runner
+from slipstream.runtime.explain import explain
 from slipstream.settings.config import load_settings
 from slipstream.testing import article_views_db
 from slipstream.tools.generators.trending import TrendingSpec, write_catalog
@@ -70,7 +71,7 @@ def test_defaults_plan_and_explanation(spark: SparkSession, landing: dict[str, A
     assert (plan.window, plan.window_column, plan.watermark_column) == ("sliding", "ts", "ts")
     assert plan.window_slide == timedelta(minutes=1)
     assert plan.window_length == timedelta(minutes=10)
-    text = prepared.explain()
+    text = explain(prepared)
     for words in (
         "DeduplicateWithinWatermark",
         "window      sliding 10m every 1m on ts",

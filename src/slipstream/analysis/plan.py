@@ -141,7 +141,7 @@ _SLIDE = re.compile(r"% (?P<micros>\d+)\) < cast\(0 as bigint\)")
 _LENGTH = re.compile(r"\) \+ (?P<micros>\d+)\), LongType, TimestampType\)")
 _WATERMARKED = re.compile(r"\b(\w+#\d+)-T\d+ms")  # an attribute that carries a watermark
 _SESSION_GAP = re.compile(r"cast\((?P<gap>[^()]+?) as interval\)")
-_STATE_OPS = (
+STATE_OPS = (
     "FlatMapGroupsWithState",
     "FlatMapGroupsInPandasWithState",
     "TransformWithState",
@@ -242,7 +242,7 @@ def read_plan(text: str) -> Plan:
                 slide = None
     watermarks = [n for n in streaming if n.name == "EventTimeWatermark"]
     watermark_column = watermark_delay = None
-    marks = [_watermark(n) for n in watermarks]
+    marks = [watermark(n) for n in watermarks]
     if marks:  # the one on the window's column, if any
         watermark_column, watermark_delay = next(
             (m for m in marks if m[0] == window_column), marks[-1]
@@ -250,7 +250,7 @@ def read_plan(text: str) -> Plan:
     first_aggregate = min((n.depth for n in aggregates), default=None)
     before = first_aggregate is None or any(n.depth > first_aggregate for n in watermarks)
     joins = [n for n in streaming if n.name == "Join"]
-    stream_joins = [j for j in joins if _both_sides_stream(nodes, j)]
+    stream_joins = [j for j in joins if both_sides_stream(nodes, j)]
     stream_stream = bool(stream_joins)
     join_kind = stream_joins[0].text.split()[1].rstrip(",") if stream_joins else None
     bounded = bool(stream_joins) and all(
@@ -283,7 +283,7 @@ def read_plan(text: str) -> Plan:
         stream_stream_join=stream_stream,
         stream_ops=tuple(ops),
         ops_after_aggregation=after,
-        arbitrary_state=any(n.name in _STATE_OPS for n in streaming),
+        arbitrary_state=any(n.name in STATE_OPS for n in streaming),
         processing_timers=any(
             n.name.startswith("TransformWithState") and ", ProcessingTime," in n.text
             for n in streaming
@@ -315,7 +315,7 @@ _PLUMBING = frozenset(
 )
 
 
-def _watermark(node: PlanNode) -> tuple[str, timedelta | None]:
+def watermark(node: PlanNode) -> tuple[str, timedelta | None]:
     """`EventTimeWatermark <id>, ts#2: timestamp, 10 minutes` -> ("ts", 10 minutes)."""
     parts = node.text.split(", ")
     return parts[1].split("#", 1)[0].strip(), _duration_or_none(parts[-1])
@@ -336,7 +336,7 @@ def _children(nodes: list[PlanNode], join: PlanNode) -> list[list[PlanNode]]:
     return subtrees
 
 
-def _both_sides_stream(nodes: list[PlanNode], join: PlanNode) -> bool:
+def both_sides_stream(nodes: list[PlanNode], join: PlanNode) -> bool:
     """Whether both children of a join are streaming."""
     children = _children(nodes, join)
     return len(children) >= 2 and all(c[0].streaming for c in children[:2])
@@ -346,7 +346,7 @@ def _join_buffers(nodes: list[PlanNode], join: PlanNode) -> tuple[JoinBuffer, ..
     children = _children(nodes, join)
     if len(children) < 2:
         return ()
-    left = {_watermark(n)[0] for n in children[0] if n.name == "EventTimeWatermark"}
+    left = {watermark(n)[0] for n in children[0] if n.name == "EventTimeWatermark"}
     return join_buffers(join.text, left)
 
 

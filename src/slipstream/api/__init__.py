@@ -1,2 +1,54 @@
-"""What a pipeline author imports: `Pipeline`, `Input`, `Output`, `Param` and their shortcuts,
-the helpers for `build` (frames) and `Expectation`."""
+"""What a pipeline author imports, and all a pipeline module needs.
+
+- the declarations (api.pipeline): `Pipeline`, `Input`, `Output`, `Param`, `Params` and the
+  shortcuts `event_stream`, `duration_param`, `choice_param`, `count_param`;
+- helpers for `build` (api.frames): `watermarked`, `window_bounds`, `not_null`, `check_windows`,
+  and `spark_interval` (a duration as Spark's interval text);
+- schemas (api.schema): `parse_ddl`, `check_csv_header`;
+- data-quality rules: `Expectation` (counted, dropped to the quarantine, or failing);
+- `ConfigError`, for a pipeline's own checks of its parameters and files.
+
+`slipstream.pipelines` offers the same names, beside the built-in pipelines' registry."""
+
+from slipstream.api.frames import (
+    check_windows,
+    not_null,
+    spark_interval,
+    watermarked,
+    window_bounds,
+)
+from slipstream.api.pipeline import (
+    Input,
+    Output,
+    Param,
+    Params,
+    Pipeline,
+    choice_param,
+    count_param,
+    duration_param,
+    event_stream,
+)
+from slipstream.api.schema import check_csv_header, parse_ddl
+from slipstream.errors import ConfigError
+from slipstream.ingest.expectations import Expectation
+
+__all__ = [
+    "ConfigError",
+    "Expectation",
+    "Input",
+    "Output",
+    "Param",
+    "Params",
+    "Pipeline",
+    "check_csv_header",
+    "check_windows",
+    "choice_param",
+    "count_param",
+    "duration_param",
+    "event_stream",
+    "not_null",
+    "parse_ddl",
+    "spark_interval",
+    "watermarked",
+    "window_bounds",
+]

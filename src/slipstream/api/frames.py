@@ -20,7 +20,7 @@ from pyspark.sql.types import (
 
 from slipstream.core.specs import check_windows, spark_interval
 
-__all__ = ["check_windows", "not_null", "watermarked", "window_bounds"]
+__all__ = ["check_windows", "not_null", "spark_interval", "watermarked", "window_bounds"]
 
 
 def watermarked(

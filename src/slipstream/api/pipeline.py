@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType, TimestampType
@@ -31,10 +31,6 @@ from slipstream.core import values
 from slipstream.core.specs import DURATION_HELP, OutputMode, SinkSpec
 from slipstream.errors import ConfigError
 from slipstream.ingest.expectations import Expectation
-
-if TYPE_CHECKING:
-    from slipstream.sinks.base import Sink, SinkContext
-
 
 __all__ = [  # what `slipstream.pipelines` offers a pipeline module
     "Input",
@@ -181,12 +177,6 @@ class Pipeline(ABC):
     inputs: ClassVar[tuple[Input, ...]]
     outputs: ClassVar[tuple[Output, ...]]
     params: ClassVar[tuple[Param, ...]] = ()
-    #: `module:function` of its demo (`slipstream demo NAME`), called as
-    #: `function(state_dir, out, duration=..., rate=...)`; None: no demo
-    demo: ClassVar[str | None] = None
-    #: module of its event generator (`slipstream generate NAME`): `add_arguments(parser)` adds
-    #: the generator's flags, `run(args, out)` writes; None: no generator
-    generator: ClassVar[str | None] = None
 
     def sample_files(self) -> list[Path]:
         """Bundled input files `slipstream samples NAME` copies, in landing order (none)."""
@@ -208,17 +198,9 @@ class Pipeline(ABC):
         """Checks of parameters and input files that need this pipeline's knowledge, before
         Spark starts (raise ConfigError naming the flag and the fix). `paths` by input name."""
 
-    #: how the dashboard orders the first output's rows: (SQL ORDER BY, or None for the sink's
-    #: own newest-first order; the title's words)
+    #: how the dashboard orders the first output's rows (tools/views.py): (SQL ORDER BY, or
+    #: None for the sink's own newest-first order; the title's words)
     results_order: ClassVar[tuple[str | None, str]] = (None, "newest rows first")
-
-    def results_view(self, sink: Sink, ctx: SinkContext) -> dict[str, Any] | None:
-        """What the dashboard shows of the first output: `{"title", "columns", "rows",
-        "updated"}` or None. Default: its latest rows, asked of its sink. Keep it cheap: it is
-        called on every dashboard poll."""
-        order, words = self.results_order
-        view = sink.preview(ctx, order_by=order)
-        return None if view is None else {"title": f"{ctx.table}, {words}", **view}
 
     # -- derived, for the runner and the CLI --------------------------------------------------
 

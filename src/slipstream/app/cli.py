@@ -15,19 +15,17 @@ slipstream demo [trending|mobile]      the quick-start demo (what `make demo` ru
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import logging
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from slipstream.core import values
 from slipstream.errors import SlipstreamError
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, OPTIONS, Settings, load_settings
+from slipstream.tools import catalog
 
 if TYPE_CHECKING:
     from slipstream.api.pipeline import Pipeline
@@ -63,7 +61,7 @@ PIPELINE_COMMANDS = ("check", "run", "reset", "generate")
 
 def _add_param_flags(parser: argparse.ArgumentParser, pipeline: Pipeline) -> None:
     """The pipeline's own parameters: flags of its `run`, `check` and `reset` only."""
-    from slipstream.runtime.bind import show_value
+    from slipstream.runtime.explain import show_value
 
     if not pipeline.params:
         return
@@ -98,7 +96,7 @@ def pipeline_of(argv: Sequence[str]) -> Pipeline | None:
     from slipstream.pipelines import get_pipeline
 
     pipeline = generator_pipeline(name) if argv[0] == "generate" else get_pipeline(name)
-    if argv[0] == "generate" and pipeline.generator is None:
+    if argv[0] == "generate" and catalog.generator(pipeline.name) is None:
         _refuse_missing(pipeline.name, "generator")
     return pipeline
 
@@ -146,8 +144,9 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
         help="a pipeline with a generator, or the generator's name: trending, sensors, iot, "
         "temperature_load, ads, activity",
     )
-    if pipeline is not None and pipeline.generator is not None:
-        importlib.import_module(pipeline.generator).add_arguments(p)
+    generator = None if pipeline is None else catalog.generator(pipeline.name)
+    if generator is not None:
+        generator.add_arguments(p)
     p = sub.add_parser("demo", help="the quick-start demo (default: live trending articles)")
     p.add_argument("--state-dir", type=Path, default=Path("demo-state"))
     p.add_argument(
@@ -267,9 +266,10 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
         return 0
     if args.command == "generate":
         pipeline = generator_pipeline(args.workload)
-        if pipeline.generator is None:
+        generator = catalog.generator(pipeline.name)
+        if generator is None:
             _refuse_missing(pipeline.name, "generator")
-        return int(importlib.import_module(pipeline.generator).run(args, out))
+        return int(generator.run(args, out))
     if args.command == "demo":
         return _demo(args.demo_pipeline or args.pipeline, args, out)
     raise AssertionError(args.command)
@@ -279,39 +279,21 @@ def generator_pipeline(name: str) -> Pipeline:
     """The pipeline whose generator `generate NAME` runs: NAME is the pipeline's name, or its
     generator's own (the module's name: `generate iot` writes iot_steps' input)."""
     from slipstream.errors import ConfigError
-    from slipstream.pipelines import get_pipeline, pipelines
+    from slipstream.pipelines import get_pipeline
 
     try:
         return get_pipeline(name)
     except ConfigError as exc:
-        if exc.code != "UNKNOWN_PIPELINE":
+        owner = catalog.pipeline_of_generator(name)
+        if exc.code != "UNKNOWN_PIPELINE" or owner is None:
             raise
-        for pipeline in pipelines().values():
-            if pipeline.generator and pipeline.generator.rsplit(".", 1)[-1] == name:
-                return pipeline
-        module = f"slipstream.tools.generators.{name}"
-        if values.NAME.match(name) and importlib.util.find_spec(module) is not None:
-            loaded = importlib.import_module(module)
-            if hasattr(loaded, "add_arguments") and hasattr(loaded, "run"):
-                return GeneratorOnly(name, module)  # type: ignore[return-value]
-        raise
-
-
-@dataclass(frozen=True)
-class GeneratorOnly:
-    """A generator whose pipeline has not landed yet (`generate ads`): what `generate` needs
-    of a pipeline, its name and its generator module."""
-
-    name: str
-    generator: str
-    params: tuple[Any, ...] = ()
+        return get_pipeline(owner)
 
 
 def _refuse_missing(name: str, what: str) -> NoReturn:
     from slipstream.errors import ConfigError
-    from slipstream.pipelines import pipelines
 
-    having = sorted(n for n, p in pipelines().items() if getattr(p, what))
+    having = sorted(catalog.DEMOS if what == "demo" else catalog.GENERATORS)
     raise ConfigError(
         "CONFIG_BAD_VALUE",
         f"pipeline {name} has no {what}",
@@ -320,17 +302,16 @@ def _refuse_missing(name: str, what: str) -> NoReturn:
 
 
 def _demo(name: str, args: argparse.Namespace, out: TextIO) -> int:
-    """The demo a pipeline declares (`Pipeline.demo`, `module:function`), from the registry."""
+    """The demo of a pipeline, found by its name (tools/catalog.py)."""
     import inspect
 
     from slipstream.errors import ConfigError
     from slipstream.pipelines import get_pipeline
 
     pipeline = get_pipeline(name)
-    if pipeline.demo is None:
+    function = catalog.demo(pipeline.name)
+    if function is None:
         _refuse_missing(pipeline.name, "demo")
-    module, _, attr = pipeline.demo.partition(":")
-    function = getattr(importlib.import_module(module), attr)
     given = {k: v for k in ("duration", "rate") if (v := getattr(args, k)) is not None}
     accepted = inspect.signature(function).parameters
     for key in given:

@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -24,8 +25,10 @@ from slipstream.pipelines.registry import discover
 from slipstream.runtime import runner
 from slipstream.runtime.control import StopControl
 from slipstream.runtime.deadletter import late_is_ours, reset_late
+from slipstream.runtime.explain import explain
 from slipstream.runtime.ownership import every_output, refuse_foreign_outputs
 from slipstream.settings.config import Settings
+from slipstream.tools.views import results_view
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -74,7 +77,7 @@ def check(settings: Settings, out: TextIO, spark: SparkSession | None = None) ->
         if started_here:  # a caller's session (a test's) stays
             spark.stop()
     print(f"(Spark analyzed the plans in {time.monotonic() - began:.1f} s)\n", file=out)
-    print(prepared.explain(), file=out)
+    print(explain(prepared), file=out)
     if not problems:
         print("\nok: no rule refuses these queries", file=out)
         return EXIT_OK
@@ -95,14 +98,14 @@ def run(settings: Settings, out: TextIO) -> int:
     refuse_in_use(s.checkpoint_root)
     refuse_foreign_outputs(prepared)  # again under the lock when the queries start
     if not s.quiet:
-        print(prepared.explain(), file=out, flush=True)
+        print(explain(prepared), file=out, flush=True)
         print("", file=out, flush=True)
     from pyspark import SparkContext
 
     # process-wide (getActiveSession is per thread); no public API says "a context exists"
     started_here = SparkContext._active_spark_context is None
     # servers before Spark: a taken port fails fast (they are daemon threads if Spark fails)
-    monitoring = start_monitoring(s, prepared.results_view)
+    monitoring = start_monitoring(s, partial(results_view, prepared))
     monitoring.announce(out)
     spark = build_session(
         s.master,
@@ -383,4 +386,4 @@ class StateDirResults:
     def __call__(self) -> dict[str, object] | None:
         name = self.pipeline or self.latest()
         found = None if name is None else self.prepared(name)
-        return None if found is None else found.results_view()
+        return None if found is None else results_view(found)

@@ -77,7 +77,7 @@ class ProgressPoint:
         return cls(**same, watermark_lag_s=lag)
 
 
-def _mean(values: Iterable[float | None]) -> float | None:
+def mean(values: Iterable[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return fmean(present) if present else None
 

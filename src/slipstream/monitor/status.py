@@ -31,8 +31,8 @@ from slipstream.monitor.events import (
 from slipstream.monitor.health import (
     FallingBehindRule,
     ProgressPoint,
-    _mean,
     human_duration,
+    mean,
     pid_alive,
     summarize_error,
 )
@@ -235,8 +235,8 @@ class StatusTracker:
             last_event_at=st.last_event_at,
             last_batch_id=last.batch_id if last else None,
             last_batch_at=last.ts if last else None,
-            input_rps=_mean(p.input_rps for p in recent),
-            processed_rps=_mean(p.processed_rps for p in recent),
+            input_rps=mean(p.input_rps for p in recent),
+            processed_rps=mean(p.processed_rps for p in recent),
             batch_duration_ms=last.batch_duration_ms if last else None,
             watermark=st.watermark,
             watermark_lag=None if st.watermark is None else mark_reference - st.watermark,
@@ -298,8 +298,8 @@ class StatusTracker:
         if st.idle_since is not None:
             return "healthy", f"idle: no new data since {format_ts(st.idle_since)}", True
         recent = list(st.recent)[-self.rule.window :]
-        in_rps = _mean(p.input_rps for p in recent)
-        out_rps = _mean(p.processed_rps for p in recent)
+        in_rps = mean(p.input_rps for p in recent)
+        out_rps = mean(p.processed_rps for p in recent)
         if in_rps is None or out_rps is None:
             return "healthy", "running; waiting for the first batches", True
         busy = self._busy_batches(st)

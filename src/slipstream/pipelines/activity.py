@@ -46,8 +46,8 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 from pyspark.sql.types import TimestampType
 
-from slipstream.api.frames import not_null, watermarked
-from slipstream.api.pipeline import (
+from slipstream.api import (
+    Expectation,
     Output,
     Params,
     Pipeline,
@@ -55,10 +55,11 @@ from slipstream.api.pipeline import (
     count_param,
     duration_param,
     event_stream,
+    not_null,
+    parse_ddl,
+    spark_interval,
+    watermarked,
 )
-from slipstream.api.schema import parse_ddl
-from slipstream.core.specs import spark_interval
-from slipstream.ingest.expectations import Expectation
 
 ACTIONS = ("open", "click", "scroll", "purchase", "crash", "close")
 SCHEMA = parse_ddl("user_id STRING, action STRING, ts TIMESTAMP")
@@ -284,7 +285,6 @@ class ActivityPipeline(Pipeline):
         ),
     )
     results_order = ("last_seen DESC", "most recently seen first")
-    generator = "slipstream.tools.generators.activity"
 
     def expectations(self, input_name: str, params: Params) -> Sequence[Expectation]:
         known = ", ".join(f"'{a}'" for a in ACTIONS)

@@ -38,10 +38,21 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.api.frames import check_windows, not_null, watermarked, window_bounds
-from slipstream.api.pipeline import Input, Output, Params, Pipeline, duration_param, event_stream
-from slipstream.api.schema import check_csv_header, parse_ddl
-from slipstream.core.specs import spark_interval
+from slipstream.api import (
+    Input,
+    Output,
+    Params,
+    Pipeline,
+    check_csv_header,
+    check_windows,
+    duration_param,
+    event_stream,
+    not_null,
+    parse_ddl,
+    spark_interval,
+    watermarked,
+    window_bounds,
+)
 
 IMPRESSIONS = parse_ddl(
     "impression_id STRING, ad_id STRING, user_id STRING, impression_time TIMESTAMP"
@@ -104,7 +115,6 @@ class AdsPipeline(Pipeline):
         ),
     )
     results_order = ("click_time DESC", "latest clicks first")
-    generator = "slipstream.tools.generators.ads"
 
     def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
         check_windows(params.window, None)

@@ -29,10 +29,19 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.api.frames import check_windows, not_null, watermarked, window_bounds
-from slipstream.api.pipeline import Output, Params, Pipeline, duration_param, event_stream
-from slipstream.api.schema import parse_ddl
-from slipstream.core.specs import spark_interval
+from slipstream.api import (
+    Output,
+    Params,
+    Pipeline,
+    check_windows,
+    duration_param,
+    event_stream,
+    not_null,
+    parse_ddl,
+    spark_interval,
+    watermarked,
+    window_bounds,
+)
 
 # seed 004's device_schema, field for field
 DEVICE_SCHEMA = parse_ddl(
@@ -68,7 +77,6 @@ class IotStepsPipeline(Pipeline):
         ),
     )
     results_order = ("window_start DESC", "latest windows first")
-    generator = "slipstream.tools.generators.iot"
 
     def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
         check_windows(params.window, None)

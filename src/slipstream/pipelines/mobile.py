@@ -15,9 +15,17 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.api.frames import not_null, watermarked, window_bounds
-from slipstream.api.pipeline import Output, Params, Pipeline, duration_param, event_stream
-from slipstream.core.specs import spark_interval
+from slipstream.api import (
+    Output,
+    Params,
+    Pipeline,
+    duration_param,
+    event_stream,
+    not_null,
+    spark_interval,
+    watermarked,
+    window_bounds,
+)
 
 
 class MobilePipeline(Pipeline):
@@ -44,7 +52,6 @@ class MobilePipeline(Pipeline):
         ),
     )
     results_order = ("window_start DESC, action", "latest windows first")
-    demo = "slipstream.tools.demo:demo"
 
     def sample_files(self) -> list[Path]:
         """Seed 003's four files, bundled with the package."""

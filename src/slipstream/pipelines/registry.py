@@ -18,6 +18,7 @@ import pkgutil
 import sys
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 from slipstream.api.pipeline import Pipeline, check_declaration
@@ -30,11 +31,10 @@ NOT_PIPELINES = frozenset({"base", "frames", "registry", "schema"})
 def builtin() -> dict[str, str]:
     """name -> module of the built-in pipelines: the modules of this package (listed, not
     imported)."""
-    from slipstream import pipelines as package
-
+    here = Path(__file__).parent
     return {
-        m.name: f"{package.__name__}.{m.name}"
-        for m in pkgutil.iter_modules(package.__path__)
+        m.name: f"{__package__}.{m.name}"
+        for m in pkgutil.iter_modules([str(here)])
         if m.name not in NOT_PIPELINES and not m.name.startswith("_")
     }
 

@@ -33,17 +33,20 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.api.frames import check_windows, not_null, watermarked, window_bounds
-from slipstream.api.pipeline import (
+from slipstream.api import (
     Output,
     Params,
     Pipeline,
+    check_windows,
     count_param,
     duration_param,
     event_stream,
+    not_null,
+    parse_ddl,
+    spark_interval,
+    watermarked,
+    window_bounds,
 )
-from slipstream.api.schema import parse_ddl
-from slipstream.core.specs import spark_interval
 
 SCHEMA = parse_ddl("sensor_id STRING, event_time TIMESTAMP, value DOUBLE, error_code STRING")
 WINDOW_KEY = ("window_start", "sensor_id")
@@ -89,7 +92,6 @@ class SensorsPipeline(Pipeline):
         ),
     )
     results_order = ("window_start DESC, sensor_id", "latest windows first")
-    generator = "slipstream.tools.generators.sensors"
 
     def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
         check_windows(params.window, params.slide)

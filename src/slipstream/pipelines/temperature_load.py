@@ -26,8 +26,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.api.frames import watermarked
-from slipstream.api.pipeline import (
+from slipstream.api import (
     Input,
     Output,
     Params,
@@ -35,8 +34,9 @@ from slipstream.api.pipeline import (
     choice_param,
     duration_param,
     event_stream,
+    spark_interval,
+    watermarked,
 )
-from slipstream.core.specs import spark_interval
 
 
 def _reading(name: str, value: str, time: str) -> Input:
@@ -69,7 +69,6 @@ class TemperatureLoadPipeline(Pipeline):
         ),
     )
     results_order = ("temp_taken_time DESC, location_id", "latest temperatures first")
-    generator = "slipstream.tools.generators.temperature_load"
 
     def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
         from slipstream.errors import ConfigError

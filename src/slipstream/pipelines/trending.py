@@ -43,19 +43,27 @@ import csv
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.api.frames import check_windows, not_null, watermarked, window_bounds
-from slipstream.api.pipeline import Input, Output, Params, Pipeline, duration_param, event_stream
-from slipstream.api.schema import check_csv_header, parse_ddl
-from slipstream.core.specs import spark_interval
-from slipstream.errors import ConfigError
-from slipstream.ingest.expectations import Expectation
-from slipstream.sinks.base import Sink, SinkContext
-from slipstream.sinks.sqlite import last_commit
+from slipstream.api import (
+    ConfigError,
+    Expectation,
+    Input,
+    Output,
+    Params,
+    Pipeline,
+    check_csv_header,
+    check_windows,
+    duration_param,
+    event_stream,
+    not_null,
+    parse_ddl,
+    spark_interval,
+    watermarked,
+    window_bounds,
+)
 
 # published_at is not used; text, so a bad value is harmless
 CATALOG_SCHEMA = parse_ddl("article_id STRING, title STRING, section STRING, published_at STRING")
@@ -143,9 +151,6 @@ class TrendingPipeline(Pipeline):
         ),
     )
 
-    demo = "slipstream.tools.demo_trending:demo"
-    generator = "slipstream.tools.generators.command"
-
     def expectations(self, input_name: str, params: Params) -> Sequence[Expectation]:
         return (
             Expectation("article_id_format", f"article_id RLIKE '{ARTICLE_ID_PATTERN}'", "drop"),
@@ -180,33 +185,3 @@ class TrendingPipeline(Pipeline):
         )
         views = not_null(views, *KEY)
         return {"views": views, "archive": views}
-
-    def results_view(self, sink: Sink, ctx: SinkContext) -> dict[str, Any] | None:
-        """The dashboard's table: the top 10 articles of the current window (the window in
-        progress that closes first, see slipstream.tools.serving.trending), updating as it
-        counts."""
-        from slipstream.tools.serving.trending import top_articles
-
-        db = getattr(sink, "path", None)
-        if sink.spec.kind != "sqlite" or db is None:
-            return super().results_view(sink, ctx)
-        current = top_articles(db, 10, table=ctx.table)["current"]
-        title = "Top 10 articles, current window"
-        if current:
-            start, end = current[0]["window_start"], current[0]["window_end"]
-            title += f" {start[11:16]}-{end[11:16]} UTC (in progress)"
-        return {
-            "title": title,
-            "columns": ["rank", "article", "title", "section", "views"],
-            "rows": [
-                [
-                    r["rank"],
-                    r["article_id"],
-                    r["title"] if r["in_catalog"] else "(not in catalog)",
-                    r["section"],
-                    r["views"],
-                ]
-                for r in current
-            ],
-            "updated": last_commit(db, ctx.table),
-        }

@@ -10,8 +10,13 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.api.frames import not_null
-from slipstream.api.pipeline import Input, Output, Params, Pipeline
+from slipstream.api import (
+    Input,
+    Output,
+    Params,
+    Pipeline,
+    not_null,
+)
 
 
 class WordCountPipeline(Pipeline):

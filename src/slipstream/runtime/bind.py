@@ -8,144 +8,24 @@ The rules that need the query's shape run in `runner` on the plans Spark analyze
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from slipstream.analysis.plan import Plan
 from slipstream.analysis.validate import settings_violations
 from slipstream.api.pipeline import Input, Output, Params
 from slipstream.checkpoint.lifecycle import query_checkpoint
-from slipstream.core.specs import SINK_KINDS, SinkSpec, format_duration
+from slipstream.core.specs import SINK_KINDS, SinkSpec
 from slipstream.errors import ConfigError, ValidationError
-from slipstream.ingest.expectations import Expectation, check_expectations
+from slipstream.ingest.expectations import check_expectations
 from slipstream.ingest.guard import EventTimeGuard
 from slipstream.pipelines import Pipeline, get_pipeline
-from slipstream.runtime.late_plan import LatePlan
+from slipstream.runtime.bound import QUARANTINE, BoundInput, BoundOutput, Prepared
 from slipstream.settings.config import Settings
 from slipstream.settings.connect import sink_violations
 from slipstream.sinks import Sink, SinkContext, make_sink
 from slipstream.sinks.base import quote_ident
-from slipstream.sources.base import Binding, Source, get_source
-
-QUARANTINE = "quarantine"
-
-
-@dataclass(frozen=True)
-class BoundInput:
-    spec: Input
-    binding: Binding
-    source: Source | None = None  # stream inputs
-    quarantine: Path | None = None  # stream inputs whose raw records are parsed
-    expectations: tuple[Expectation, ...] = ()
-    guard: EventTimeGuard | None = None  # parsed inputs with an event-time column
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
-    def parses(self) -> bool:
-        return self.quarantine is not None
-
-
-@dataclass(frozen=True)
-class BoundOutput:
-    spec: Output | None  # None: a quarantine query
-    sink: Sink
-    ctx: SinkContext
-    reads: tuple[str, ...] = ()  # a quarantine query: the input it drains
-
-    @property
-    def name(self) -> str:
-        return self.ctx.query_name.split(".", 1)[1]
-
-
-@dataclass
-class Prepared:
-    """Everything decided before Spark starts."""
-
-    pipeline: Pipeline
-    settings: Settings
-    params: Params
-    inputs: dict[str, BoundInput]
-    outputs: dict[str, BoundOutput]  # the pipeline's outputs that are on, then quarantines
-    plans: dict[str, Plan] = field(default_factory=dict)  # read from Spark by runner.build
-    late: dict[str, LatePlan] = field(default_factory=dict)  # the dead-letter's rules, by build
-
-    @property
-    def primary(self) -> BoundOutput:
-        """The first output: what the dashboard previews and the backfill bar follows."""
-        return next(iter(self.outputs.values()))
-
-    @property
-    def sink(self) -> Sink:
-        return self.primary.sink
-
-    @property
-    def ctx(self) -> SinkContext:
-        return self.primary.ctx
-
-    @property
-    def parses(self) -> bool:
-        return any(i.parses for i in self.inputs.values())
-
-    def results_view(self) -> dict[str, Any] | None:
-        """The dashboard's results: the pipeline's view of its first output, and under `more`
-        the latest rows of each other output its sink can read back."""
-        view = self.pipeline.results_view(self.sink, self.ctx)
-        more = []
-        for out in list(self.outputs.values())[1:]:
-            if out.spec is None:  # a quarantine
-                continue
-            rows = out.sink.preview(out.ctx, limit=20)
-            if rows is not None:
-                more.append({"title": f"{out.name}: {out.ctx.table}, newest rows", **rows})
-        if view is not None and more:
-            view = {**view, "more": more}
-        return view
-
-    def explain(self) -> str:
-        s = self.settings
-        lines = [f"pipeline    {self.pipeline.name}: {self.pipeline.description}"]
-        for bound in self.inputs.values():
-            lines.append(f"input       {bound.name}: {_describe_input(bound, s)}")
-            if bound.guard is not None:
-                lines.append(f"  guard     {bound.guard.describe()}")
-            for rule in bound.expectations:
-                lines.append(f"  expect    {rule.describe()}")
-        if self.params:
-            shown = ", ".join(f"{k}={show_value(v)}" for k, v in self.params.items())
-            lines.append(f"params      {shown}")
-        for out in self.outputs.values():
-            lines.append(
-                f"output      {out.name}: {out.ctx.mode} to {out.sink.describe(out.ctx)}"
-                f"  (checkpoint {out.ctx.checkpoint})"
-            )
-            plan = self.plans.get(out.name)
-            if plan is not None:
-                lines += [f"  {line}" for line in plan.describe(out.ctx.mode)]
-            late = self.late.get(out.name)
-            if late is not None:
-                lines += [f"  late rows {rule.describe()}" for rule in late.rules]
-                lines += [f"  late rows not written: {why}" for why in late.uncovered]
-        lines.append(f"trigger     {s.trigger.describe()}")
-        if s.quarantine_trigger is not None:
-            lines.append(f"quarantine trigger {s.quarantine_trigger.describe()}")
-        return "\n".join(lines)
-
-
-def _describe_input(bound: BoundInput, settings: Settings) -> str:
-    if bound.source is None:
-        return f"table {bound.binding.path} ({bound.binding.format})"
-    text = bound.source.describe(settings, bound.binding)
-    return text + (f"; quarantine {bound.quarantine}" if bound.quarantine else "; no quarantine")
-
-
-def show_value(value: Any) -> str:
-    """A parameter's value as its flag takes it (durations as 10m)."""
-    return format_duration(value) if isinstance(value, timedelta) else str(value)
+from slipstream.sources.base import Binding
+from slipstream.sources.registry import get_source
 
 
 def prepare(
@@ -269,8 +149,9 @@ def _bind_input(
     fmt = settings.format or spec.format
     binding = Binding(spec.name, path, fmt, flag.rstrip(), spec.schema, spec.required)
     source = get_source(kind)
+    options = source.given(settings.source_options)
     if check:
-        source.validate(settings, binding)
+        source.validate(binding, options, settings.conf)
     rules = check_expectations(pipeline.expectations(spec.name, params))
     # an event-time column needs the guard, and the guard a quarantine (quality/guard.py);
     # parquet files are judged whole, and a rejected one goes to the quarantine
@@ -287,7 +168,7 @@ def _bind_input(
     guard = None
     if parses and spec.event_time is not None:
         guard = EventTimeGuard(spec.event_time, settings.max_future, settings.max_past)
-    return BoundInput(spec, binding, source, quarantine, rules, guard)
+    return BoundInput(spec, binding, source, quarantine, rules, guard, options)
 
 
 def _check_table_path(spec: Input, binding: Binding) -> None:

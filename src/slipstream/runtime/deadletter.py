@@ -44,6 +44,7 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from slipstream.analysis.late import LatePlan, LateRule
 from slipstream.checkpoint.logs import (
     BatchOffsets,
     batch_files,
@@ -53,12 +54,12 @@ from slipstream.checkpoint.logs import (
 )
 from slipstream.ingest.expectations import route
 from slipstream.ingest.parse import RAW, REASON, SOURCE
-from slipstream.runtime.late_plan import LatePlan, LateRule
+from slipstream.runtime.inputs import parse_input
 from slipstream.sinks.base import local_rows
 from slipstream.sources.parquet_files import parquet_rows
 
 if TYPE_CHECKING:
-    from slipstream.runtime.bind import BoundInput, BoundOutput, Prepared
+    from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,6 @@ def late_rows(
 ) -> DataFrame:  # fmt: skip
     """The rows of `files` that `rule` drops against `watermark_ms`: the input parsed,
     guarded at the batch's time and routed by its `drop` expectations as in the query."""
-    from slipstream.runtime.runner import parse_input  # runner starts the dead-letter
 
     spec = bound.spec
     reader = spark.read.option("ignoreMissingFiles", "true")

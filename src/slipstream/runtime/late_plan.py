@@ -19,49 +19,20 @@ state (flatMapGroupsWithState, transformWithState), an event-time column renamed
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from slipstream.analysis.late import LatePlan, LateRule
 from slipstream.analysis.plan import (
-    _STATE_OPS,
+    STATE_OPS,
     Plan,
     PlanNode,
-    _both_sides_stream,
-    _watermark,
+    both_sides_stream,
     plan_nodes,
+    watermark,
 )
-
-if TYPE_CHECKING:
-    from slipstream.runtime.bind import BoundInput, BoundOutput, Prepared
+from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared
 
 _FILE_SOURCE = re.compile(r"FileSource\[(?P<path>[^\]]*)\]")
-
-
-@dataclass(frozen=True)
-class LateRule:
-    """How one input's rows are judged late in one output's query."""
-
-    input: str
-    column: str  # the input's event-time column
-    operator: str  # the first stateful operator its rows meet
-    window: timedelta | None = None  # tumbling window length: the window-end rule
-
-    def describe(self) -> str:
-        if self.window is not None:
-            rule = f"the end of its {self.column} window <= watermark"
-        else:
-            rule = f"{self.column} <= watermark"
-        return f"{self.input}: {rule} ({self.operator}, the previous batch's watermark)"
-
-
-@dataclass(frozen=True)
-class LatePlan:
-    """The rules of one output, and what it cannot cover, each with its reason."""
-
-    rules: tuple[LateRule, ...] = ()
-    uncovered: tuple[str, ...] = field(default=())
 
 
 def _ancestors(nodes: list[PlanNode], index: int) -> list[PlanNode]:
@@ -115,12 +86,12 @@ def _rule(
     column = None
     for node in chain:
         if node.name == "EventTimeWatermark":
-            column = _watermark(node)[0]
+            column = watermark(node)[0]
             continue
-        if node.name == "Join" and not _both_sides_stream(nodes, node):
+        if node.name == "Join" and not both_sides_stream(nodes, node):
             continue  # a stream-static join keeps no state
         if node.name not in ("Aggregate", "Deduplicate", "DeduplicateWithinWatermark", "Join"):
-            if node.name in _STATE_OPS:
+            if node.name in STATE_OPS:
                 return None, "arbitrary state (its late rule is the processor's) is not covered"
             continue
         if column is None:

@@ -23,7 +23,7 @@ from typing import Any
 from slipstream.checkpoint.lifecycle import query_checkpoint
 from slipstream.core.specs import SinkSpec
 from slipstream.errors import CheckpointError
-from slipstream.runtime.bind import QUARANTINE, BoundOutput, Prepared
+from slipstream.runtime.bound import QUARANTINE, BoundOutput, Prepared
 from slipstream.sinks import SinkContext, make_sink
 
 RECORD = ".slipstream-outputs.json"

@@ -33,7 +33,7 @@ from slipstream.runtime.control import StopControl
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from slipstream.runtime.bind import Prepared
+    from slipstream.runtime.bound import Prepared
     from slipstream.runtime.deadletter import DeadLetter
 
 

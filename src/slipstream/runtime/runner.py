@@ -17,18 +17,18 @@ from pyspark.sql.streaming import StreamingQuery
 
 from slipstream.analysis.plan import analyzed_text, read_plan
 from slipstream.analysis.validate import key_violations, violations
-from slipstream.api.pipeline import Input
 from slipstream.checkpoint.lifecycle import CheckpointLock, sweep_interrupted_writes
 from slipstream.core.specs import TriggerSpec, spark_interval
 from slipstream.errors import ValidationError
 from slipstream.ingest.expectations import enforce, route
-from slipstream.ingest.parse import check_typed, parse_csv, parse_json
 from slipstream.ingest.quarantine import QUALITY_METRICS, accepted, quality_metrics, rejected
 from slipstream.monitor.listener import Handler, RunListener, RunTotals
 from slipstream.monitor.recorder import RunRecorder
-from slipstream.runtime.bind import BoundInput, BoundOutput, Prepared, prepare
+from slipstream.runtime.bind import prepare
+from slipstream.runtime.bound import BoundOutput, Prepared
 from slipstream.runtime.control import StopControl
 from slipstream.runtime.deadletter import dead_letter
+from slipstream.runtime.inputs import read_guarded, read_table
 from slipstream.runtime.late_plan import late_plan
 from slipstream.runtime.ownership import record_outputs, refuse_foreign_outputs
 from slipstream.runtime.run import Run, batch_boundaries
@@ -44,51 +44,6 @@ class Query:
 
     output: BoundOutput
     frame: DataFrame
-
-
-def read_records(spark: SparkSession, prepared: Prepared, bound: BoundInput) -> DataFrame:
-    """A stream input -> one row per record with typed columns and a `_reason` (NULL when
-    valid)."""
-    assert bound.source is not None
-    raw = bound.source.read(spark, prepared.settings, bound.binding)
-    return parse_input(raw.frame, raw.format, bound.spec)
-
-
-def parse_input(frame: DataFrame, fmt: str, spec: Input) -> DataFrame:
-    """Raw records of an input (json, csv, typed, parquet) -> typed rows with a `_reason`; the
-    stream and the late-row dead-letter's re-read of a committed batch (quality/late.py) share
-    it."""
-    if fmt == "json":
-        assert spec.schema is not None, f"input {spec.name} declares no schema for json"
-        return parse_json(frame, spec.schema, spec.required)
-    if fmt == "csv":
-        assert spec.schema is not None
-        return parse_csv(frame, spec.schema, spec.required)
-    if fmt == "parquet":  # rows read and rejected files (sources/parquet_files.py)
-        assert spec.schema is not None, f"input {spec.name} declares no schema for parquet"
-        return check_typed(frame, spec.schema, spec.required)
-    if fmt == "typed" and spec.schema is not None and (spec.required or spec.event_time):
-        return check_typed(frame, spec.schema, spec.required)
-    return frame
-
-
-def read_guarded(spark: SparkSession, prepared: Prepared, bound: BoundInput) -> DataFrame:
-    """`read_records`, then the event-time guard: both the outputs' branch and the quarantine
-    query read this, so a record outside the bounds is quarantined and never reaches a
-    watermark."""
-    records = read_records(spark, prepared, bound)
-    return records if bound.guard is None else bound.guard.apply(records)
-
-
-def read_table(spark: SparkSession, bound: BoundInput) -> DataFrame:
-    """A static input, read as a batch (a plan: each micro-batch reads the file again)."""
-    spec, path = bound.spec, str(bound.binding.path)
-    reader = spark.read
-    if spec.schema is not None:
-        reader = reader.schema(spec.schema)
-    if spec.format == "csv":
-        return reader.option("header", "true").csv(path)
-    return reader.format(spec.format).load(path)
 
 
 def build(spark: SparkSession, prepared: Prepared) -> list[Query]:

@@ -27,8 +27,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from slipstream.core.options import Option
 from slipstream.core.specs import DEFAULT_MAX_FUTURE, OutputMode, SinkSpec, TriggerSpec
 from slipstream.errors import ConfigError
+from slipstream.settings.connect import absolute, absolute_sink, check_remote
 from slipstream.settings.options import (
     DEFAULT_DASHBOARD_PORT,
     FILE_FORMATS,
@@ -36,7 +38,7 @@ from slipstream.settings.options import (
     OPTION_BY_NAME,
     OPTIONS,
     SOURCE_KINDS,
-    Option,
+    SOURCE_OPTION_NAMES,
 )
 
 __all__ = [
@@ -59,15 +61,10 @@ class Settings:
     source: str | None = None
     input: dict[str, Path] = field(default_factory=dict)  # "" = the one input
     format: str | None = None
-    host: str = "localhost"
-    port: int = 9999
-    rows_per_second: int = 1000
-    max_files_per_trigger: int | None = None
-    latest_first: bool = False
-    late_rows: bool = True  # the late-row dead-letter (quality/late.py)
-    source_table: str | None = None
-    kafka_bootstrap: str | None = None
-    kafka_topic: str | None = None
+    late_rows: bool = True  # the late-row dead-letter (runtime/deadletter.py)
+    #: the sources' own settings given (`--host`, `--max-files-per-trigger`, ...), parsed by the
+    #: declarations each source keeps (sources/); `Source.given` fills in the defaults
+    source_options: dict[str, Any] = field(default_factory=dict)
     sink: dict[str, SinkSpec] = field(default_factory=dict)  # "" = every output
     table: dict[str, str] = field(default_factory=dict)  # "" = the first output
     mode: dict[str, OutputMode] = field(default_factory=dict)  # "" = the first output
@@ -115,7 +112,9 @@ class Settings:
         return self.state_dir / "slipstream.db"
 
 
-assert {f.name for f in fields(Settings)} - {"pipeline", "params"} == set(OPTION_BY_NAME)
+assert {f.name for f in fields(Settings)} - {"pipeline", "params", "source_options"} == set(
+    OPTION_BY_NAME
+) - SOURCE_OPTION_NAMES
 
 
 def _parse_one(name: str, value: Any, origin: str) -> Any:
@@ -255,7 +254,10 @@ def load_settings(
             continue
         put(name, _parse_one(name, value, "flag"))
     raw_params.update({k: v for k, v in (params or {}).items() if v is not None})
-    settings = Settings(pipeline=pipeline, params=raw_params, **merged)
+    source_options = {k: merged.pop(k) for k in list(merged) if k in SOURCE_OPTION_NAMES}
+    settings = Settings(
+        pipeline=pipeline, params=raw_params, source_options=source_options, **merged
+    )
     zone = settings.conf.get("spark.sql.session.timeZone")
     if zone is not None and zone.strip().upper() not in UTC_NAMES:
         raise ConfigError(
@@ -266,9 +268,15 @@ def load_settings(
             "drop that --conf (results are UTC; convert to local time where you read them)",
         )
     if settings.remote is not None:
-        from slipstream.settings.connect import remote_settings
-
-        settings = remote_settings(settings, master_given="master" in merged)
+        # a Connect server resolves a relative path against its own working directory
+        check_remote(settings.remote, settings.conf, master_given="master" in merged)
+        settings = settings.with_(
+            input={name: absolute(path) for name, path in settings.input.items()},
+            checkpoint=absolute(settings.checkpoint),
+            state_dir=absolute(settings.state_dir),
+            quarantine=absolute(settings.quarantine),
+            sink={name: absolute_sink(spec) for name, spec in settings.sink.items()},
+        )
     if settings.quiet and settings.verbose:
         raise ConfigError(
             "CONFIG_BAD_VALUE",

@@ -29,13 +29,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slipstream.core.specs import SinkSpec
 from slipstream.errors import ConfigError, ValidationError
-
-if TYPE_CHECKING:
-    from slipstream.settings.config import Settings
 
 #: --conf keys a Connect client can set: session settings (the server owns the rest)
 SESSION_CONF_PREFIXES = ("spark.sql.", "spark.hadoop.")
@@ -53,18 +50,17 @@ def is_connect(spark_or_frame: Any) -> bool:
     return type(spark_or_frame).__module__.startswith("pyspark.sql.connect")
 
 
-def remote_settings(settings: Settings, master_given: bool) -> Settings:
-    """Check settings meant for a Connect server and make every path absolute (the server
-    resolves a relative path against its own working directory). No Spark."""
+def check_remote(remote: str, conf: Mapping[str, str], master_given: bool) -> None:
+    """Refuse settings a Spark Connect client cannot have (config.load_settings asks). No Spark."""
     if master_given:
         raise ConfigError(
             "CONNECT_NOT_SUPPORTED",
-            f"--master and --remote {settings.remote} were both given: a Spark Connect "
+            f"--master and --remote {remote} were both given: a Spark Connect "
             "server has its own master",
             "choose one: --remote (or SPARK_REMOTE) for a Connect server, --master for a JVM "
             "started here",
         )
-    for key in settings.conf:
+    for key in conf:
         if not key.startswith(SESSION_CONF_PREFIXES):
             raise ConfigError(
                 "CONNECT_NOT_SUPPORTED",
@@ -73,13 +69,6 @@ def remote_settings(settings: Settings, master_given: bool) -> Settings:
                 f"set {key} where the server starts (spark-submit ... --conf {key}=VALUE), "
                 "or drop --remote",
             )
-    return settings.with_(
-        input={name: _absolute(path) for name, path in settings.input.items()},
-        checkpoint=_absolute(settings.checkpoint),
-        state_dir=_absolute(settings.state_dir),
-        quarantine=_absolute(settings.quarantine),
-        sink={name: _absolute_sink(spec) for name, spec in settings.sink.items()},
-    )
 
 
 def sink_violations(sink: SinkSpec) -> list[ValidationError]:
@@ -119,11 +108,11 @@ def start_query(writer: Any, attempts: int = 3) -> Any:
     raise AssertionError("unreachable")
 
 
-def _absolute(path: Path | None) -> Path | None:
+def absolute(path: Path | None) -> Path | None:
     return None if path is None else Path(path).absolute()
 
 
-def _absolute_sink(spec: SinkSpec) -> SinkSpec:
+def absolute_sink(spec: SinkSpec) -> SinkSpec:
     if spec.target is None or not (spec.is_file_sink or spec.kind == "sqlite"):
         return spec
     return SinkSpec(spec.kind, str(Path(spec.target).absolute()), spec.password)

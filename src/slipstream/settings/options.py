@@ -1,16 +1,15 @@
 """Every run setting, declared once: its parser, default, help and flag (see config.py).
 
 The CLI builds its flags from OPTIONS; TOML keys and environment variables use the same
-declarations. A pipeline's own parameters are not here: the pipeline declares them."""
+declarations. A source's own settings (`--host`, `--max-files-per-trigger`, ...) are declared
+with the source and gathered here; a pipeline's own parameters are declared by the pipeline."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from slipstream.core import values
+from slipstream.core.options import Option
 from slipstream.core.specs import (
     DEFAULT_MAX_FUTURE,
     DURATION_HELP,
@@ -22,28 +21,14 @@ from slipstream.core.specs import (
     TriggerSpec,
     parse_duration,
 )
+from slipstream.sources.registry import SOURCE_KINDS, source_options
 
 DEFAULT_DASHBOARD_PORT = 8321  # `--dashboard` without a port (a free one if it is taken)
 
-SOURCE_KINDS = ("files", "socket", "rate", "table", "kafka")
 FILE_FORMATS = ("json", "csv", "parquet", "text")
 
 
-@dataclass(frozen=True)
-class Option:
-    name: str
-    parse: Callable[[Any], Any]
-    help: str
-    allowed: str
-    default: Any = None
-    flag: str | None = None  # CLI flag; None => --name-with-dashes
-    kind: str = "value"  # value | bool | multi
-    metavar: str | None = None
-    env: str | None = None
-    const: Any = None  # value of the bare flag (`--dashboard` alone); None: the flag needs one
-
-
-OPTIONS: tuple[Option, ...] = (
+RUN_OPTIONS: tuple[Option, ...] = (
     Option(
         "source",
         values.choice(*SOURCE_KINDS),
@@ -67,37 +52,6 @@ OPTIONS: tuple[Option, ...] = (
         "file format of the stream inputs (default: the pipeline's)",
         "one of " + ", ".join(FILE_FORMATS),
     ),
-    Option("host", values.text, "host of the socket source", "a host name", default="localhost"),
-    Option(
-        "port",
-        values.port,
-        "port of the socket source",
-        "an integer from 0 to 65,535",
-        default=9999,
-    ),
-    Option(
-        "rows_per_second",
-        values.positive_int,
-        "rows per second of the rate source",
-        f"an integer from 1 to {values.MAX_COUNT:,}",
-        default=1000,
-        metavar="N",
-    ),
-    Option(
-        "max_files_per_trigger",
-        values.positive_int,
-        "cap on new files per micro-batch (files source)",
-        f"an integer from 1 to {values.MAX_COUNT:,}",
-        metavar="N",
-    ),
-    Option(
-        "latest_first",
-        values.boolean,
-        "process the newest files first (files source)",
-        "true or false",
-        default=False,
-        kind="bool",
-    ),
     Option(
         "late_rows",
         values.boolean,
@@ -106,28 +60,6 @@ OPTIONS: tuple[Option, ...] = (
         "true or false",
         default=True,
         metavar="BOOL",
-    ),
-    Option(
-        "source_table",
-        values.text,
-        "table to read with the table source",
-        "a table name",
-        metavar="NAME",
-    ),
-    Option(
-        "kafka_bootstrap",
-        values.text,
-        "Kafka bootstrap servers (kafka source)",
-        "host:port[,...]",
-        metavar="SERVERS",
-        env="SLIPSTREAM_KAFKA_BOOTSTRAP",
-    ),
-    Option(
-        "kafka_topic",
-        values.text,
-        "Kafka topic to subscribe to (kafka source)",
-        "a topic name",
-        metavar="TOPIC",
     ),
     Option(
         "sink",
@@ -283,6 +215,10 @@ OPTIONS: tuple[Option, ...] = (
         kind="bool",
     ),
 )
+#: every setting: the run's, then each source's own (declared with the source, sources/)
+OPTIONS: tuple[Option, ...] = (*RUN_OPTIONS, *source_options())
 OPTION_BY_NAME = {o.name: o for o in OPTIONS}
+#: the settings that belong to a source, kept in `Settings.source_options`
+SOURCE_OPTION_NAMES = frozenset(o.name for o in source_options())
 #: settings given as NAME=VALUE pairs, merged name by name (flags over TOML over environment)
 NAMED = ("input", "sink", "table", "mode", "conf")

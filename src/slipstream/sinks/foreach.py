@@ -146,7 +146,7 @@ class JsonLinesWriter:
     def close(self, error: BaseException | None) -> None:
         if error is not None or not self._lines:
             return
-        from slipstream.tools.generators.files import write_atomically
+        from slipstream.core.files import write_atomically
 
         self._path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(self._path.parent, self._path.name, self._lines)

@@ -78,14 +78,14 @@ from slipstream.sinks.postgres_io import (
     STAGE_COLUMNS,
     STAGED_COUNT,
     PgTarget,
-    _cause,
-    _copy_partition,
-    _copy_rows,
-    _plain,
-    _reason,
+    cause,
     connect,
+    copy_partition,
+    copy_rows,
     pg_type,
+    plain,
     read_table,
+    reason,
     retry_advice,
     scrub,
     stage_arrow_batches,
@@ -95,7 +95,7 @@ from slipstream.sinks.postgres_io import (
 __all__ = [  # what tests and callers import from here
     "PgTarget",
     "PostgresSink",
-    "_copy_partition",
+    "copy_partition",
     "connect",
     "read_table",
     "scrub",
@@ -223,7 +223,7 @@ class PostgresSink(DatabaseSink):
 
     def merge(self, conn: psycopg.Connection, info: BatchInfo, staged: Staged) -> int:
         if staged.rows is None:  # small: COPY from the driver, in this transaction
-            staged.rows = _copy_rows(
+            staged.rows = copy_rows(
                 conn,
                 staging_table(info.ctx.table),
                 staged.frame.columns,
@@ -290,7 +290,7 @@ class PostgresSink(DatabaseSink):
             raise SlipstreamError(
                 "SINK_UNREACHABLE" if unreachable else "SINK_WRITE_FAILED",
                 f"PostgreSQL at {self.target.where()} failed while writing batch "
-                f"{info.batch_id} into {info.ctx.table}: {_reason(exc, self.target.password)}",
+                f"{info.batch_id} into {info.ctx.table}: {reason(exc, self.target.password)}",
                 FIX_CONNECT if unreachable else retry_advice(exc),
             ) from None
 
@@ -312,7 +312,7 @@ class PostgresSink(DatabaseSink):
                 raise found from None
             raise SlipstreamError(
                 "SINK_WRITE_FAILED",
-                f"staging batch {info.batch_id} from the executors failed: {_cause(text, exc)}",
+                f"staging batch {info.batch_id} from the executors failed: {cause(text, exc)}",
                 "see the executor log: a restart retries the batch, and fails the same way if "
                 "the batch's data is the cause",
             ) from None
@@ -340,14 +340,14 @@ class PostgresSink(DatabaseSink):
                     (limit,),
                 )
                 view["columns"] = [d.name for d in cursor.description or []]
-                view["rows"] = [[_plain(v) for v in row] for row in cursor.fetchall()]
+                view["rows"] = [[plain(v) for v in row] for row in cursor.fetchall()]
                 ledger = conn.execute("SELECT to_regclass(%s)", (LEDGER_TABLE,)).fetchone()
                 if ledger and ledger[0]:
                     (updated,) = conn.execute(
                         f"SELECT max(committed_at) FROM {LEDGER_TABLE} WHERE target_table = %s",
                         (ctx.table,),
                     ).fetchone() or (None,)
-                    view["updated"] = _plain(updated)
+                    view["updated"] = plain(updated)
         except psycopg.Error:
             return None  # the dashboard shows no table rather than failing its poll
         return view

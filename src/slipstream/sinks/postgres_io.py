@@ -149,7 +149,7 @@ def scrub(text: str, password: Secret | None) -> str:
     return re.sub(r"(postgres(?:ql)?://[^:/@\s]+):[^@\s]*@", r"\1:***@", text)
 
 
-def _reason(exc: BaseException, password: Secret | None) -> str:
+def reason(exc: BaseException, password: Secret | None) -> str:
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
     return scrub(" / ".join(lines[:3]) or type(exc).__name__, password)
 
@@ -173,7 +173,7 @@ def retry_advice(exc: BaseException) -> str:
     )
 
 
-def _cause(text: str, exc: BaseException) -> str:
+def cause(text: str, exc: BaseException) -> str:
     """The innermost `SomeError: message` line of a (Python worker's) traceback."""
     lines = re.findall(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception): .+)$", text, re.M)
     if lines:
@@ -194,7 +194,7 @@ def connect(target: PgTarget, *, autocommit: bool = False) -> psycopg.Connection
     except psycopg.Error as exc:
         raise SlipstreamError(
             "SINK_UNREACHABLE",
-            f"cannot connect to PostgreSQL at {target.where()}: {_reason(exc, target.password)}",
+            f"cannot connect to PostgreSQL at {target.where()}: {reason(exc, target.password)}",
             FIX_CONNECT,
         ) from None
 
@@ -246,7 +246,7 @@ def stage_arrow_batches(
         count = 0
         if first is not None:
             rows = _arrow_rows(_chain(first, batches))
-            count = _copy_partition(
+            count = copy_partition(
                 target, staging, columns, query_id, batch_id, attempt, part, rows
             )
         yield pa.RecordBatch.from_pydict({"rows": pa.array([count], pa.int64())})
@@ -260,7 +260,7 @@ def _arrow_rows(batches: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
         yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
 
 
-def _copy_partition(
+def copy_partition(
     target: PgTarget,
     staging: str,
     columns: list[str],
@@ -286,20 +286,20 @@ def _copy_partition(
                 "AND _attempt = %s AND _part = %s",
                 (query_id, batch_id, attempt, part),
             )
-            count = _copy_rows(conn, staging, columns, (query_id, batch_id, attempt, part), rows)
+            count = copy_rows(conn, staging, columns, (query_id, batch_id, attempt, part), rows)
         return count
     except psycopg.Error as exc:
         raise SlipstreamError(
             "SINK_WRITE_FAILED",
             f"staging partition {part} of batch {batch_id} into {staging} at {target.where()} "
-            f"failed: {_reason(exc, target.password)}",
+            f"failed: {reason(exc, target.password)}",
             "see the PostgreSQL server log; the batch is retried when the query restarts",
         ) from None
     finally:
         conn.close()
 
 
-def _copy_rows(
+def copy_rows(
     conn: psycopg.Connection,
     staging: str,
     columns: list[str],
@@ -333,7 +333,7 @@ def read_table(target: PgTarget, table: str, order_by: str | None = None) -> lis
             return list(cur.execute(f"SELECT * FROM {quote_ident(table)}{order}"))
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """JSON-friendly: timestamps as ISO-8601 UTC text, decimals as numbers."""
     if isinstance(value, datetime):
         moment = value if value.tzinfo else value.replace(tzinfo=UTC)

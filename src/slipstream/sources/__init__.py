@@ -1,5 +1,6 @@
-"""Sources: one module per kind, registered by name in `slipstream.sources.base.SOURCES`."""
+"""Sources: one module per kind, each a `Source` subclass with its own options, found by kind in
+`slipstream.sources.registry`."""
 
-from slipstream.sources.base import SOURCES, Binding, RawInput, Source
+from slipstream.sources.base import Binding, RawInput, Source, SourceOptions
 
-__all__ = ["SOURCES", "Binding", "RawInput", "Source"]
+__all__ = ["Binding", "RawInput", "Source", "SourceOptions"]

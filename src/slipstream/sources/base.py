@@ -4,24 +4,27 @@ A Source turns settings into a streaming DataFrame of *raw* records: for line fo
 string column and `_source` (where it came from); for typed formats the declared columns and
 `_source`. Parsing and rejection happen after, in `slipstream.ingest`, once for every source.
 
-To add a source: subclass `Source`, set `kind`, implement `read`, and register it with
-`@register`. A custom source that Spark does not ship is best written with PySpark's own
+To add a source: write one module in this folder with a `Source` subclass: its `kind`, its own
+`options` (flags, TOML keys and `--help` come from them) and `read`. sources/registry.py finds it;
+nothing else to edit. A custom source that Spark does not ship is best written with PySpark's own
 `pyspark.sql.datasource.DataSource` (`streamReader`) and then wrapped here in a few lines."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import Any, ClassVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from slipstream.core.options import Option
 from slipstream.errors import ConfigError
 
-if TYPE_CHECKING:
-    from slipstream.settings.config import Settings
+#: a source's own settings, by name (its `options`, with their defaults filled in)
+SourceOptions = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -67,40 +70,24 @@ class RawInput:
 class Source(ABC):
     kind: ClassVar[str]
     replayable: ClassVar[bool] = True
-    #: what `check` prints
-    describe_fmt: ClassVar[str] = "{kind}"
+    #: this source's own settings: `--NAME` flags, TOML keys and `--help` are built from them
+    options: ClassVar[tuple[Option, ...]] = ()
 
     @abstractmethod
-    def read(self, spark: SparkSession, settings: Settings, binding: Binding) -> RawInput: ...
+    def read(self, spark: SparkSession, binding: Binding, options: SourceOptions) -> RawInput: ...
 
-    def validate(self, settings: Settings, binding: Binding) -> None:
-        """Raise ConfigError for settings this source cannot work with (before Spark starts)."""
+    def validate(self, binding: Binding, options: SourceOptions, conf: Mapping[str, str]) -> None:
+        """Raise ConfigError for settings this source cannot work with (before Spark starts);
+        `conf` is the run's Spark configuration (`--conf`)."""
 
-    def describe(self, settings: Settings, binding: Binding) -> str:
+    def describe(self, binding: Binding, options: SourceOptions) -> str:
         return self.kind
 
-
-SOURCES: dict[str, type[Source]] = {}
-
-
-def register(cls: type[Source]) -> type[Source]:
-    SOURCES[cls.kind] = cls
-    return cls
+    def given(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """This source's options from the run's (`Settings.source_options`), defaults filled in."""
+        return {o.name: values.get(o.name, o.default) for o in self.options}
 
 
 def spark_stream(spark: SparkSession, kind: str, options: dict[str, str | int]) -> DataFrame:
     """The stream of one of Spark's own sources (socket, kafka, rate), read with `options`."""
     return spark.readStream.format(kind).options(**options).load()
-
-
-def get_source(kind: str) -> Source:
-    # Import the built-in modules so their @register runs.
-    from slipstream.sources import files, kafka, rate, socket, table  # noqa: F401
-
-    if kind not in SOURCES:
-        raise ConfigError(
-            "CONFIG_BAD_VALUE",
-            f"unknown source {kind!r}",
-            f"use one of {', '.join(sorted(SOURCES))}",
-        )
-    return SOURCES[kind]()

@@ -14,44 +14,59 @@ records were taken back before they were read. tests/test_hostile.py deletes one
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from slipstream.core import values
+from slipstream.core.options import Option
 from slipstream.errors import ConfigError
 from slipstream.ingest.parse import SOURCE
-from slipstream.sources.base import Binding, RawInput, Source, register
+from slipstream.sources.base import Binding, RawInput, Source, SourceOptions
 from slipstream.sources.parquet_files import LISTING, parquet_rows
 
-if TYPE_CHECKING:
-    from slipstream.settings.config import Settings
 
-
-@register
 class FilesSource(Source):
     kind = "files"
+    options = (
+        Option(
+            "max_files_per_trigger",
+            values.positive_int,
+            "cap on new files per micro-batch (files source)",
+            f"an integer from 1 to {values.MAX_COUNT:,}",
+            metavar="N",
+        ),
+        Option(
+            "latest_first",
+            values.boolean,
+            "process the newest files first (files source)",
+            "true or false",
+            default=False,
+            kind="bool",
+        ),
+    )
 
-    def validate(self, settings: Settings, binding: Binding) -> None:
+    def validate(self, binding: Binding, options: SourceOptions, conf: Mapping[str, str]) -> None:
         binding.existing(
             "a directory for the files source (the folder new files land in)", "DIR", directory=True
         )
 
-    def describe(self, settings: Settings, binding: Binding) -> str:
+    def describe(self, binding: Binding, options: SourceOptions) -> str:
         extra = []
-        if settings.max_files_per_trigger:
-            extra.append(f"max {settings.max_files_per_trigger} files per batch")
-        if settings.latest_first:
+        if options["max_files_per_trigger"]:
+            extra.append(f"max {options['max_files_per_trigger']} files per batch")
+        if options["latest_first"]:
             extra.append("latest first")
         more = f" ({', '.join(extra)})" if extra else ""
         return f"files {binding.path} as {binding.format}{more}"
 
-    def read(self, spark: SparkSession, settings: Settings, binding: Binding) -> RawInput:
+    def read(self, spark: SparkSession, binding: Binding, options: SourceOptions) -> RawInput:
         fmt, schema = binding.format, binding.schema
         reader = spark.readStream.option("ignoreMissingFiles", "true")
-        if settings.max_files_per_trigger:
-            reader = reader.option("maxFilesPerTrigger", settings.max_files_per_trigger)
-        if settings.latest_first:
+        if options["max_files_per_trigger"]:
+            reader = reader.option("maxFilesPerTrigger", options["max_files_per_trigger"])
+        if options["latest_first"]:
             reader = reader.option("latestFirst", "true")
         path = str(binding.path)
         frame: DataFrame

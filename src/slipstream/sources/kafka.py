@@ -6,54 +6,68 @@ it the source is refused before Spark starts with SOURCE_NOT_AVAILABLE."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+import pyspark
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from slipstream.core import values
+from slipstream.core.options import Option
 from slipstream.errors import ConfigError
 from slipstream.ingest.parse import SOURCE
-from slipstream.sources.base import Binding, RawInput, Source, register, spark_stream
-
-if TYPE_CHECKING:
-    from slipstream.settings.config import Settings
+from slipstream.sources.base import Binding, RawInput, Source, SourceOptions, spark_stream
 
 
-def connector_jars(settings: Settings) -> list[str]:
-    import pyspark
-
+def connector_jars(conf: Mapping[str, str]) -> list[str]:
     jars_dir = Path(pyspark.__file__).parent / "jars"
     found = [p.name for p in jars_dir.glob("spark-sql-kafka-0-10*.jar")]
-    found += [j for j in settings.conf.get("spark.jars", "").split(",") if "kafka" in j]
+    found += [j for j in conf.get("spark.jars", "").split(",") if "kafka" in j]
     return found
 
 
-@register
 class KafkaSource(Source):
     kind = "kafka"
+    options = (
+        Option(
+            "kafka_bootstrap",
+            values.text,
+            "Kafka bootstrap servers (kafka source)",
+            "host:port[,...]",
+            metavar="SERVERS",
+            env="SLIPSTREAM_KAFKA_BOOTSTRAP",
+        ),
+        Option(
+            "kafka_topic",
+            values.text,
+            "Kafka topic to subscribe to (kafka source)",
+            "a topic name",
+            metavar="TOPIC",
+        ),
+    )
 
-    def validate(self, settings: Settings, binding: Binding) -> None:
-        if not connector_jars(settings):
+    def validate(self, binding: Binding, options: SourceOptions, conf: Mapping[str, str]) -> None:
+        if not connector_jars(conf):
             raise ConfigError(
                 "SOURCE_NOT_AVAILABLE",
                 "the Kafka source needs Spark's Kafka connector, which is not installed",
                 "put spark-sql-kafka-0-10_2.13 (matching your Spark version) and its "
                 "dependencies on the classpath, e.g. --conf spark.jars=/path/a.jar,/path/b.jar",
             )
-        if not settings.kafka_bootstrap or not settings.kafka_topic:
+        if not options["kafka_bootstrap"] or not options["kafka_topic"]:
             raise ConfigError(
                 "CONFIG_MISSING",
                 "the Kafka source needs servers and a topic",
                 "pass --kafka-bootstrap HOST:PORT and --kafka-topic TOPIC",
             )
 
-    def describe(self, settings: Settings, binding: Binding) -> str:
-        return f"kafka {settings.kafka_topic} at {settings.kafka_bootstrap}"
+    def describe(self, binding: Binding, options: SourceOptions) -> str:
+        return f"kafka {options['kafka_topic']} at {options['kafka_bootstrap']}"
 
-    def read(self, spark: SparkSession, settings: Settings, binding: Binding) -> RawInput:
+    def read(self, spark: SparkSession, binding: Binding, options: SourceOptions) -> RawInput:
         fmt = binding.format
-        servers, topic = str(settings.kafka_bootstrap), str(settings.kafka_topic)
+        servers, topic = str(options["kafka_bootstrap"]), str(options["kafka_topic"])
         raw = spark_stream(spark, "kafka", {"kafka.bootstrap.servers": servers, "subscribe": topic})
         where = F.concat_ws(
             ":", F.lit("kafka"), F.col("topic"), F.col("partition"), F.col("offset")

@@ -2,26 +2,32 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from slipstream.core import values
+from slipstream.core.options import Option
 from slipstream.ingest.parse import SOURCE
-from slipstream.sources.base import Binding, RawInput, Source, register, spark_stream
-
-if TYPE_CHECKING:
-    from slipstream.settings.config import Settings
+from slipstream.sources.base import Binding, RawInput, Source, SourceOptions, spark_stream
 
 
-@register
 class RateSource(Source):
     kind = "rate"
+    options = (
+        Option(
+            "rows_per_second",
+            values.positive_int,
+            "rows per second of the rate source",
+            f"an integer from 1 to {values.MAX_COUNT:,}",
+            default=1000,
+            metavar="N",
+        ),
+    )
 
-    def describe(self, settings: Settings, binding: Binding) -> str:
-        return f"rate {settings.rows_per_second} rows/s"
+    def describe(self, binding: Binding, options: SourceOptions) -> str:
+        return f"rate {options['rows_per_second']} rows/s"
 
-    def read(self, spark: SparkSession, settings: Settings, binding: Binding) -> RawInput:
-        raw = spark_stream(spark, "rate", {"rowsPerSecond": settings.rows_per_second})
+    def read(self, spark: SparkSession, binding: Binding, options: SourceOptions) -> RawInput:
+        raw = spark_stream(spark, "rate", {"rowsPerSecond": options["rows_per_second"]})
         frame = raw.withColumn(SOURCE, F.lit("rate"))
         return RawInput(frame, "typed", True)

@@ -2,36 +2,43 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from slipstream.core import values
+from slipstream.core.options import Option
 from slipstream.errors import ConfigError
 from slipstream.ingest.parse import SOURCE
-from slipstream.sources.base import Binding, RawInput, Source, register
-
-if TYPE_CHECKING:
-    from slipstream.settings.config import Settings
+from slipstream.sources.base import Binding, RawInput, Source, SourceOptions
 
 
-@register
 class TableSource(Source):
     kind = "table"
+    options = (
+        Option(
+            "source_table",
+            values.text,
+            "table to read with the table source",
+            "a table name",
+            metavar="NAME",
+        ),
+    )
 
-    def validate(self, settings: Settings, binding: Binding) -> None:
-        if not settings.source_table:
+    def validate(self, binding: Binding, options: SourceOptions, conf: Mapping[str, str]) -> None:
+        if not options["source_table"]:
             raise ConfigError(
                 "CONFIG_MISSING", "the table source needs a table name", "pass --source-table NAME"
             )
 
-    def describe(self, settings: Settings, binding: Binding) -> str:
-        return f"table {settings.source_table}"
+    def describe(self, binding: Binding, options: SourceOptions) -> str:
+        return f"table {options['source_table']}"
 
-    def read(self, spark: SparkSession, settings: Settings, binding: Binding) -> RawInput:
-        fmt = binding.format
-        frame = spark.readStream.table(str(settings.source_table))
-        frame = frame.withColumn(SOURCE, F.lit(f"table:{settings.source_table}"))
+    def read(self, spark: SparkSession, binding: Binding, options: SourceOptions) -> RawInput:
+        fmt, table = binding.format, str(options["source_table"])
+        frame = spark.readStream.table(table)
+        frame = frame.withColumn(SOURCE, F.lit(f"table:{table}"))
         if "value" in frame.columns and fmt in ("json", "csv", "text"):
             return RawInput(frame.select("value", SOURCE), fmt, True)
         return RawInput(frame, "typed", True)

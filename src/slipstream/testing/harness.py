@@ -48,6 +48,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import TimestampType
 
 from slipstream.core.closing import StartStop
+from slipstream.core.files import write_atomically
 from slipstream.core.specs import SinkSpec
 from slipstream.monitor.listener import Handler
 from slipstream.pipelines import Pipeline, get_pipeline
@@ -55,7 +56,6 @@ from slipstream.runtime import runner
 from slipstream.settings.config import load_settings
 from slipstream.sinks.base import BatchInfo, BatchSink, Sink, with_iso_timestamps
 from slipstream.sinks.sqlite import read_table
-from slipstream.tools.generators.files import write_atomically
 
 FAULT_ENV = "SLIPSTREAM_FAULT"
 

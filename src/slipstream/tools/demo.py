@@ -9,10 +9,12 @@ import contextlib
 import shutil
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import TextIO
 
 from slipstream.checkpoint.lifecycle import clearing
+from slipstream.core.files import write_atomically
 from slipstream.errors import ConfigError
 from slipstream.monitor.console import render, table
 from slipstream.monitor.eventlog import log_files
@@ -21,9 +23,10 @@ from slipstream.monitor.serve import start_monitoring
 from slipstream.pipelines import get_pipeline, pipelines
 from slipstream.runtime import runner
 from slipstream.runtime.deadletter import reset_late
+from slipstream.runtime.explain import explain
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, load_settings
 from slipstream.sinks.sqlite import read_table
-from slipstream.tools.generators.files import write_atomically
+from slipstream.tools.views import results_view
 
 
 def copy_samples(out: Path, pipeline: str = "mobile") -> list[Path]:
@@ -88,8 +91,8 @@ def demo(
     fresh_start(prepared, landing)
     landing.mkdir(parents=True)
     prepared = runner.prepare(settings)
-    print(prepared.explain(), file=out)
-    monitoring = start_monitoring(prepared.settings, prepared.results_view)
+    print(explain(prepared), file=out)
+    monitoring = start_monitoring(prepared.settings, partial(results_view, prepared))
     print("", file=out)
     monitoring.announce(out)
     print("\nstarting Spark (about 10 s)...", file=out, flush=True)

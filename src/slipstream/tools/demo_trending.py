@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
@@ -34,6 +35,7 @@ from typing import Any, TextIO
 from rich.console import Group, RenderableType
 
 import slipstream
+from slipstream.core.files import prune_older_than
 from slipstream.core.specs import parse_duration
 from slipstream.errors import ConfigError
 from slipstream.monitor.console import console_for, is_terminal, render, table
@@ -41,11 +43,12 @@ from slipstream.monitor.listener import Record, progress_summary
 from slipstream.monitor.serve import start_monitoring
 from slipstream.pipelines.trending import TrendingPipeline
 from slipstream.runtime import runner
+from slipstream.runtime.explain import explain
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, load_settings
 from slipstream.tools.demo import fresh_start
-from slipstream.tools.generators.files import prune_older_than
 from slipstream.tools.generators.trending import TrendingSpec, write_catalog
 from slipstream.tools.serving.trending import top_articles
+from slipstream.tools.views import results_view
 
 PIPELINE = "trending"
 DEMO_SEED = 2  # seed 002: the news site
@@ -292,10 +295,12 @@ def demo(
     )
     prepared = runner.prepare(settings)  # every check that needs no plan, before Spark
     fresh_start(prepared, landing)
-    monitoring = start_monitoring(prepared.settings, prepared.results_view)  # a taken port: now
+    monitoring = start_monitoring(
+        prepared.settings, partial(results_view, prepared)
+    )  # a taken port: now
     landing.mkdir(parents=True, exist_ok=True)
     db_path = prepared.settings.default_database
-    print(prepared.explain(), file=out)
+    print(explain(prepared), file=out)
     print(
         f"\ngenerator: {rate:,.0f} events/s into {landing}; starting Spark (10-20 s)...",
         file=out,

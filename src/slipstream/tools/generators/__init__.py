@@ -1,6 +1,6 @@
 """Event generators: one module per workload, plus the atomic file writer they share."""
 
-from slipstream.tools.generators.files import write_atomically
+from slipstream.core.files import write_atomically
 from slipstream.tools.generators.trending import (
     Clock,
     GenerationReport,

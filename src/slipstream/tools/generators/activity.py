@@ -39,9 +39,9 @@ class Users:
         seed: int = 1,
     ) -> None:
         if users < 1 or not 0 <= bursty <= users:
-            raise streams._bad("bursty", bursty, f"a count of users within --users ({users})")
+            raise streams.bad("bursty", bursty, f"a count of users within --users ({users})")
         if idle < timedelta(seconds=1):
-            raise streams._bad("idle", idle, "at least 1s")
+            raise streams.bad("idle", idle, "at least 1s")
         rng = random.Random(f"slipstream.activity.users:{seed}")
         self.ids = [f"user{n:04d}" for n in range(1, users + 1)]
         self.bursty = frozenset(rng.sample(self.ids, bursty))

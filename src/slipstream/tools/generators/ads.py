@@ -25,8 +25,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
+from slipstream.core.files import write_atomically
 from slipstream.tools.generators import streams
-from slipstream.tools.generators.files import write_atomically
 from slipstream.tools.generators.streams import Record, Shape, StreamSpec
 
 CAMPAIGNS = ("spring-sale", "new-phone", "travel", "streaming", "fitness", "books", "cars")
@@ -74,13 +74,13 @@ class Ads:
         seed: int = 1,
     ) -> None:
         if not rate > 0:
-            raise streams._bad("rate", rate, "a positive number of impressions per second")
+            raise streams.bad("rate", rate, "a positive number of impressions per second")
         for flag, value in (("ads", ads), ("users", users)):
             if value < 1:
-                raise streams._bad(flag, value, "a positive integer")
+                raise streams.bad(flag, value, "a positive integer")
         for flag, share in (("ctr", ctr), ("late_clicks", late_clicks)):
             if not 0 <= share <= 1:
-                raise streams._bad(flag, share, "a share between 0 and 1")
+                raise streams.bad(flag, share, "a share between 0 and 1")
         self.rate, self.users, self.ctr, self.late_clicks = rate, users, ctr, late_clicks
         rng = random.Random(f"slipstream.ads.catalog:{seed}")
         self.catalog = [

@@ -1,5 +1,5 @@
 """`slipstream generate trending`: the command-line face of trending's event generator
-(`TrendingPipeline.generator` names this module: its `add_arguments` and `run`).
+(tools/catalog.py names this module trending's generator: its `add_arguments` and `run`).
 
     slipstream generate trending --out DIR [--catalog FILE] [--rate N]
                                  [--duration D | --events N] [--seed S] [--start now|ISO]

@@ -47,10 +47,10 @@ class Devices:
 
     def __init__(self, rate: float = 5.0, users: int = 40, devices: int = 20) -> None:
         if not rate > 0:
-            raise streams._bad("rate", rate, "a positive number of records per second")
+            raise streams.bad("rate", rate, "a positive number of records per second")
         for flag, value in (("users", users), ("devices", devices)):
             if value < 1:
-                raise streams._bad(flag, value, "a positive integer")
+                raise streams.bad(flag, value, "a positive integer")
         self.rate, self.users, self.devices = rate, users, devices
         self.origin: int | None = None
         self.next_id = 1

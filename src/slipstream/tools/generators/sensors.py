@@ -52,13 +52,13 @@ class Sensors:
         origin_ms: int = streams.to_ms(streams.DEFAULT_START),
     ) -> None:
         if sensors < 1:
-            raise streams._bad("sensors", sensors, "a positive integer")
+            raise streams.bad("sensors", sensors, "a positive integer")
         if min(noisy, drifting, erroring) < 0 or noisy + drifting + erroring > sensors:
-            raise streams._bad(
+            raise streams.bad(
                 "noisy", (noisy, drifting, erroring), "counts that fit within --sensors"
             )
         if not 0 < noisy_every_ms < _MINUTE_MS:
-            raise streams._bad("noisy_every", noisy_every_ms / 1000, "under 60 seconds")
+            raise streams.bad("noisy_every", noisy_every_ms / 1000, "under 60 seconds")
         self.sensors, self.noisy_every_ms, self.drift = sensors, noisy_every_ms, drift
         self.origin_ms = origin_ms
         rng = random.Random(f"slipstream.sensors.fleet:{seed}")

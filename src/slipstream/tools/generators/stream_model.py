@@ -81,17 +81,17 @@ class StreamSpec:
     def __post_init__(self) -> None:
         for name in ("duration", "file_every", "watermark", "window"):
             if getattr(self, name) <= timedelta(0):
-                raise _bad(name, getattr(self, name), "a positive duration")
+                raise bad(name, getattr(self, name), "a positive duration")
         total = 0.0
         for name in DIRT:
             share = getattr(self, name)
             if not 0 <= share <= 1:
-                raise _bad(name, share, "a share between 0 and 1")
+                raise bad(name, share, "a share between 0 and 1")
             total += share
         if total > 0.9:
-            raise _bad("malformed", total, "shares adding up to at most 0.9")
+            raise bad("malformed", total, "shares adding up to at most 0.9")
         if self.start.tzinfo is None:
-            raise _bad("start", self.start, "a time with a zone")
+            raise bad("start", self.start, "a time with a zone")
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -148,7 +148,7 @@ class Report:
         return sum(c.lines for c in self.streams.values())
 
 
-def _bad(name: str, value: object, allowed: str) -> ConfigError:
+def bad(name: str, value: object, allowed: str) -> ConfigError:
     flag = "--" + name.replace("_", "-")
     return ConfigError(
         "CONFIG_BAD_VALUE", f"{flag} must be {allowed}; got {value!r}", f"give {flag} {allowed}"

@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from slipstream.core import values
+from slipstream.core.files import write_atomically
 from slipstream.core.specs import DURATION_HELP, parse_duration
 from slipstream.errors import ConfigError
 from slipstream.monitor.progressbar import ProgressBar
-from slipstream.tools.generators.files import write_atomically
 from slipstream.tools.generators.stream_model import (
     DEFAULT_START,
     DIRT,
@@ -54,16 +54,16 @@ from slipstream.tools.generators.stream_model import (
     StreamCounts,
     StreamSpec,
     Workload,
-    _bad,
+    bad,
     iso_ms,
     to_ms,
 )
-from slipstream.tools.generators.trending import Clock, SystemClock, _stop_on_sigint
+from slipstream.tools.generators.trending import Clock, SystemClock, stop_on_sigint
 
 # what the workload modules and tests take from here (defined in stream_model)
 __all__ = [
     "DEFAULT_START", "DIRT", "REPORT_NAME", "Record", "Report", "Shape", "StreamCounts",
-    "StreamSpec", "Workload", "_bad", "add_arguments", "folder", "generate", "iso_ms", "moment",
+    "StreamSpec", "Workload", "add_arguments", "bad", "folder", "generate", "iso_ms", "moment",
     "Own", "command", "duration", "number", "own_values", "run", "spec_from_args", "to_ms",
 ]  # fmt: skip
 
@@ -199,7 +199,7 @@ def generate(
     started = clock.now() if clock is not None else 0.0
     every_s = spec.file_every.total_seconds()
     with (
-        _stop_on_sigint() as stop,
+        stop_on_sigint() as stop,
         ProgressBar(None, workload.name, enabled=None if progress else False) as bar,
     ):
         for index, lines in engine.files():

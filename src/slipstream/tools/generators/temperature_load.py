@@ -58,10 +58,10 @@ class Locations:
         seed: int = 1,
     ) -> None:
         if locations < 1:
-            raise streams._bad("locations", locations, "a positive integer")
+            raise streams.bad("locations", locations, "a positive integer")
         for flag, value in (("temp_every", temp_every), ("load_every", load_every)):
             if value < timedelta(seconds=1):
-                raise streams._bad(flag, value, "at least 1s")
+                raise streams.bad(flag, value, "at least 1s")
         rng = random.Random(f"slipstream.temperature_load.sites:{seed}")
         self.ids = [f"loc{n:03d}" for n in range(1, locations + 1)]
         ms = timedelta(milliseconds=1)

@@ -55,8 +55,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Protocol
 
+from slipstream.core.files import write_atomically
 from slipstream.monitor.progressbar import ProgressBar
-from slipstream.tools.generators.files import write_atomically
 from slipstream.tools.generators.trending_spec import (
     CATALOG_HEADER,
     MALFORMED_KINDS,
@@ -67,10 +67,10 @@ from slipstream.tools.generators.trending_spec import (
     TrendingSpec,
 )
 from slipstream.tools.generators.trending_stream import (
-    _FILE_PREFIX,
-    _FILE_SUFFIX,
+    FILE_PREFIX,
+    FILE_SUFFIX,
     Article,
-    _TrendingStream,
+    TrendingStream,
     catalog,
     event_file_name,
 )
@@ -143,17 +143,17 @@ def generate(
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    existing = sorted(out_dir.glob(f"{_FILE_PREFIX}*{_FILE_SUFFIX}"))
+    existing = sorted(out_dir.glob(f"{FILE_PREFIX}*{FILE_SUFFIX}"))
     if existing:
         raise FileExistsError(
             f"{out_dir} already holds {len(existing)} event files (e.g. {existing[0].name}); "
             "generate into an empty directory or delete them first"
         )
-    stream = _TrendingStream(spec)
+    stream = TrendingStream(spec)
     file_every_s = spec.file_every.total_seconds()
     started = clock.now() if clock is not None else 0.0
     with (
-        _stop_on_sigint() as stop,
+        stop_on_sigint() as stop,
         ProgressBar(spec.total_lines, "trending", enabled=None if progress else False) as bar,
     ):
         while not stop.is_set():
@@ -171,7 +171,7 @@ def generate(
 
 
 @contextlib.contextmanager
-def _stop_on_sigint() -> Iterator[threading.Event]:
+def stop_on_sigint() -> Iterator[threading.Event]:
     """Turn the first SIGINT into a stop request; a second one raises ``KeyboardInterrupt``.
 
     Only the main thread can own signal handlers; elsewhere the event is never set by a signal.

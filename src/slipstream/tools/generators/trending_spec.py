@@ -12,8 +12,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from slipstream.core.files import write_atomically
 from slipstream.errors import ConfigError
-from slipstream.tools.generators.files import write_atomically
 
 SECTIONS: tuple[str, ...] = (
     "world",
@@ -31,8 +31,8 @@ MalformedKind = Literal[
 ]
 MALFORMED_KINDS: tuple[MalformedKind, ...] = get_args(MalformedKind)
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MS = timedelta(milliseconds=1)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MS = timedelta(milliseconds=1)
 _US = timedelta(microseconds=1)
 _DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -147,7 +147,7 @@ class TrendingSpec:
             elif value is None and key == "duration":
                 out["duration_s"] = None
             elif isinstance(value, datetime):
-                out[key] = _iso_ms(_to_ms(value))
+                out[key] = _iso_ms(to_ms(value))
             else:
                 out[key] = value
         return out
@@ -197,21 +197,21 @@ class GenerationReport:
         return write_atomically(path.parent, path.name, text.splitlines())
 
 
-def _to_ms(moment: datetime) -> int:
-    return (moment - _EPOCH) // _MS
+def to_ms(moment: datetime) -> int:
+    return (moment - EPOCH) // MS
 
 
-def _from_ms(ms: int) -> datetime:
-    return _EPOCH + timedelta(milliseconds=ms)
+def from_ms(ms: int) -> datetime:
+    return EPOCH + timedelta(milliseconds=ms)
 
 
 def _iso_ms(ms: int) -> str:
     second, millis = divmod(ms, 1000)
-    return f"{(_EPOCH + timedelta(seconds=second)).strftime('%Y-%m-%dT%H:%M:%S')}.{millis:03d}Z"
+    return f"{(EPOCH + timedelta(seconds=second)).strftime('%Y-%m-%dT%H:%M:%S')}.{millis:03d}Z"
 
 
 def _iso_or_none(moment: datetime | None) -> str | None:
-    return None if moment is None else _iso_ms(_to_ms(moment))
+    return None if moment is None else _iso_ms(to_ms(moment))
 
 
 def _check_int(

@@ -10,18 +10,18 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from slipstream.tools.generators.trending_spec import (
-    _EPOCH,
-    _MS,
+    EPOCH,
     MALFORMED_KINDS,
+    MS,
     SECTIONS,
     GenerationReport,
     TrendingSpec,
-    _from_ms,
-    _to_ms,
+    from_ms,
+    to_ms,
 )
 
-_FILE_PREFIX = "views-"
-_FILE_SUFFIX = ".jsonl"
+FILE_PREFIX = "views-"
+FILE_SUFFIX = ".jsonl"
 
 # Encodings of a valid ts (cumulative shares): "Z", then a numeric offset, the rest no zone.
 _TS_Z_SHARE = 0.85
@@ -55,7 +55,7 @@ class Article(NamedTuple):
 
 def event_file_name(index: int) -> str:
     """The name of the ``index``-th event file; lexical order is time order."""
-    return f"{_FILE_PREFIX}{index:08d}{_FILE_SUFFIX}"
+    return f"{FILE_PREFIX}{index:08d}{FILE_SUFFIX}"
 
 
 def catalog(spec: TrendingSpec) -> tuple[Article, ...]:
@@ -78,7 +78,7 @@ def catalog(spec: TrendingSpec) -> tuple[Article, ...]:
     return tuple(articles)
 
 
-class _TrendingStream:
+class TrendingStream:
     """The generator's runtime state: builds the lines of one file after another."""
 
     def __init__(self, spec: TrendingSpec) -> None:
@@ -90,10 +90,10 @@ class _TrendingStream:
         per_file = spec.events_per_file
         self._per_file_num, self._per_file_den = per_file.numerator, per_file.denominator
         self._total = spec.total_lines
-        self._start_ms = _to_ms(spec.start)
-        self._rotate_ms = max(spec.rotate_every // _MS, 1)
-        self._watermark_ms = spec.watermark // _MS
-        self._window_ms = spec.window // _MS
+        self._start_ms = to_ms(spec.start)
+        self._rotate_ms = max(spec.rotate_every // MS, 1)
+        self._watermark_ms = spec.watermark // MS
+        self._window_ms = spec.window // MS
         self._id_prefix = f"e{spec.seed}-"
 
         width = _article_width(spec)
@@ -155,7 +155,7 @@ class _TrendingStream:
         second += offset_s
         text = self._second_text.get(second)
         if text is None:
-            text = (_EPOCH + timedelta(seconds=second)).strftime("%Y-%m-%dT%H:%M:%S")
+            text = (EPOCH + timedelta(seconds=second)).strftime("%Y-%m-%dT%H:%M:%S")
             self._second_text[second] = text
         return f"{text}.{millis:03d}"
 
@@ -314,8 +314,8 @@ class _TrendingStream:
             out_of_order=self._out_of_order,
             unknown_article=self._unknown_article,
             files=self.files,
-            first_event_time=None if self._min_ms is None else _from_ms(self._min_ms),
-            last_event_time=None if self._max_ms is None else _from_ms(self._max_ms),
+            first_event_time=None if self._min_ms is None else from_ms(self._min_ms),
+            last_event_time=None if self._max_ms is None else from_ms(self._max_ms),
             interrupted=interrupted,
             malformed_kinds=dict(self._malformed),
         )

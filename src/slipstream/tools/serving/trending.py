@@ -22,8 +22,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from slipstream.sinks.base import quote_ident
-from slipstream.sinks.sqlite import has_table, read_only
+from slipstream.sinks.base import Sink, SinkContext, quote_ident
+from slipstream.sinks.sqlite import has_table, last_commit, read_only
 
 COLUMNS = ("window_start", "window_end", "article_id", "title", "section", "views", "in_catalog")
 
@@ -113,3 +113,32 @@ def top_articles(
                 for i, row in enumerate(rows, start=1)
             ]
         return result
+
+
+def dashboard_view(sink: Sink, ctx: SinkContext) -> dict[str, Any] | None:
+    """The dashboard's table for trending: the top 10 articles of the current window (the window
+    in progress that closes first), updating as it counts; None when the output is not in SQLite
+    (the dashboard then shows the sink's newest rows)."""
+    db = getattr(sink, "path", None)
+    if sink.spec.kind != "sqlite" or db is None:
+        return None
+    current = top_articles(db, 10, table=ctx.table)["current"]
+    title = "Top 10 articles, current window"
+    if current:
+        start, end = current[0]["window_start"], current[0]["window_end"]
+        title += f" {start[11:16]}-{end[11:16]} UTC (in progress)"
+    return {
+        "title": title,
+        "columns": ["rank", "article", "title", "section", "views"],
+        "rows": [
+            [
+                r["rank"],
+                r["article_id"],
+                r["title"] if r["in_catalog"] else "(not in catalog)",
+                r["section"],
+                r["views"],
+            ]
+            for r in current
+        ],
+        "updated": last_commit(db, ctx.table),
+    }

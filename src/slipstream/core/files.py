@@ -1,4 +1,4 @@
-"""Atomic file publication for generators and the test harness.
+"""Atomic file publication (write elsewhere, then rename in) for sinks, generators and the test
 
 Spark's file source lists a directory and reads every file it has not seen before, once. A file it
 lists while it is still being written is read half-written and never again. So every file a

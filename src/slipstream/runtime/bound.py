@@ -1,0 +1,86 @@
+"""What a run is bound to: each input (its path, source, quarantine, guard), each output (its
+sink, context and checkpoint), and the run as a whole (`Prepared`). Plain data: runtime.bind
+fills it in, runtime.runner builds queries from it, runtime.explain describes it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slipstream.analysis.late import LatePlan
+from slipstream.analysis.plan import Plan
+from slipstream.api.pipeline import Input, Output, Params
+from slipstream.ingest.expectations import Expectation
+from slipstream.ingest.guard import EventTimeGuard
+from slipstream.pipelines import Pipeline
+from slipstream.settings.config import Settings
+from slipstream.sinks import Sink, SinkContext
+from slipstream.sources.base import Binding, Source
+
+QUARANTINE = "quarantine"
+
+
+@dataclass(frozen=True)
+class BoundInput:
+    spec: Input
+    binding: Binding
+    source: Source | None = None  # stream inputs
+    quarantine: Path | None = None  # stream inputs whose raw records are parsed
+    expectations: tuple[Expectation, ...] = ()
+    guard: EventTimeGuard | None = None  # parsed inputs with an event-time column
+    source_options: Mapping[str, Any] = field(default_factory=dict)  # the source's own settings
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def parses(self) -> bool:
+        return self.quarantine is not None
+
+
+@dataclass(frozen=True)
+class BoundOutput:
+    spec: Output | None  # None: a quarantine query
+    sink: Sink
+    ctx: SinkContext
+    reads: tuple[str, ...] = ()  # a quarantine query: the input it drains
+
+    @property
+    def name(self) -> str:
+        return self.ctx.query_name.split(".", 1)[1]
+
+
+@dataclass
+class Prepared:
+    """A pipeline bound to its settings: parameters parsed, inputs and outputs bound, all
+    decided before Spark starts (runtime.bind). Two fields come from Spark when the queries are
+    built (runtime.runner.build): `plans`, each output's analyzed plan, and `late`, the
+    dead-letter's rules read from those plans."""
+
+    pipeline: Pipeline
+    settings: Settings
+    params: Params
+    inputs: dict[str, BoundInput]
+    outputs: dict[str, BoundOutput]  # the pipeline's outputs that are on, then quarantines
+    plans: dict[str, Plan] = field(default_factory=dict)  # read from Spark by runner.build
+    late: dict[str, LatePlan] = field(default_factory=dict)  # the dead-letter's rules, by build
+
+    @property
+    def primary(self) -> BoundOutput:
+        """The first output: what the dashboard previews and the backfill bar follows."""
+        return next(iter(self.outputs.values()))
+
+    @property
+    def sink(self) -> Sink:
+        return self.primary.sink
+
+    @property
+    def ctx(self) -> SinkContext:
+        return self.primary.ctx
+
+    @property
+    def parses(self) -> bool:
+        return any(i.parses for i in self.inputs.values())

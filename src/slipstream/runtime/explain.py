@@ -1,0 +1,53 @@
+"""A bound run in words: what `check` and `run` print before the queries start."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from slipstream.core.specs import format_duration
+from slipstream.runtime.bound import BoundInput, Prepared
+
+
+def explain(prepared: Prepared) -> str:
+    """What `check` and `run` print before the queries start: inputs, parameters, outputs
+    with their plans and late-row rules, triggers."""
+    s = prepared.settings
+    lines = [f"pipeline    {prepared.pipeline.name}: {prepared.pipeline.description}"]
+    for bound in prepared.inputs.values():
+        lines.append(f"input       {bound.name}: {describe_input(bound)}")
+        if bound.guard is not None:
+            lines.append(f"  guard     {bound.guard.describe()}")
+        for rule in bound.expectations:
+            lines.append(f"  expect    {rule.describe()}")
+    if prepared.params:
+        shown = ", ".join(f"{k}={show_value(v)}" for k, v in prepared.params.items())
+        lines.append(f"params      {shown}")
+    for out in prepared.outputs.values():
+        lines.append(
+            f"output      {out.name}: {out.ctx.mode} to {out.sink.describe(out.ctx)}"
+            f"  (checkpoint {out.ctx.checkpoint})"
+        )
+        plan = prepared.plans.get(out.name)
+        if plan is not None:
+            lines += [f"  {line}" for line in plan.describe(out.ctx.mode)]
+        late = prepared.late.get(out.name)
+        if late is not None:
+            lines += [f"  late rows {rule.describe()}" for rule in late.rules]
+            lines += [f"  late rows not written: {why}" for why in late.uncovered]
+    lines.append(f"trigger     {s.trigger.describe()}")
+    if s.quarantine_trigger is not None:
+        lines.append(f"quarantine trigger {s.quarantine_trigger.describe()}")
+    return "\n".join(lines)
+
+
+def describe_input(bound: BoundInput) -> str:
+    if bound.source is None:
+        return f"table {bound.binding.path} ({bound.binding.format})"
+    text = bound.source.describe(bound.binding, bound.source_options)
+    return text + (f"; quarantine {bound.quarantine}" if bound.quarantine else "; no quarantine")
+
+
+def show_value(value: Any) -> str:
+    """A parameter's value as its flag takes it (durations as 10m)."""
+    return format_duration(value) if isinstance(value, timedelta) else str(value)
