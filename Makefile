@@ -1,13 +1,16 @@
 # slipstream: two commands on a fresh machine.
 #   make demo   the flagship job on embedded defaults (local Spark, files, SQLite)
 #   make test   lint + the whole suite (installs and starts what the tests need)
+#   make test-fast   lint + every test without Spark or a service (your own loop)
 
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: venv demo test lint format services bench bench-quick bench-peers soak clean check-java wheel
+FAST := not spark and not cluster and not postgres and not browser and not slow
+
+.PHONY: venv demo test test-fast lint format services bench bench-quick bench-peers soak clean check-java wheel
 
 venv: $(STAMP)
 
@@ -38,6 +41,10 @@ services:
 
 test: venv check-java lint services
 	$(PY) -m pytest
+
+# every test that needs no Spark and no service, in about 2-3 minutes: your own loop
+test-fast: venv lint
+	$(PY) -m pytest -m "$(FAST)"
 
 bench: venv check-java
 	$(PY) -m pip install -q -e '.[test,bench]'

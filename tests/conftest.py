@@ -84,3 +84,26 @@ def spark_cluster(spark_cluster_or_reason: object) -> object:
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
     return spark_cluster_or_reason
+
+
+#: marks under which a test may start Spark (in this process or in a subprocess it runs)
+SPARK_MARKS = ("spark", "cluster")
+
+
+@pytest.fixture(autouse=True)
+def _no_spark_without_the_mark(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test without the `spark` mark cannot start Spark: `make test-fast` runs exactly the
+    tests that need none. A JVM here, or in a subprocess the test starts, fails with a message
+    naming the mark (JAVA_HOME points nowhere for subprocesses)."""
+    if any(request.node.get_closest_marker(m) for m in SPARK_MARKS):
+        return
+    if "spark" in request.fixturenames:
+        pytest.fail(f"{request.node.nodeid} uses the spark fixture: mark it with pytest.mark.spark")
+
+    def refuse(*_: object, **__: object) -> None:
+        raise RuntimeError(f"{request.node.nodeid} starts Spark: mark it with pytest.mark.spark")
+
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", refuse)
+    monkeypatch.setenv("JAVA_HOME", "/nonexistent-java-home-for-tests-without-the-spark-mark")

@@ -301,6 +301,7 @@ def test_processing_time_mode_in_a_real_query_keeps_every_status_until_the_clock
         assert row["status"] == ref.status_of(row["last_action"])
 
 
+@pytest.mark.spark
 def test_processing_timers_refuse_an_available_now_run_before_it_starts(tmp_path: Path) -> None:
     """Spark asks for a batch on every trigger while processing-time timers exist, so an
     available-now run would never end: refused with a code, before any query starts."""

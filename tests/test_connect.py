@@ -35,7 +35,7 @@ from tests.helpers import MOBILE_SAMPLES, cli_env, mobile_counts, slipstream
 from tests.test_crash import read_pg
 from tests.trending_reference import article_views, counted_events, iso, parse_line, table_rows
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 WATERMARK = WINDOW = timedelta(minutes=10)
 SLIDE = timedelta(minutes=1)

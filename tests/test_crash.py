@@ -642,6 +642,7 @@ def wait_until(condition: Callable[[], bool], proc: subprocess.Popen, what: str)
         time.sleep(0.05)
 
 
+@pytest.mark.spark
 @pytest.mark.postgres
 def test_postgres_stopped_mid_stream_fails_loudly_and_loses_nothing(tmp_path: Path) -> None:
     from tests.services import running_postgres, unavailable
@@ -675,6 +676,7 @@ def test_postgres_stopped_mid_stream_fails_loudly_and_loses_nothing(tmp_path: Pa
         print(f"postgres restart: {len(got)} rows, count total {got['count'].sum()} == expected")
 
 
+@pytest.mark.spark
 def test_a_second_run_on_a_checkpoint_in_use_is_refused(tmp_path: Path) -> None:
     from slipstream.checkpoint.lifecycle import is_locked
 

@@ -21,6 +21,8 @@ from tests.helpers import late_records
 T0 = datetime(2018, 3, 2, 10, 0, tzinfo=UTC)
 
 
+pytestmark = pytest.mark.spark
+
 def at(minutes: float) -> datetime:
     return T0 + timedelta(minutes=minutes)
 

@@ -30,6 +30,7 @@ def test_quick_start_is_two_commands() -> None:
     ]
 
 
+@pytest.mark.spark
 @pytest.mark.slow
 def test_cli_tour(tmp_path: Path) -> None:
     for line in block_after("## A tour of the CLI", "sh").strip().splitlines():
@@ -60,11 +61,13 @@ def test_cli_tour(tmp_path: Path) -> None:
     assert not (tmp_path / "state" / "checkpoints" / "mobile").exists()  # reset removed it
 
 
+@pytest.mark.spark
 def test_python_example(spark: SparkSession, tmp_path: Path) -> None:
     code = block_after("## Testing your own pipelines", "python")
     exec(compile(code, "README.md", "exec"), {"tmp_path": tmp_path})  # noqa: S102
 
 
+@pytest.mark.spark
 def test_time_control_example(spark: SparkSession, tmp_path: Path) -> None:
     section = README.split("## Testing your own pipelines", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
@@ -72,6 +75,7 @@ def test_time_control_example(spark: SparkSession, tmp_path: Path) -> None:
     exec(compile(blocks[1], "README.md", "exec"), {"tmp_path": tmp_path})  # noqa: S102
 
 
+@pytest.mark.spark
 @pytest.mark.slow
 def test_the_workload_commands_run(tmp_path: Path) -> None:
     block = block_after("## Sensors, IoT steps, temperature/load, ads and activity", "text")

@@ -80,6 +80,7 @@ def run_args(workdir: Path, *extra: str) -> list[str]:
     ]
 
 
+@pytest.mark.spark
 @pytest.mark.slow
 def test_sigkill_after_sink_commit_before_checkpoint_commit(tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
@@ -102,6 +103,7 @@ def test_sigkill_after_sink_commit_before_checkpoint_commit(tmp_path: Path) -> N
     assert batches == sorted(set(batches)) == list(range(len(batches)))  # no gap, no repeat
 
 
+@pytest.mark.spark
 @pytest.mark.slow
 def test_run_again_resumes_where_it_stopped(tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()

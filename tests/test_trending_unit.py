@@ -1,5 +1,6 @@
-"""Trending without Spark: settings validation, the plan, expectations, metric parsing from a
-recorded progress JSON, the read-side query, the `generate` command and the demo's pieces."""
+"""Trending, mostly without Spark: settings validation, the plan, expectations, metric parsing
+from a recorded progress JSON, the read-side query, the `generate` command and the demo's pieces
+(the one test that asks Spark for the plans carries the `spark` mark)."""
 
 from __future__ import annotations
 
@@ -128,6 +129,7 @@ def test_catalog_problems_are_refused(tmp_path: Path, landing: dict[str, Any]) -
         assert caught.value.code == "CONFIG_BAD_VALUE" and words in caught.value.message
 
 
+@pytest.mark.spark
 def test_check_command_reads_every_output_from_spark(
     spark: SparkSession, landing: dict[str, Any]
 ) -> None:
