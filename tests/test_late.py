@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 from pyspark.sql import SparkSession
 
 from slipstream.testing import PipelineHarness
@@ -22,6 +23,7 @@ T0 = datetime(2018, 3, 2, 10, 0, tzinfo=UTC)
 
 
 pytestmark = pytest.mark.spark
+
 
 def at(minutes: float) -> datetime:
     return T0 + timedelta(minutes=minutes)
