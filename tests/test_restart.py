@@ -124,6 +124,7 @@ def test_run_again_resumes_where_it_stopped(tmp_path: Path) -> None:
     assert len(rows) > seen_batches  # the new files were new batches, the old ones not redone
 
 
+@pytest.mark.spark
 def test_restart_in_process_update_mode(spark: SparkSession, tmp_path: Path) -> None:
     seen: list[str] = []
     for names in (FILES[:2], FILES[2:]):
@@ -159,6 +160,7 @@ def _stranded(checkpoint: Path) -> Path:
     return tmp
 
 
+@pytest.mark.spark
 def test_a_kill_inside_the_first_offset_write_does_not_strand_the_checkpoint(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -53,6 +53,7 @@ def _prepare(flags: dict[str, Any]) -> runner.Prepared:
 # --- settings and plan ------------------------------------------------------------------------
 
 
+@pytest.mark.spark
 def test_defaults_plan_and_explanation(spark: SparkSession, landing: dict[str, Any]) -> None:
     prepared = _prepare(landing)
     params = prepared.params

@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass
 from datetime import timedelta
 
+from slipstream.core.specs import format_duration as dur
+
 # `(load_taken_time#37-T7200000ms <= cast(temp_taken_time#13-T3600000ms + INTERVAL '3600'
 # SECOND as timestamp))`: one side's event time compared with the other's, plus an interval;
 # `-T7200000ms` is the watermark delay of that column's input
@@ -34,7 +36,6 @@ class JoinBuffer:
     other_delay: timedelta | None = None
 
     def describe(self) -> list[str]:
-        from slipstream.core.specs import format_duration as dur
 
         head = f"buffer      {self.side} ({self.column}): "
         if self.held is None or self.offset is None or self.own is None:

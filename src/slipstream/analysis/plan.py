@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 from slipstream.analysis.joins import JoinBuffer, join_buffers
+from slipstream.core.specs import format_duration, parse_duration
 
 WindowKind = Literal["none", "tumbling", "sliding", "session"]
 StreamOp = Literal["limit", "distinct", "sort"]
@@ -57,7 +58,6 @@ class Plan:
     def describe(self, mode: str | None = None) -> list[str]:
         """What `check` prints of this shape, one fact a line; with the output `mode`, what
         it means for when rows are written and how long state is kept."""
-        from slipstream.core.specs import format_duration
 
         def dur(value: timedelta | None) -> str:
             return format_duration(value) if value else "?"
@@ -90,7 +90,6 @@ class Plan:
     def consequences(self, mode: str | None) -> list[str]:
         """When a windowed aggregation's rows are written under `mode`, and what complete mode
         costs: what seed 000 and 004 teach about output modes, for this query."""
-        from slipstream.core.specs import format_duration
 
         if not self.aggregation or mode is None:
             return []
@@ -351,7 +350,6 @@ def _join_buffers(nodes: list[PlanNode], join: PlanNode) -> tuple[JoinBuffer, ..
 
 
 def _duration_or_none(text: str) -> timedelta | None:
-    from slipstream.core.specs import parse_duration
 
     try:
         return parse_duration(text.strip())

@@ -29,8 +29,10 @@ from pyspark.sql.types import StructType, TimestampType
 from slipstream.api.schema import parse_ddl
 from slipstream.core import values
 from slipstream.core.specs import DURATION_HELP, OutputMode, SinkSpec
+from slipstream.core.values import NAME
 from slipstream.errors import ConfigError
 from slipstream.ingest.expectations import Expectation
+from slipstream.settings.options import OPTION_BY_NAME
 
 __all__ = [  # what `slipstream.pipelines` offers a pipeline module
     "Input",
@@ -266,8 +268,6 @@ def _named(items: tuple[Any, ...], name: str, what: str, pipeline: str, flag: st
 def check_declaration(pipeline: Pipeline) -> None:
     """A pipeline's declaration holds together: at least one stream input and one output,
     unique identifier names, parameters that do not shadow a run setting's flag."""
-    from slipstream.core.values import NAME
-    from slipstream.settings.options import OPTION_BY_NAME
 
     problems = []
     if not pipeline.stream_inputs():

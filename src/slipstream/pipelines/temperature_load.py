@@ -37,6 +37,7 @@ from slipstream.api import (
     spark_interval,
     watermarked,
 )
+from slipstream.errors import ConfigError
 
 
 def _reading(name: str, value: str, time: str) -> Input:
@@ -71,7 +72,6 @@ class TemperatureLoadPipeline(Pipeline):
     results_order = ("temp_taken_time DESC, location_id", "latest temperatures first")
 
     def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
-        from slipstream.errors import ConfigError
 
         if params.within <= timedelta(0):
             raise ConfigError(

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from slipstream.checkpoint.lifecycle import LOCK_FILE, is_locked
+from slipstream.errors import SlipstreamError
+from slipstream.monitor.health import pid_alive
 
 REQUEST_FILE = ".slipstream.stop"
 
@@ -44,8 +46,6 @@ def lock_holder(root: Path, settle: float = 5.0) -> dict[str, Any] | None:
     (polling another process's file: nothing to wait on), then refused, never taken for an
     answer: a stop request for the wrong pid would be ignored, and `stop` would report success
     while the run goes on."""
-    from slipstream.errors import SlipstreamError
-    from slipstream.monitor.health import pid_alive
 
     deadline = time.monotonic() + settle
     while True:

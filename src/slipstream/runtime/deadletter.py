@@ -45,6 +45,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from slipstream.analysis.late import LatePlan, LateRule
+from slipstream.checkpoint.lifecycle import not_ours
 from slipstream.checkpoint.logs import (
     BatchOffsets,
     batch_files,
@@ -155,7 +156,6 @@ def late_is_ours(root: Path) -> bool:
 def reset_late(root: Path) -> list[str]:
     """Delete a pipeline's dead-letter (`reset --outputs`, the demos' fresh start), if it is
     slipstream's (RESET_NOT_OURS otherwise)."""
-    from slipstream.checkpoint.lifecycle import not_ours
 
     root = Path(root)
     if not root.exists():

@@ -67,6 +67,9 @@ from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
+from slipstream.errors import SlipstreamError
+from slipstream.settings.connect import session_conf
+
 DEFAULT_MASTER = "local[*]"
 #: the driver's advertised host on a cluster master, when `--conf spark.driver.host` is not given
 DRIVER_HOST_ENV = "SLIPSTREAM_DRIVER_HOST"
@@ -220,8 +223,6 @@ def remote_session(url: str, conf: Mapping[str, str]) -> SparkSession:
     """A Spark Connect session on the server at `url` with the session-level defaults (the
     server's own settings, memory and UI included, are the server's to choose; its log level
     too). A setting the server refuses fails here, naming it, instead of being ignored."""
-    from slipstream.errors import SlipstreamError
-    from slipstream.settings.connect import session_conf
 
     defaults = {k: v for k, v in streaming_defaults().items() if k not in RETENTION}
     # pyspark's builder: it also switches this process to Connect mode, which `functions`

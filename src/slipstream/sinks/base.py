@@ -45,6 +45,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from slipstream.checkpoint.lifecycle import last_committed_batch
 from slipstream.checkpoint.logs import query_id
 from slipstream.core.specs import OutputMode, SinkSpec
 from slipstream.errors import SlipstreamError
@@ -283,7 +284,6 @@ class DatabaseSink(BatchSink):
         """Ledger rows of another query id for this table, while this checkpoint has
         committed no batch (new, or reset without its outputs): the new query's batch ids
         start at 0 under a new id, so the ledger would let every re-read row in again."""
-        from slipstream.checkpoint.lifecycle import last_committed_batch
 
         if last_committed_batch(ctx.checkpoint) is not None:
             return None  # a resume: this query's own rows

@@ -42,6 +42,7 @@ from typing import Any
 
 from pyspark.sql.streaming import DataStreamWriter
 
+from slipstream.core.files import write_atomically
 from slipstream.core.specs import SinkSpec
 from slipstream.errors import ConfigError
 from slipstream.sinks.base import Sink, SinkContext
@@ -146,7 +147,6 @@ class JsonLinesWriter:
     def close(self, error: BaseException | None) -> None:
         if error is not None or not self._lines:
             return
-        from slipstream.core.files import write_atomically
 
         self._path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(self._path.parent, self._path.name, self._lines)

@@ -63,6 +63,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructType
 
+from slipstream.checkpoint.lifecycle import not_ours
 from slipstream.core.specs import SinkSpec
 from slipstream.errors import SlipstreamError, find_error
 from slipstream.sinks.base import (
@@ -380,7 +381,6 @@ class PostgresSink(DatabaseSink):
 
     def reset(self, ctx: SinkContext) -> list[str]:
         """Drop the output's table, only if the ledger shows slipstream wrote it."""
-        from slipstream.checkpoint.lifecycle import not_ours
 
         if not self.owns(ctx):
             raise not_ours(f"{self.target.describe()} table {ctx.table}", "database output")

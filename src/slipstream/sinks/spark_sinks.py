@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
+from slipstream.checkpoint.lifecycle import last_planned_batch, not_ours
 from slipstream.sinks.base import Sink, SinkContext
 
 
@@ -104,7 +105,6 @@ class FileSink(Sink):
 
     def reset(self, ctx: SinkContext) -> list[str]:
         """Delete the folder, if slipstream's mark is in it (an empty folder goes too)."""
-        from slipstream.checkpoint.lifecycle import not_ours
 
         folder = self.directory
         if not folder.exists():
@@ -122,7 +122,6 @@ class FileSink(Sink):
         file sink skips every batch id at or below the highest in its log, so a new query
         (batch ids from 0) would lose its first batches without a word. A resume, or a restart
         after a crash between the sink's commit and the checkpoint's, has planned them."""
-        from slipstream.checkpoint.lifecycle import last_planned_batch
 
         held = last_sink_batch(self.directory)
         if held is None:

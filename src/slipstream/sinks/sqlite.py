@@ -23,6 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, DateType, DecimalType, StructField, StructType
 
+from slipstream.checkpoint.lifecycle import not_ours
 from slipstream.core.specs import SinkSpec
 from slipstream.errors import SlipstreamError
 from slipstream.sinks.base import (
@@ -203,7 +204,6 @@ class SqliteSink(DatabaseSink):
 
     def reset(self, ctx: SinkContext) -> list[str]:
         """Drop the output's table, only if the ledger shows slipstream wrote it."""
-        from slipstream.checkpoint.lifecycle import not_ours
 
         if not self.path.exists():
             return []

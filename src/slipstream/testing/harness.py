@@ -54,6 +54,7 @@ from slipstream.monitor.listener import Handler
 from slipstream.pipelines import Pipeline, get_pipeline
 from slipstream.runtime import runner
 from slipstream.settings.config import load_settings
+from slipstream.settings.session import build_session
 from slipstream.sinks.base import BatchInfo, BatchSink, Sink, with_iso_timestamps
 from slipstream.sinks.sqlite import read_table
 
@@ -71,7 +72,6 @@ def fault(point: str, batch_id: int) -> dict[str, str]:
 
 def session(cores: int = 2, conf: Mapping[str, str] | None = None) -> SparkSession:
     """A local SparkSession for tests: slipstream's defaults, small shuffles, quiet logs."""
-    from slipstream.settings.session import build_session
 
     test_conf = {
         "spark.sql.shuffle.partitions": "2",

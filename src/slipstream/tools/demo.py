@@ -25,6 +25,7 @@ from slipstream.runtime import runner
 from slipstream.runtime.deadletter import reset_late
 from slipstream.runtime.explain import explain
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, load_settings
+from slipstream.settings.session import build_session
 from slipstream.sinks.sqlite import read_table
 from slipstream.tools.views import results_view
 
@@ -80,7 +81,6 @@ def demo(
     its port (0: any free port, None: no dashboard). With `linger` (default: when standard input
     is a terminal) the run and its dashboard stay up until Ctrl-C or `slipstream stop mobile`,
     so more files dropped into the landing folder show up live."""
-    from slipstream.settings.session import build_session
 
     state_dir = Path(state_dir).resolve()
     landing = state_dir / "landing" / "mobile"

@@ -45,6 +45,7 @@ from slipstream.pipelines.trending import TrendingPipeline
 from slipstream.runtime import runner
 from slipstream.runtime.explain import explain
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, load_settings
+from slipstream.settings.session import build_session
 from slipstream.tools.demo import fresh_start
 from slipstream.tools.generators.trending import TrendingSpec, write_catalog
 from slipstream.tools.serving.trending import top_articles
@@ -265,7 +266,6 @@ def demo(
 ) -> int:
     """Run the demo; `max_batches` stops it after that many batches with data (smoke tests).
     `dashboard` is the live dashboard's port (0: any free one; None: none)."""
-    from slipstream.settings.session import build_session
 
     state_dir = Path(state_dir).resolve()
     try:
