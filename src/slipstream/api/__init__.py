@@ -10,45 +10,18 @@
 
 `slipstream.pipelines` offers the same names, beside the built-in pipelines' registry."""
 
-from slipstream.api.frames import (
-    check_windows,
-    not_null,
-    spark_interval,
-    watermarked,
-    window_bounds,
-)
-from slipstream.api.pipeline import (
-    Input,
-    Output,
-    Param,
-    Params,
-    Pipeline,
-    choice_param,
-    count_param,
-    duration_param,
-    event_stream,
-)
+from slipstream.api import frames, pipeline
+from slipstream.api.frames import *  # noqa: F403 (build's helpers, frames.__all__)
+from slipstream.api.pipeline import *  # noqa: F403 (the declarations, pipeline.__all__)
 from slipstream.api.schema import check_csv_header, parse_ddl
 from slipstream.errors import ConfigError
 from slipstream.ingest.expectations import Expectation
 
 __all__ = [
+    *pipeline.__all__,
+    *frames.__all__,
     "ConfigError",
     "Expectation",
-    "Input",
-    "Output",
-    "Param",
-    "Params",
-    "Pipeline",
     "check_csv_header",
-    "check_windows",
-    "choice_param",
-    "count_param",
-    "duration_param",
-    "event_stream",
-    "not_null",
     "parse_ddl",
-    "spark_interval",
-    "watermarked",
-    "window_bounds",
 ]

@@ -34,7 +34,7 @@ from slipstream.errors import ConfigError
 from slipstream.ingest.expectations import Expectation
 from slipstream.settings.options import OPTION_BY_NAME
 
-__all__ = [  # what `slipstream.pipelines` offers a pipeline module
+__all__ = [  # the declarations (slipstream.api offers them with the rest)
     "Input",
     "Output",
     "Param",

@@ -46,7 +46,8 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 from pyspark.sql.types import TimestampType
 
-from slipstream.api import (
+from slipstream.api.frames import not_null, spark_interval, watermarked
+from slipstream.api.pipeline import (
     Expectation,
     Output,
     Params,
@@ -55,11 +56,8 @@ from slipstream.api import (
     count_param,
     duration_param,
     event_stream,
-    not_null,
-    parse_ddl,
-    spark_interval,
-    watermarked,
 )
+from slipstream.api.schema import parse_ddl
 
 ACTIONS = ("open", "click", "scroll", "purchase", "crash", "close")
 SCHEMA = parse_ddl("user_id STRING, action STRING, ts TIMESTAMP")

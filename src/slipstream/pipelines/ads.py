@@ -38,21 +38,15 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.api import (
-    Input,
-    Output,
-    Params,
-    Pipeline,
-    check_csv_header,
+from slipstream.api.frames import (
     check_windows,
-    duration_param,
-    event_stream,
     not_null,
-    parse_ddl,
     spark_interval,
     watermarked,
     window_bounds,
 )
+from slipstream.api.pipeline import Input, Output, Params, Pipeline, duration_param, event_stream
+from slipstream.api.schema import check_csv_header, parse_ddl
 
 IMPRESSIONS = parse_ddl(
     "impression_id STRING, ad_id STRING, user_id STRING, impression_time TIMESTAMP"

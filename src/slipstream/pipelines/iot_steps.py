@@ -29,19 +29,15 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.api import (
-    Output,
-    Params,
-    Pipeline,
+from slipstream.api.frames import (
     check_windows,
-    duration_param,
-    event_stream,
     not_null,
-    parse_ddl,
     spark_interval,
     watermarked,
     window_bounds,
 )
+from slipstream.api.pipeline import Output, Params, Pipeline, duration_param, event_stream
+from slipstream.api.schema import parse_ddl
 
 # seed 004's device_schema, field for field
 DEVICE_SCHEMA = parse_ddl(

@@ -15,17 +15,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.api import (
-    Output,
-    Params,
-    Pipeline,
-    duration_param,
-    event_stream,
-    not_null,
-    spark_interval,
-    watermarked,
-    window_bounds,
-)
+from slipstream.api.frames import not_null, spark_interval, watermarked, window_bounds
+from slipstream.api.pipeline import Output, Params, Pipeline, duration_param, event_stream
 
 
 class MobilePipeline(Pipeline):

@@ -33,20 +33,22 @@ from pathlib import Path
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.api import (
-    Output,
-    Params,
-    Pipeline,
+from slipstream.api.frames import (
     check_windows,
-    count_param,
-    duration_param,
-    event_stream,
     not_null,
-    parse_ddl,
     spark_interval,
     watermarked,
     window_bounds,
 )
+from slipstream.api.pipeline import (
+    Output,
+    Params,
+    Pipeline,
+    count_param,
+    duration_param,
+    event_stream,
+)
+from slipstream.api.schema import parse_ddl
 
 SCHEMA = parse_ddl("sensor_id STRING, event_time TIMESTAMP, value DOUBLE, error_code STRING")
 WINDOW_KEY = ("window_start", "sensor_id")

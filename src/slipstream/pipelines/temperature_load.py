@@ -26,7 +26,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.api import (
+from slipstream.api.frames import spark_interval, watermarked
+from slipstream.api.pipeline import (
     Input,
     Output,
     Params,
@@ -34,8 +35,6 @@ from slipstream.api import (
     choice_param,
     duration_param,
     event_stream,
-    spark_interval,
-    watermarked,
 )
 from slipstream.errors import ConfigError
 

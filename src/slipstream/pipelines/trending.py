@@ -47,23 +47,24 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.api import (
-    ConfigError,
+from slipstream.api.frames import (
+    check_windows,
+    not_null,
+    spark_interval,
+    watermarked,
+    window_bounds,
+)
+from slipstream.api.pipeline import (
     Expectation,
     Input,
     Output,
     Params,
     Pipeline,
-    check_csv_header,
-    check_windows,
     duration_param,
     event_stream,
-    not_null,
-    parse_ddl,
-    spark_interval,
-    watermarked,
-    window_bounds,
 )
+from slipstream.api.schema import check_csv_header, parse_ddl
+from slipstream.errors import ConfigError
 
 # published_at is not used; text, so a bad value is harmless
 CATALOG_SCHEMA = parse_ddl("article_id STRING, title STRING, section STRING, published_at STRING")

@@ -10,13 +10,8 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.api import (
-    Input,
-    Output,
-    Params,
-    Pipeline,
-    not_null,
-)
+from slipstream.api.frames import not_null
+from slipstream.api.pipeline import Input, Output, Params, Pipeline
 
 
 class WordCountPipeline(Pipeline):
