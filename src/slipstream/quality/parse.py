@@ -130,6 +130,22 @@ def _field_checks(
 def parse_json(raw: DataFrame, schema: StructType, required: tuple[str, ...]) -> DataFrame:
     """JSON lines (`value`, `_source`) -> typed columns + _raw, _source, _reason.
 
+    The JVM parser (quality/jvm_parse.py) when it reads the schema and the session has a JVM
+    here, else the expression parser below: the same fates and reasons, except that content
+    after the root value is `not JSON` only in the JVM parser."""
+    from slipstream.quality import jvm_parse
+
+    if jvm_parse.supports(schema) and jvm_parse.available(raw.sparkSession):
+        return jvm_parse.parse_json(raw, schema, required)
+    return parse_json_expressions(raw, schema, required)
+
+
+def parse_json_expressions(
+    raw: DataFrame, schema: StructType, required: tuple[str, ...]
+) -> DataFrame:
+    """JSON lines (`value`, `_source`) -> typed columns + _raw, _source, _reason, by Spark SQL
+    expressions.
+
     Cost matters here: this runs on every record. A parsed document is an object exactly when
     its text starts with `{`, a test far cheaper than describing the whole document with
     `schema_of_variant` (which only runs to word the reason of a rejected one); see
