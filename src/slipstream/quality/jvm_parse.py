@@ -51,6 +51,10 @@ SUPPORTED = (
 )
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PARSED = "_parsed"
+#: how each record is kept to one parse: "generator" (parse.evaluated_once) or
+#: "nondeterministic" (the function is registered so; Spark then neither pushes filters below it
+#: nor duplicates it)
+BARRIER = "nondeterministic"
 #: the JVM parser's reason for a record that is not UTF-8 (its raw is then made valid here)
 NOT_UTF8 = "not valid UTF-8 (bytes shown as U+FFFD in raw)"
 
@@ -71,7 +75,7 @@ def available(spark: SparkSession) -> bool:
 def function_name(spark: SparkSession, schema: StructType, required: tuple[str, ...]) -> str:
     """The session function parsing records of `schema`, registered on first use."""
     tz = spark.conf.get("spark.sql.session.timeZone") or "UTC"
-    key = "|".join([schema.json(), ",".join(required), tz])
+    key = "|".join([schema.json(), ",".join(required), tz, BARRIER])
     name = "slipstream_strict_json_" + hashlib.sha1(key.encode()).hexdigest()[:16]
     registered = spark.__dict__.setdefault("_slipstream_strict_json", set())
     if name in registered:
@@ -92,7 +96,8 @@ def function_name(spark: SparkSession, schema: StructType, required: tuple[str, 
         names[i] = f.name
         types[i] = f.dataType.simpleString()
         needed[i] = f.name in required
-    entry.register(spark._jsparkSession, name, names, types, needed, tz)  # type: ignore[attr-defined]
+    session = spark._jsparkSession  # type: ignore[attr-defined]
+    entry.register(session, name, names, types, needed, tz, BARRIER == "nondeterministic")
     registered.add(name)
     return name
 
@@ -101,13 +106,14 @@ def parse_json(raw: DataFrame, schema: StructType, required: tuple[str, ...]) ->
     """JSON lines (`value`, `_source`) -> typed columns + _raw, _source, _reason, as
     `parse.parse_json_expressions` gives them."""
     name = function_name(raw.sparkSession, schema, required)
-    parsed = evaluated_once(
-        raw.select(
-            F.col("value"),
-            F.col(SOURCE),
-            F.call_function(name, F.col("value").cast("binary")).alias(_PARSED),
-        )
-    ).filter(F.col(_PARSED).isNotNull())  # a blank line is not a record
+    parsed = raw.select(
+        F.col("value"),
+        F.col(SOURCE),
+        F.call_function(name, F.col("value").cast("binary")).alias(_PARSED),
+    )
+    if BARRIER == "generator":
+        parsed = evaluated_once(parsed)
+    parsed = parsed.filter(F.col(_PARSED).isNotNull())  # a blank line is not a record
     reason = F.col(f"{_PARSED}.{REASON}")
     return parsed.select(
         *[_typed(f.name, f.dataType).alias(f.name) for f in schema.fields],

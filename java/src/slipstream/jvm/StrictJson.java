@@ -4,6 +4,8 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.api.java.UDF1;
+import org.apache.spark.sql.expressions.UserDefinedFunction;
+import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
@@ -51,9 +53,13 @@ public final class StrictJson implements UDF1<byte[], Row> {
    */
   public static void register(
       SparkSession spark, String name, String[] names, String[] typeNames, boolean[] required,
-      String timeZone) {
+      String timeZone, boolean nondeterministic) {
     StrictJsonParser parser = new StrictJsonParser(names, typeNames, required, timeZone);
-    spark.udf().register(name, new StrictJson(parser), returnType(names, typeNames));
+    UserDefinedFunction function =
+        functions.udf(new StrictJson(parser), returnType(names, typeNames));
+    // nondeterministic: Spark then neither pushes a filter on its result below it nor copies
+    // it into several projections, so each record is parsed once without a generator barrier
+    spark.udf().register(name, nondeterministic ? function.asNondeterministic() : function);
   }
 
   /** The version of this jar, for the session to check it loaded the one it ships. */
