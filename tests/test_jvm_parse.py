@@ -53,6 +53,17 @@ def test_missing_jar_is_a_config_error(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert "make jvm" in raised.value.render()
 
 
+def test_a_session_without_the_jar_says_how_to_give_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    jar = tmp_path / "slipstream-parse.jar"
+    jar.write_bytes(b"")
+    monkeypatch.setattr(jvm_parse, "jar_path", lambda: jar)
+    error = jvm_parse.not_on_classpath()
+    assert isinstance(error, ConfigError) and error.code == "JVM_PARSER_MISSING"
+    assert f"--jars {jar}" in error.render()
+
+
 def test_jar_goes_first_on_spark_jars(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     jar = tmp_path / "slipstream-parse.jar"
     jar.write_bytes(b"")

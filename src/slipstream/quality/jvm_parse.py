@@ -33,7 +33,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from slipstream.jvm import ENTRY_CLASS, missing_jar_error
+from slipstream.errors import ConfigError
+from slipstream.jvm import ENTRY_CLASS, jar_path, missing_jar_error
 from slipstream.quality.parse import RAW, REASON, SOURCE, evaluated_once
 
 #: the field types the JVM parser reads (exact classes: TimestampNTZType is not one of them)
@@ -87,7 +88,7 @@ def function_name(spark: SparkSession, schema: StructType, required: tuple[str, 
     try:
         entry.version()
     except Exception:  # noqa: BLE001 - py4j: the class is not on the driver's classpath
-        raise missing_jar_error() from None
+        raise not_on_classpath() from None
     gateway = spark.sparkContext._gateway  # type: ignore[attr-defined]
     names = gateway.new_array(jvm.java.lang.String, len(schema.fields))
     types = gateway.new_array(jvm.java.lang.String, len(schema.fields))
@@ -100,6 +101,19 @@ def function_name(spark: SparkSession, schema: StructType, required: tuple[str, 
     entry.register(session, name, names, types, needed, tz, BARRIER == "nondeterministic")
     registered.add(name)
     return name
+
+
+def not_on_classpath() -> Exception:
+    """The session's JVM cannot load the parser: the jar is not built, or the session was not
+    started by slipstream's builder (a JVM started by spark-submit takes jars from `--jars`)."""
+    if not jar_path().is_file():
+        return missing_jar_error()
+    return ConfigError(
+        "JVM_PARSER_MISSING",
+        f"slipstream's JVM parser is not on this Spark session's classpath ({ENTRY_CLASS})",
+        f"start the session with slipstream.session.build_session, or give Spark the jar: "
+        f"--jars {jar_path()} (spark-submit) or --conf spark.jars={jar_path()}",
+    )
 
 
 def parse_json(raw: DataFrame, schema: StructType, required: tuple[str, ...]) -> DataFrame:
