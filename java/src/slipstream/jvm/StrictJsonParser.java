@@ -327,10 +327,7 @@ public final class StrictJsonParser implements Serializable {
           long l = p.getLongValue();
           return kinds[f] == FLOAT ? (Object) Float.valueOf((float) l) : Double.valueOf(l);
         }
-        // a fraction, an exponent or a big integer: as the variant holds it (decimal or
-        // double, by Spark's own builder), cast by Spark's own code
-        Variant v = VariantBuilder.parseJson(p.getText(), false);
-        Object typed = VariantGet$.MODULE$.cast(v, sparkTypes[f], castArgs);
+        Object typed = fractional(p.getText(), kinds[f]);
         if (typed instanceof Double && Double.isFinite((Double) typed)) return typed;
         if (typed instanceof Float && Float.isFinite((Float) typed)) return typed;
         return null;
@@ -343,6 +340,41 @@ public final class StrictJsonParser implements Serializable {
         return textCasts[f].eval(textRow); // Integer days or Long micros, null if unparseable
       }
     }
+  }
+
+  /**
+   * A number with a fraction, an exponent or beyond a long, as a float or double field reads it
+   * through the variant: Spark's builder keeps a number written without an exponent, of at most
+   * 38 digits and 38 decimals, as a decimal, and Spark's cast of a decimal is BigDecimal's
+   * doubleValue / floatValue; any other number is Jackson's double (Double.parseDouble), cast.
+   * (tests/test_jvm_parse.py and a fuzz against VariantGet.cast found no difference.)
+   */
+  static Object fractional(String text, int kind) {
+    boolean plain = true;
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
+      if (c == 'e' || c == 'E') {
+        plain = false;
+        break;
+      }
+    }
+    if (plain) {
+      java.math.BigDecimal d = new java.math.BigDecimal(text);
+      if (d.scale() <= 38 && d.precision() <= 38) {
+        return kind == FLOAT
+            ? (Object) Float.valueOf(d.floatValue())
+            : Double.valueOf(d.doubleValue());
+      }
+    }
+    double x = Double.parseDouble(text);
+    return kind == FLOAT ? (Object) Float.valueOf((float) x) : Double.valueOf(x);
+  }
+
+  /** The same through Spark's variant, builder then cast: the reference of {@link #fractional}. */
+  Object fractionalByVariant(String text, int kind) throws java.io.IOException {
+    init();
+    Variant v = VariantBuilder.parseJson(text, false);
+    return VariantGet$.MODULE$.cast(v, sparkType(kind), castArgs);
   }
 
   /** parse.py's date test (`^\s*[+-]?[0-9]{4,}-[0-9]{2}-[0-9]{2}([T ]|\s*$)`) by hand. */
