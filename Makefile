@@ -7,12 +7,16 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# slipstream's JVM parser (java/), compiled against the installed pyspark's jars into the package
+# (src/slipstream/jvm/slipstream-parse.jar, shipped in the wheel; not in git): `make jvm`
+JAR      := src/slipstream/jvm/slipstream-parse.jar
+JAVA_SRC := $(wildcard java/src/slipstream/jvm/*.java)
 
 FAST := not spark and not cluster and not postgres and not browser and not slow
 
-.PHONY: venv demo test test-fast lint format services bench bench-quick bench-peers soak clean check-java wheel
+.PHONY: venv jvm demo test test-fast lint format services bench bench-quick bench-peers soak clean check-java wheel
 
-venv: $(STAMP)
+venv: $(STAMP) $(JAR)
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "slipstream needs Python 3.11+"'
@@ -20,6 +24,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
+
+jvm: $(JAR)
+
+$(JAR): $(STAMP) $(JAVA_SRC)
+	@command -v javac >/dev/null || { echo "building slipstream's JVM parser needs a JDK 17+ (apt-get install openjdk-17-jdk-headless)"; exit 1; }
+	rm -rf build/jvm && mkdir -p build/jvm/classes
+	javac --release 17 -Xlint:-options -d build/jvm/classes \
+	  -cp "$$($(PY) -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars/*" $(JAVA_SRC)
+	jar --create --file $@.tmp -C build/jvm/classes .
+	mv $@.tmp $@
 
 check-java:
 	@command -v java >/dev/null || { echo "slipstream needs Java 17+ (apt-get install openjdk-17-jre-headless)"; exit 1; }
@@ -75,4 +89,4 @@ bench-peers: venv check-java $(foreach p,$(PEERS),.venv-peers/$(p)/.installed)
 	touch $@
 
 clean:
-	rm -rf state demo-state artifacts .pytest_cache dist
+	rm -rf state demo-state artifacts .pytest_cache dist build/jvm $(JAR)

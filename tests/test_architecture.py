@@ -21,6 +21,7 @@ REGISTRY = "slipstream.pipelines.registry"
 ROOMS = (
     "errors",
     "core",
+    "jvm",
     "ingest",
     "sources",
     "settings",

@@ -12,7 +12,10 @@ columns to the noop sink (no streaming, no state, no sink), alternated:
 - **spark reader**: `spark.read.schema(S).json(dir)`, rows with a NULL required field dropped
   (PERMISSIVE: the lenient ceiling);
 - **from_json**: text lines + `from_json(value, S)`, same drop (Spark's parser, same input);
-- **slipstream strict**: text lines + `parse_json` + `accepted` (the rows without a reason);
+- **slipstream strict**: text lines + `parse_json` + `accepted` (the rows without a reason):
+  the JVM parser (quality/jvm_parse.py) where it reads the schema, as here;
+- **strict expressions**: the same with the parser built from Spark SQL expressions
+  (`parse_json_expressions`, the default before the JVM parser), in the same run;
 - **strict @ BASELINE**: the same with the parser as it was at commit BASELINE (read with
   `git show`; by default the commit before the object test was made cheap), which turns the
   parser's before/after into a ratio measured in one run. Left out when git has no history."""
@@ -89,6 +92,10 @@ def frame(variant: str, input_dir: Path, baseline: ModuleType | None) -> DataFra
         from slipstream.ingest.parse import parse_json
 
         return accepted(parse_json(raw, SCHEMA, REQUIRED))
+    if variant == "strict expressions":
+        from slipstream.ingest.parse import parse_json_expressions
+
+        return accepted(parse_json_expressions(raw, SCHEMA, REQUIRED))
     assert baseline is not None
     return accepted(baseline.parse_json(raw, SCHEMA, REQUIRED))
 
@@ -110,7 +117,7 @@ def run(ctx: Context) -> Result:
     input_dir = ctx.scratch("input")
     lines = write_mobile_files(input_dir, files, per_file)
     baseline = parser_at(commit, ctx.work) if commit else None
-    variants = ["spark reader", "from_json", "slipstream strict"]
+    variants = ["spark reader", "from_json", "slipstream strict", "strict expressions"]
     old = f"strict @ {commit}"
     if baseline is not None:
         variants.append(old)
@@ -130,7 +137,12 @@ def run(ctx: Context) -> Result:
         return measure(variant, input_dir, lines, baseline)
 
     metrics = {"seconds": "seconds", "lines_per_s": "lines_per_s"}
-    pairs = [("slipstream strict", "spark reader"), ("from_json", "spark reader")]
+    pairs = [
+        ("slipstream strict", "spark reader"),
+        ("strict expressions", "spark reader"),
+        ("slipstream strict", "strict expressions"),
+        ("from_json", "spark reader"),
+    ]
     if baseline is not None:
         pairs.append(("slipstream strict", old))
     Comparison(metrics, "lines_per_s", pairs, "lines/s").run(

@@ -14,6 +14,7 @@ CODES: dict[str, str] = {
     "CONFIG_BAD_VALUE": "a setting whose value is not allowed",
     "CONFIG_MISSING": "a setting the chosen pipeline, source or sink needs",
     "CONFIG_FILE": "the --config file cannot be read or is not valid TOML",
+    "JVM_PARSER_MISSING": "slipstream's JVM parser jar is not built or not on Spark's classpath",
     "UNKNOWN_PIPELINE": "no pipeline of that name is registered",
     "PIPELINE_INVALID": "a pipeline declares its inputs, outputs or parameters inconsistently",
     # validation of the query plan (the seeds' and Spark's rules)

@@ -27,10 +27,20 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-RAW = "_raw"
-SOURCE = "_source"
-REASON = "_reason"
-META_COLUMNS = (RAW, SOURCE, REASON)
+from slipstream.ingest import jvm_parse
+from slipstream.ingest.records import META_COLUMNS, RAW, REASON, SOURCE, evaluated_once
+
+__all__ = [  # the record columns are defined in ingest/records.py and offered here too
+    "META_COLUMNS",
+    "RAW",
+    "REASON",
+    "SOURCE",
+    "check_typed",
+    "parse_csv",
+    "parse_json",
+    "parse_json_expressions",
+]
+
 _JSON_SPACE = " \t\r\n"  # what JSON allows before a value
 # Spark's variant holds at most 16 MiB: a longer record cannot parse, so it is not tried
 MAX_JSON_BYTES = 16 * 1024 * 1024
@@ -82,19 +92,6 @@ def _variant_kind_ok(kind: Column, target: DataType) -> Column:
     return F.lit(True)
 
 
-def evaluated_once(parsed: DataFrame) -> DataFrame:
-    """The same rows, behind an optimizer barrier, so that the parse is evaluated once per record.
-
-    Without it Spark pushes every later filter on `_reason` (accepted, rejected, expectations)
-    below the projection that parses, inlining the whole parse into the filter's condition once
-    per reference: the JSON of each record was parsed many times over (measured: the mobile
-    query with this parser at 0.09x the lines/s of Spark's JSON reader, 0.48x with the barrier;
-    docs/benchmarks.md). A generator is such a barrier: filters on its output stay above it.
-    `inline(array(struct(...)))` yields the one row it is given, computed once. Continuous
-    processing refuses generators; validation says so before start."""
-    return parsed.select(F.inline(F.array(F.struct(*[F.col(c) for c in parsed.columns]))))
-
-
 def _kind_name(kind: Column) -> Column:
     """A value's kind without what it holds (`object`, not the whole nested type of a deeply
     nested one: a reason stays short)."""
@@ -129,6 +126,20 @@ def _field_checks(
 
 def parse_json(raw: DataFrame, schema: StructType, required: tuple[str, ...]) -> DataFrame:
     """JSON lines (`value`, `_source`) -> typed columns + _raw, _source, _reason.
+
+    The JVM parser (ingest/jvm_parse.py) when it reads the schema and the session has a JVM
+    here, else the expression parser below: the same fates and reasons, except that content
+    after the root value is `not JSON` only in the JVM parser."""
+    if jvm_parse.supports(schema) and jvm_parse.available(raw.sparkSession):
+        return jvm_parse.parse_json(raw, schema, required)
+    return parse_json_expressions(raw, schema, required)
+
+
+def parse_json_expressions(
+    raw: DataFrame, schema: StructType, required: tuple[str, ...]
+) -> DataFrame:
+    """JSON lines (`value`, `_source`) -> typed columns + _raw, _source, _reason, by Spark SQL
+    expressions.
 
     Cost matters here: this runs on every record. A parsed document is an object exactly when
     its text starts with `{`, a test far cheaper than describing the whole document with

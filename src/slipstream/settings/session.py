@@ -68,6 +68,7 @@ from collections.abc import Mapping
 from pyspark.sql import SparkSession
 
 from slipstream.errors import SlipstreamError
+from slipstream.jvm import required_jar
 from slipstream.settings.connect import session_conf
 
 DEFAULT_MASTER = "local[*]"
@@ -197,6 +198,7 @@ def build_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     cores = _cores_of(master)
     settings = {**streaming_defaults(cores, master), **dict(conf or {})}
+    settings["spark.jars"] = with_parser_jar(settings.get("spark.jars", ""))
     builder = SparkSession.builder.appName(app_name)
     if not submitted:  # spark-submit's own master stands as it is
         builder = builder.master(master)
@@ -205,6 +207,14 @@ def build_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
+
+
+def with_parser_jar(jars: str) -> str:
+    """`spark.jars` with slipstream's JVM parser first (slipstream/jvm/slipstream-parse.jar,
+    shipped in the package): Spark puts it on the driver's and the executors' classpath.
+    ConfigError JVM_PARSER_MISSING when it was not built (`make jvm`)."""
+    jar = str(required_jar())
+    return ",".join([jar, *[j for j in jars.split(",") if j.strip() and j.strip() != jar]])
 
 
 def submitted_master() -> str | None:
