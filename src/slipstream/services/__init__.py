@@ -1,0 +1,1 @@
+"""Services slipstream can start for development and tests (a local Kafka broker)."""
