@@ -240,3 +240,41 @@ def running(
 def running_postgres() -> contextlib.AbstractContextManager[PostgresServer | str]:
     """A started server, or the reason it could not start (as a string)."""
     return running(PostgresServer, (ServiceUnavailable, OSError, subprocess.SubprocessError))
+
+
+# -- Kafka ---------------------------------------------------------------------------------------
+#: the connector the Kafka tests fall back to when the one at pyspark's version cannot be
+#: resolved (pyspark 4.3.0's is not served by the repository these machines reach; Spark 4.2.0's
+#: is, and runs on 4.3 for everything the tests do)
+FALLBACK_CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
+
+
+def running_kafka() -> contextlib.AbstractContextManager[Any]:
+    """A started one-node Kafka broker (slipstream.services.kafka_broker), or the reason it
+    could not start (as a string)."""
+    from slipstream.services.kafka_broker import BrokerError, KafkaBroker
+
+    return running(KafkaBroker, (BrokerError, OSError, subprocess.SubprocessError, ImportError))
+
+
+def kafka_connector() -> str | None:
+    """Make Spark's Kafka connector resolvable for the test session: the one at pyspark's
+    version, else FALLBACK_CONNECTOR (set as SLIPSTREAM_KAFKA_CONNECTOR for the session). The
+    reason it cannot be had, or None."""
+    from slipstream.errors import ConfigError
+    from slipstream.sources.kafka_connector import CONNECTOR_ENV, connector_conf
+
+    try:
+        connector_conf({})
+        return None
+    except ConfigError as exact:
+        if os.environ.get(CONNECTOR_ENV):
+            return exact.render()
+        os.environ[CONNECTOR_ENV] = FALLBACK_CONNECTOR
+        try:
+            connector_conf({})
+        except ConfigError as fallback:
+            del os.environ[CONNECTOR_ENV]
+            return f"{exact.render()}\nand the fallback: {fallback.render()}"
+        print(f"\nKafka tests: {exact.message}; using {FALLBACK_CONNECTOR} instead")
+        return None

@@ -20,6 +20,7 @@ from slipstream.monitor.listener import ConsoleReporter
 from slipstream.ownership import every_output, refuse_foreign_outputs
 from slipstream.pipelines.registry import discover
 from slipstream.quality.late import late_is_ours, reset_late
+from slipstream.sources.kafka_connector import uses_kafka
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -60,7 +61,11 @@ def check(settings: Settings, out: TextIO, spark: SparkSession | None = None) ->
     began = time.monotonic()
     started_here = spark is None and SparkContext._active_spark_context is None
     spark = spark or build_session(
-        s.master, s.conf, app_name=f"slipstream-check-{s.pipeline}", remote=s.remote
+        s.master,
+        s.conf,
+        app_name=f"slipstream-check-{s.pipeline}",
+        remote=s.remote,
+        kafka=uses_kafka(prepared),
     )
     try:
         problems = runner.check(prepared, runner.build(spark, prepared))
@@ -104,6 +109,7 @@ def run(settings: Settings, out: TextIO) -> int:
         app_name=f"slipstream-{s.pipeline}",
         log_level="WARN" if s.verbose else "ERROR",
         remote=s.remote,
+        kafka=uses_kafka(prepared),
     )
     handlers = [] if s.quiet else [ConsoleReporter(out, verbose=s.verbose)]
     bar = backfill_bar(prepared, out)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from slipstream.errors import ConfigError
+from slipstream.kafka_url import KafkaTopic
 from slipstream.options import (
     DEFAULT_DASHBOARD_PORT,
     FILE_FORMATS,
@@ -57,7 +58,7 @@ class Settings:
 
     pipeline: str
     source: str | None = None
-    input: dict[str, Path] = field(default_factory=dict)  # "" = the one input
+    input: dict[str, Path | KafkaTopic] = field(default_factory=dict)  # "" = the one input
     format: str | None = None
     host: str = "localhost"
     port: int = 9999

@@ -74,7 +74,10 @@ def remote_settings(settings: Settings, master_given: bool) -> Settings:
                 "or drop --remote",
             )
     return settings.with_(
-        input={name: _absolute(path) for name, path in settings.input.items()},
+        input={
+            name: _absolute(path) if isinstance(path, Path) else path  # a kafka:// topic
+            for name, path in settings.input.items()
+        },
         checkpoint=_absolute(settings.checkpoint),
         state_dir=_absolute(settings.state_dir),
         quarantine=_absolute(settings.quarantine),

@@ -177,12 +177,15 @@ def build_session(
     app_name: str = "slipstream",
     log_level: str = "WARN",
     remote: str | None = None,
+    kafka: bool = False,
 ) -> SparkSession:
     """Build (or return the running) SparkSession with slipstream's streaming defaults.
 
     `master` None: spark-submit's `--master` when this process runs under spark-submit, else
     local[*]. `conf` wins over the defaults, so every default can be overridden with `--conf`.
-    With `remote` (sc://HOST:PORT) the session is a Spark Connect client: no JVM starts here."""
+    With `remote` (sc://HOST:PORT) the session is a Spark Connect client: no JVM starts here.
+    `kafka`: a Kafka input or sink is used; Spark's Kafka connector joins `spark.jars.packages`
+    (resolved first: CONNECTOR_UNAVAILABLE when it cannot be had; sources/kafka_connector.py)."""
     if remote is not None:
         return remote_session(remote, conf or {})
     submitted = submitted_master() if master is None else None
@@ -194,6 +197,10 @@ def build_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     cores = _cores_of(master)
     settings = {**streaming_defaults(cores, master), **dict(conf or {})}
+    if kafka:
+        from slipstream.sources.kafka_connector import connector_conf
+
+        settings.update(connector_conf(settings))
     builder = SparkSession.builder.appName(app_name)
     if not submitted:  # spark-submit's own master stands as it is
         builder = builder.master(master)

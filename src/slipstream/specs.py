@@ -180,6 +180,7 @@ SINK_KINDS: dict[str, SinkKind] = {
         "postgresql[://user[:password]@host[:port]/db]",
     ),
     "foreach": SinkKind("slipstream.sinks.foreach:ForeachSink", "module", "foreach:module:attr"),
+    "kafka": SinkKind("slipstream.sinks.kafka:KafkaSink", "url", "kafka://host:port/topic"),
 }
 FILE_SINKS: frozenset[str] = frozenset(k for k, v in SINK_KINDS.items() if v.target == "required")
 SINK_HELP = ", ".join(kind.usage for kind in SINK_KINDS.values())
@@ -224,6 +225,10 @@ class SinkSpec:
             if parts.query:
                 target += f"?{parts.query}"
             return cls("postgresql", target, password)
+        if raw.lower().startswith("kafka://"):
+            from slipstream.kafka_url import KafkaTopic
+
+            return cls("kafka", KafkaTopic.parse(raw, "sink").describe())
         scheme, _, target = raw.partition(":")
         kind = SINK_KINDS.get(scheme.lower())
         if kind is None:
@@ -244,7 +249,7 @@ class SinkSpec:
         """Shown in `check`, logs and errors: never includes a password."""
         return (
             f"{self.kind}:{self.target}"
-            if self.target and self.kind != "postgresql"
+            if self.target and self.kind not in ("postgresql", "kafka")
             else (self.target or self.kind)
         )
 

@@ -140,6 +140,18 @@ def path(value: Any) -> Path:
     return Path(text).expanduser()
 
 
+def input_location(value: Any) -> Any:
+    """Where a stream input is: a local path, or a Kafka topic
+    (`kafka://HOST:PORT/TOPIC?OPTION=VALUE`, slipstream.kafka_url.KafkaTopic)."""
+    from slipstream.kafka_url import KafkaTopic, is_kafka_url
+
+    if isinstance(value, KafkaTopic):
+        return value
+    if is_kafka_url(value):
+        return KafkaTopic.parse(str(value))
+    return path(value)
+
+
 def text(value: Any) -> str:
     out = str(value).strip()
     if not out:

@@ -22,6 +22,7 @@ from slipstream.errors import ConfigError
 
 if TYPE_CHECKING:
     from slipstream.config import Settings
+    from slipstream.kafka_url import KafkaTopic
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Binding:
     flag: str = "--input"
     schema: StructType | None = None  # the input's declared schema (None: text lines)
     required: tuple[str, ...] = ()  # its required fields (a parquet file lacking one: rejected)
+    topic: KafkaTopic | None = None  # bound to a Kafka topic (`kafka://...`) instead of a path
 
     def existing(self, needs: str, give: str, *, directory: bool = False) -> Path:
         """The bound path, which must be there (a folder with `directory`): otherwise a
