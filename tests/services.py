@@ -278,3 +278,74 @@ def kafka_connector() -> str | None:
             return f"{exact.render()}\nand the fallback: {fallback.render()}"
         print(f"\nKafka tests: {exact.message}; using {FALLBACK_CONNECTOR} instead")
         return None
+
+
+def produce(bootstrap: str, topic: str, values: Any, keys: Any = None) -> int:
+    """Write `values` (text) to `topic`, in order, keyed by `keys` if given; all acknowledged
+    on return. How many were written."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "log_level": 3}
+    )
+    failed: list[str] = []
+    count = 0
+    for index, value in enumerate(values):
+        key = None if keys is None else keys[index]
+        producer.produce(
+            topic,
+            value=None if value is None else str(value).encode(),
+            key=None if key is None else str(key).encode(),
+            on_delivery=lambda err, _msg: failed.append(str(err)) if err else None,
+        )
+        count += 1
+        if count % 10_000 == 0:
+            producer.flush(30)
+    left = producer.flush(60)
+    assert left == 0 and not failed, f"{left} records not acknowledged; errors: {failed[:3]}"
+    return count
+
+
+def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[dict[str, Any]]:
+    """Every record in `topic` now (each partition up to its high watermark, read when this is
+    called), as {partition, offset, key, value, headers}; a bounded poll, no sleep."""
+    import time
+
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"slipstream-tests-{os.getpid()}",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1] for p in partitions
+        }
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        records: list[dict[str, Any]] = []
+        done = {p for p, end in ends.items() if end == 0}
+        deadline = time.monotonic() + timeout_s
+        while len(done) < len(ends):
+            assert time.monotonic() < deadline, f"read {len(records)} records of {ends}"
+            message = consumer.poll(1.0)
+            if message is None or message.error():
+                continue
+            key, value = message.key(), message.value()
+            records.append(
+                {
+                    "partition": message.partition(),
+                    "offset": message.offset(),
+                    "key": None if key is None else key.decode(),
+                    "value": None if value is None else value.decode(),
+                    "headers": message.headers(),
+                }
+            )
+            if message.offset() + 1 >= ends[message.partition()]:
+                done.add(message.partition())
+        return records
+    finally:
+        consumer.close()

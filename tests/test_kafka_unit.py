@@ -170,3 +170,24 @@ def test_the_connector_is_the_users_when_they_name_one(tmp_path) -> None:  # noq
         "spark.jars.packages": "io.delta:delta-spark_2.13:4.0.0,"
         "org.apache.spark:spark-sql-kafka-0-10_2.13:9.9.9"
     }
+
+
+@pytest.mark.slow
+def test_a_connector_that_cannot_be_resolved_is_one_line_not_a_jvm_trace(tmp_path) -> None:  # noqa: ANN001
+    """The session builder resolves the connector first (a spark-submit of an empty script,
+    its output captured): Ivy's reason in one line and the --conf to use, before any JVM of
+    a session starts."""
+    from slipstream.session import build_session
+
+    conf = {"spark.jars.ivy": str(tmp_path / "ivy")}
+    missing = "org.apache.spark:spark-sql-kafka-0-10_2.13:0.0.1-none"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SLIPSTREAM_KAFKA_CONNECTOR", missing)
+        with pytest.raises(ConfigError) as err:
+            build_session("local[1]", conf, kafka=True)
+    assert err.value.code == "CONNECTOR_UNAVAILABLE"
+    assert err.value.message.endswith(
+        "unresolved dependency: org.apache.spark#spark-sql-kafka-0-10_2.13;0.0.1-none: not found"
+    )
+    assert "--conf spark.jars=/path/spark-sql-kafka-0-10_2.13-0.0.1-none.jar" in err.value.fix
+    assert "Exception" not in err.value.render() and "\tat " not in err.value.render()

@@ -17,6 +17,7 @@ their own (another version, from their mirror) in `spark.jars.packages`. SLIPSTR
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -90,10 +91,9 @@ def resolve(coordinate: str, conf: Mapping[str, str]) -> float:
             raise unavailable(coordinate, str(exc)) from None
     if done.returncode != 0 or not ivy_jar(coordinate, conf).is_file():
         text = done.stdout + done.stderr
-        reason = next(
-            (line.strip() for line in text.splitlines() if "unresolved dependency" in line),
-            text.strip().splitlines()[-1] if text.strip() else f"exit {done.returncode}",
-        )
+        found = re.search(r"\[(unresolved dependency: [^\]]+)\]", text)
+        last = text.strip().splitlines()[-1] if text.strip() else f"exit {done.returncode}"
+        reason = found.group(1) if found else last
         raise unavailable(coordinate, reason)
     return time.monotonic() - began
 
