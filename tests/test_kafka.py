@@ -332,3 +332,33 @@ def test_check_prints_the_kafka_input_and_the_at_least_once_sink(
     text = out.getvalue()
     assert f"kafka topic {source} at {kafka.bootstrap} as json" in text
     assert "at-least-once" in text
+
+
+def test_the_batch_line_shows_the_consumer_lag_as_a_capped_backfill_catches_up(
+    kafka_spark: SparkSession, kafka: Any, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    import io
+    import re
+
+    from slipstream.monitor.listener import ConsoleReporter
+
+    topic = _topic(kafka, request)
+    produce(kafka.bootstrap, topic, _mobile_lines(1000, seed=9))
+    out = io.StringIO()
+    url = kafka.url(topic, startingOffsets="earliest", maxOffsetsPerTrigger="250")
+    with PipelineHarness(
+        kafka_spark,
+        "mobile",
+        tmp_path,
+        sink="sqlite",
+        mode="update",
+        trigger="available-now",
+        source=None,
+        input=[url],
+        handlers=[ConsoleReporter(out)],
+    ) as h:
+        h.process()
+        h.run.totals.wait_for("mobile.counts", 3)  # type: ignore[union-attr]
+    lines = [x for x in out.getvalue().splitlines() if x.startswith("mobile.counts")]
+    lags = [int(re.search(r"kafka lag ([\d,]+)", x).group(1).replace(",", "")) for x in lines]  # type: ignore[union-attr]
+    assert lags[:4] == [750, 500, 250, 0], out.getvalue()

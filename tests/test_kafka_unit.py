@@ -191,3 +191,62 @@ def test_a_connector_that_cannot_be_resolved_is_one_line_not_a_jvm_trace(tmp_pat
     )
     assert "--conf spark.jars=/path/spark-sql-kafka-0-10_2.13-0.0.1-none.jar" in err.value.fix
     assert "Exception" not in err.value.render() and "\tat " not in err.value.render()
+
+
+# a Kafka source's progress as Spark 4 reports it (offsets per topic and partition)
+KAFKA_PROGRESS = {
+    "batchId": 3,
+    "numInputRows": 200,
+    "sources": [
+        {
+            "description": "KafkaV2[Subscribe[actions]]",
+            "startOffset": {"actions": {"0": 100, "1": 100}},
+            "endOffset": {"actions": {"0": 200, "1": 200}},
+            "latestOffset": {"actions": {"0": 1000, "1": 200}},
+            "numInputRows": 200,
+            "metrics": {"maxOffsetsBehindLatest": "800", "avgOffsetsBehindLatest": "400.0"},
+        }
+    ],
+}
+
+
+def test_consumer_lag_per_partition_from_a_batchs_progress() -> None:
+    from slipstream.monitor.kafka_lag import partition_lag, total_lag
+    from slipstream.monitor.listener import ConsoleReporter, progress_summary
+
+    assert partition_lag(KAFKA_PROGRESS) == {"actions:0": 800, "actions:1": 0}
+    assert progress_summary(KAFKA_PROGRESS)["kafka_lag"] == 800
+    files = {"sources": [{"description": "FileStreamSource[file:/in]", "endOffset": {}}]}
+    assert total_lag(files) is None and progress_summary(files)["kafka_lag"] is None
+    only_metric = {"sources": [{**KAFKA_PROGRESS["sources"][0], "latestOffset": None}]}
+    assert total_lag(only_metric) == 800
+    import io
+
+    out = io.StringIO()
+    ConsoleReporter(out)(
+        {"event": "progress", "query": "mobile.counts", "progress": KAFKA_PROGRESS}
+    )
+    assert out.getvalue().rstrip().endswith("| kafka lag 800")
+
+
+def test_metrics_show_the_consumer_lag_per_query_and_partition() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from slipstream.monitor.metrics import SlipstreamMetrics
+
+    registry = CollectorRegistry()
+    metrics = SlipstreamMetrics(registry)
+    record = {
+        "event": "progress",
+        "ts": "2026-11-26T10:00:00Z",
+        "pipeline": "mobile",
+        "query": "mobile.counts",
+        "query_id": "q1",
+        "run_id": "r1",
+        "progress": {**KAFKA_PROGRESS, "timestamp": "2026-11-26T10:00:00.000Z"},
+    }
+    metrics.handle(record)
+    name = "slipstream_kafka_consumer_lag_records"
+    labels = {"pipeline": "mobile", "query": "mobile.counts"}
+    assert registry.get_sample_value(name, {**labels, "partition": "actions:0"}) == 800
+    assert registry.get_sample_value(name, {**labels, "partition": "actions:1"}) == 0
