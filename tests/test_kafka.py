@@ -362,3 +362,71 @@ def test_the_batch_line_shows_the_consumer_lag_as_a_capped_backfill_catches_up(
     lines = [x for x in out.getvalue().splitlines() if x.startswith("mobile.counts")]
     lags = [int(re.search(r"kafka lag ([\d,]+)", x).group(1).replace(",", "")) for x in lines]  # type: ignore[union-attr]
     assert lags[:4] == [750, 500, 250, 0], out.getvalue()
+
+
+def test_the_readme_kafka_commands_run_as_a_user_types_them(
+    kafka_spark: SparkSession, kafka: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README "## Kafka": the broker line's topics on the session's broker, then every command
+    as written (the port replaced; `run` finite with --trigger available-now)."""
+    import re
+    import shlex
+    import sqlite3
+
+    from slipstream.cli import main
+    from tests.helpers import REPO
+
+    section = (REPO / "README.md").read_text().split("\n## Kafka\n", 1)[1].split("\n## ", 1)[0]
+    broker, commands = re.findall(r"```text\n(.*?)```", section, re.S)[:2]
+    assert "python -m slipstream.services.kafka_broker start --port 9092" in broker
+    for topic in re.findall(r"--topic (\S+)", broker):
+        name, _, partitions = topic.partition(":")
+        kafka.create_topic(name, int(partitions or 1))
+    actions = _mobile_lines(500, seed=13)
+    produce(kafka.bootstrap, "actions", actions)
+    monkeypatch.chdir(tmp_path)
+    for line in commands.strip().splitlines():
+        args = shlex.split(line.replace("127.0.0.1:9092", kafka.bootstrap))
+        assert args[0] == "slipstream"
+        if args[1] == "run":
+            # Spark resolves a relative path against its JVM's folder, not this test's chdir
+            args = [a.replace("=catalog.csv", f"={tmp_path / 'catalog.csv'}") for a in args]
+            args += ["--trigger", "available-now", "--state-dir", str(tmp_path / "state")]
+        assert main(args[1:]) == 0, line
+    with sqlite3.connect(tmp_path / "state" / "slipstream.db") as conn:
+        views = conn.execute("SELECT SUM(views) FROM article_views").fetchone()[0]
+    assert views > 0
+    latest = {}
+    for record in sorted(read_topic(kafka.bootstrap, "mobile-counts"), key=lambda r: r["offset"]):
+        value = json.loads(record["value"])
+        latest[record["key"]] = (value["window_start"][:19] + "Z", value["action"], value["count"])
+    expected = mobile_counts(actions)[["window_start", "action", "count"]].values.tolist()
+    assert sorted(latest.values()) == sorted(tuple(r) for r in expected)
+
+
+def test_a_restart_resumes_from_the_checkpoints_offsets_into_sqlite_exactly_once(
+    kafka_spark: SparkSession, kafka: Any, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Two runs on one checkpoint, records produced before, between and after them: the
+    second run reads from where the first one's last committed batch ended, and the table
+    equals pandas over everything produced (nothing lost, nothing counted twice)."""
+    topic = _topic(kafka, request, partitions=2)
+    lines = sorted(_mobile_lines(900, seed=17), key=lambda line: json.loads(line)["ts"][:19])
+    url = kafka.url(topic, startingOffsets="earliest")
+
+    def run(*chunks: list[str]) -> list[dict[str, Any]]:
+        with PipelineHarness(
+            kafka_spark, "mobile", tmp_path, sink="sqlite", mode="update", source=None, input=[url]
+        ) as h:
+            h.process()  # what was produced while no query ran
+            for chunk in chunks:
+                produce(kafka.bootstrap, topic, chunk)
+                h.process()
+            return h.results()
+
+    run(lines[:300], lines[300:500])
+    produce(kafka.bootstrap, topic, lines[500:700])  # while no query runs
+    table = run(lines[700:])
+    got = sorted((r["window_start"], r["action"], r["count"]) for r in table)
+    expected = mobile_counts(lines)[["window_start", "action", "count"]].values.tolist()
+    assert got == sorted(tuple(r) for r in expected)

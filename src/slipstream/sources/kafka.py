@@ -96,7 +96,7 @@ def _client_settings(topic: KafkaTopic) -> dict[str, str]:
     config = topic.client_config()
     for _ in range(len(config)):
         try:
-            AdminClient(config)
+            AdminClient({**config, "log_level": "0"})
             return config
         except KafkaException as exc:
             text = str(exc)
