@@ -48,3 +48,25 @@ def test_generate_to_a_missing_topic_is_refused(
     assert code == 2
     assert "[KAFKA_TOPIC_NOT_FOUND]" in capsys.readouterr().err
     assert not (tmp_path / "catalog.csv").exists()
+
+
+def test_feed_sends_a_files_lines_or_typed_lines_to_a_topic(
+    kafka: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    from slipstream.generators.kafka_out import feed_topic
+
+    topic = kafka.create_topic("fed-lines", 1)
+    words = tmp_path / "words.txt"
+    words.write_text("the cat sat\non the mat\n")
+    assert main(["feed", str(words), "--to", kafka.url(topic)]) == 0
+    assert "feed: sent 2 lines" in capsys.readouterr().err
+    typed = io.StringIO("a typed line\nand another\n")
+    assert feed_topic(kafka.url(topic), None, out=io.StringIO(), stdin=typed) == 0
+    values = [
+        r["value"] for r in sorted(read_topic(kafka.bootstrap, topic), key=lambda r: r["offset"])
+    ]
+    assert values == ["the cat sat", "on the mat", "a typed line", "and another"]
+    assert main(["feed", str(words), "--to", "kafka://127.0.0.1/x"]) == 2
+    assert "[CONFIG_BAD_VALUE] --to has value" in capsys.readouterr().err

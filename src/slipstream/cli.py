@@ -135,6 +135,9 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", type=Path, help="file of lines (default: standard input)")
     p.add_argument("--port", type=values.flag_type(values.port), default=9999)
     p.add_argument("--host", default="127.0.0.1")
+    p.add_argument(
+        "--to", metavar="kafka://HOST:PORT/TOPIC", help="send the lines to a Kafka topic instead"
+    )
     _add_monitor_commands(sub)
     p = sub.add_parser("samples", help="copy a pipeline's bundled sample files into a folder")
     p.add_argument("workload", metavar="PIPELINE", help="a pipeline with samples (mobile)")
@@ -258,6 +261,10 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
     if args.command == "feed":
         from slipstream.generators.feed import serve
 
+        if args.to is not None:
+            from slipstream.generators.kafka_out import feed_topic
+
+            return feed_topic(args.to, args.file)
         return serve(args.port, args.file, args.host)
     if args.command == "samples":
         from slipstream.demo import copy_samples

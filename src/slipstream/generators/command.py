@@ -156,7 +156,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     spec, live = spec_from_args(args)
     writer = None
     if args.to is not None:  # a topic: catalog and report in the working directory
-        writer = _topic_writer(args.to)
+        from slipstream.generators.kafka_out import topic_writer
+
+        writer = topic_writer(args.to)
         out_dir = Path(".")
         catalog_path = args.catalog or Path(CATALOG_NAME)
         args.report = args.report or Path(f"{writer.topic.topic}{REPORT_NAME}")
@@ -191,18 +193,3 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         flush=True,
     )
     return 0
-
-
-def _topic_writer(url: str) -> Any:
-    from slipstream.generators.kafka_out import TopicWriter
-    from slipstream.kafka_url import KafkaTopic
-
-    try:
-        topic = KafkaTopic.parse(url, "sink")
-    except ValueError as exc:
-        raise ConfigError(
-            "CONFIG_BAD_VALUE",
-            f"--to has value {url!r}; allowed: {exc}",
-            "give --to kafka://HOST:PORT/TOPIC",
-        ) from None
-    return TopicWriter(topic)

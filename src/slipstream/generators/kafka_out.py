@@ -6,7 +6,9 @@ have no key: the producer spreads them over the topic's partitions. Needs conflu
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from pathlib import Path
+from typing import Any, TextIO
 
 from slipstream.errors import ConfigError
 from slipstream.kafka_url import KafkaTopic
@@ -38,7 +40,7 @@ class TopicWriter:
             "linger.ms": 5,
             "acks": "all",
             "enable.idempotence": True,  # a retried send is not written twice
-            "log_level": 3,
+            "log_level": 0,  # failures are raised, as one error
         }
         self._producer = Producer(config)
 
@@ -67,3 +69,38 @@ class TopicWriter:
                 "check that the broker is running and the topic is writable",
             )
         self.sent += len(lines)
+
+
+def topic_writer(url: str, flag: str = "--to") -> TopicWriter:
+    """A writer for `url` (kafka://HOST:PORT/TOPIC), the flag named in a bad value's error."""
+    try:
+        topic = KafkaTopic.parse(url, "sink")
+    except ValueError as exc:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"{flag} has value {url!r}; allowed: {exc}",
+            f"give {flag} kafka://HOST:PORT/TOPIC",
+        ) from None
+    return TopicWriter(topic)
+
+
+def feed_topic(
+    url: str, file: Path | None, out: TextIO | None = None, stdin: TextIO | None = None
+) -> int:
+    """`slipstream feed [FILE] --to kafka://...`: the lines of FILE (or of standard input, each
+    sent as it is typed) into a topic, the way `feed` serves them to the socket source."""
+    out, stdin = out or sys.stderr, stdin or sys.stdin
+    writer = topic_writer(url)
+    shown = writer.topic.describe()
+    try:
+        if file is not None:
+            lines = Path(file).read_text(encoding="utf-8").splitlines()
+            writer(str(file), lines)
+            print(f"feed: sent {writer.sent:,} lines from {file} to {shown}", file=out, flush=True)
+        else:
+            print(f"feed: type lines for {shown}; Ctrl-D or Ctrl-C to stop", file=out, flush=True)
+            for line in stdin:
+                writer("standard input", [line.rstrip("\n")])
+    except KeyboardInterrupt:
+        pass
+    return 0
