@@ -250,3 +250,16 @@ def test_metrics_show_the_consumer_lag_per_query_and_partition() -> None:
     labels = {"pipeline": "mobile", "query": "mobile.counts"}
     assert registry.get_sample_value(name, {**labels, "partition": "actions:0"}) == 800
     assert registry.get_sample_value(name, {**labels, "partition": "actions:1"}) == 0
+
+
+def test_a_sink_urls_secret_reaches_spark_and_is_never_shown() -> None:
+    from slipstream.sinks import make_sink
+    from slipstream.sinks.base import SinkContext
+
+    url = "kafka://127.0.0.1:9092/out?kafka.sasl.jaas.config=user%3D%22u%22%20password%3D%22pw9%22"
+    spec = SinkSpec.parse(url)
+    sink = make_sink(spec, default_database=None)  # type: ignore[arg-type]
+    ctx = SinkContext("mobile", "mobile.counts", "t", (), "update", None)  # type: ignore[arg-type]
+    assert 'password="pw9"' in sink.topic.spark_options()["kafka.sasl.jaas.config"]  # type: ignore[attr-defined]
+    for shown in (spec.describe(), sink.describe(ctx), sink.location(ctx)):
+        assert "pw9" not in str(shown)

@@ -228,7 +228,8 @@ class SinkSpec:
         if raw.lower().startswith("kafka://"):
             from slipstream.kafka_url import KafkaTopic
 
-            return cls("kafka", KafkaTopic.parse(raw, "sink").describe())
+            KafkaTopic.parse(raw, "sink")  # refused here when it is not a Kafka sink URL
+            return cls("kafka", raw)
         scheme, _, target = raw.partition(":")
         kind = SINK_KINDS.get(scheme.lower())
         if kind is None:
@@ -247,9 +248,13 @@ class SinkSpec:
 
     def describe(self) -> str:
         """Shown in `check`, logs and errors: never includes a password."""
+        if self.kind == "kafka" and self.target:
+            from slipstream.kafka_url import KafkaTopic
+
+            return KafkaTopic.parse(self.target, "sink").describe()  # secret options hidden
         return (
             f"{self.kind}:{self.target}"
-            if self.target and self.kind not in ("postgresql", "kafka")
+            if self.target and self.kind != "postgresql"
             else (self.target or self.kind)
         )
 

@@ -18,6 +18,7 @@ the broker listening about 3.5 s after its start."""
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import os
 import shutil
@@ -167,7 +168,7 @@ class KafkaBroker:
     def log(self) -> Path:
         return self.base / "server.log"
 
-    def _java(self, main: str, *args: str, **kwargs: object) -> list[str]:
+    def _java(self, main: str, *args: str) -> list[str]:
         java = shutil.which("java")
         if java is None:
             raise BrokerError("the Kafka broker needs Java 17+: apt-get install openjdk-17-jdk")
@@ -210,7 +211,8 @@ class KafkaBroker:
     def start(self) -> KafkaBroker:
         props = self._properties()
         if not self.formatted:
-            cluster = str(uuid.uuid4().hex[:22])
+            # a cluster id is a UUID in URL-safe base64 without padding (22 characters)
+            cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             done = subprocess.run(
                 self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(props)),
                 capture_output=True, text=True, timeout=120,
