@@ -211,12 +211,13 @@ class KafkaBroker:
     def start(self) -> KafkaBroker:
         props = self._properties()
         if not self.formatted:
-            # a cluster id is a UUID in URL-safe base64 without padding (22 characters)
+            # a cluster id is a UUID in URL-safe base64 without padding (22 characters; it
+            # may start with '-', hence --cluster-id=ID)
             cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            done = subprocess.run(
-                self._java("kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(props)),
-                capture_output=True, text=True, timeout=120,
-            )  # fmt: skip
+            command = self._java(
+                "kafka.tools.StorageTool", "format", f"--cluster-id={cluster}", "-c", str(props)
+            )
+            done = subprocess.run(command, capture_output=True, text=True, timeout=120)
             if done.returncode != 0:
                 raise BrokerError(f"kafka-storage format failed: {done.stdout}{done.stderr}")
             self.formatted = True
