@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -430,3 +431,26 @@ def test_a_restart_resumes_from_the_checkpoints_offsets_into_sqlite_exactly_once
     got = sorted((r["window_start"], r["action"], r["count"]) for r in table)
     expected = mobile_counts(lines)[["window_start", "action", "count"]].values.tolist()
     assert got == sorted(tuple(r) for r in expected)
+
+
+@pytest.mark.slow
+def test_the_trending_demo_runs_over_a_local_broker(
+    kafka_spark: SparkSession, tmp_path: Path
+) -> None:
+    """`slipstream demo --source kafka`: its own broker, the generator sending to a topic, the
+    live top ten from it; the broker stops with the demo."""
+    import io
+
+    from slipstream.demo_trending import demo
+    from slipstream.serving import top_articles
+
+    out = io.StringIO()
+    state = tmp_path / "demo-state"
+    assert demo(state, out, rate=1000, max_batches=2, dashboard=None, source="kafka") == 0
+    text = out.getvalue()
+    assert re.search(r"^kafka: broker 4\.1\.1 on 127\.0\.0\.1:\d+ ", text, re.M), text
+    assert "input       events: kafka topic trending-events" in text
+    assert text.count("top 10 of the current window") >= 2
+    report = json.loads((state / "generator" / "trending-report.json").read_text())
+    assert report["interrupted"] is True and report["total_lines"] > 0
+    assert len(top_articles(state / "slipstream.db")["current"]) == 10

@@ -167,6 +167,12 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
         type=values.flag_type(values.positive_number),
         help="events/s of a generated stream (default 2000)",
     )
+    p.add_argument(
+        "--source",
+        choices=("files", "kafka"),
+        help="how the generated events reach the pipeline: files (default) or a local Kafka "
+        "broker that the demo starts (needs Java and Maven; trending)",
+    )
     return parser
 
 
@@ -338,7 +344,7 @@ def _demo(name: str, args: argparse.Namespace, out: TextIO) -> int:
         _refuse_missing(pipeline.name, "demo")
     module, _, attr = pipeline.demo.partition(":")
     function = getattr(importlib.import_module(module), attr)
-    given = {k: v for k in ("duration", "rate") if (v := getattr(args, k)) is not None}
+    given = {k: v for k in ("duration", "rate", "source") if (v := getattr(args, k)) is not None}
     accepted = inspect.signature(function).parameters
     for key in given:
         if key not in accepted:
