@@ -190,6 +190,13 @@ def test_a_connector_that_cannot_be_resolved_is_one_line_not_a_jvm_trace(tmp_pat
         "unresolved dependency: org.apache.spark#spark-sql-kafka-0-10_2.13;0.0.1-none: not found"
     )
     assert "--conf spark.jars=/path/spark-sql-kafka-0-10_2.13-0.0.1-none.jar" in err.value.fix
+    from slipstream.sources.kafka_connector import unavailable
+
+    hint = unavailable("org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0", "not found").fix
+    assert hint.endswith(
+        "SLIPSTREAM_KAFKA_CONNECTOR=org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0 "
+        "(the previous release's)"
+    )
     assert "Exception" not in err.value.render() and "\tat " not in err.value.render()
 
 

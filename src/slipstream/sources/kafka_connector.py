@@ -106,8 +106,19 @@ def unavailable(coordinate: str, reason: str) -> ConfigError:
         f"give Spark a local copy: --conf spark.jars=/path/{ARTIFACT}-{version}.jar,"
         "/path/spark-token-provider-kafka-0-10_2.13-VERSION.jar,/path/kafka-clients-VERSION.jar,"
         "/path/commons-pool2-VERSION.jar; or a coordinate your repository serves: "
-        f"--conf {PACKAGES}={GROUP}:{ARTIFACT}:VERSION (or set {CONNECTOR_ENV})",
+        f"--conf {PACKAGES}={GROUP}:{ARTIFACT}:VERSION (or set {CONNECTOR_ENV})"
+        + _earlier(version),
     )
+
+
+def _earlier(version: str) -> str:
+    """A hint: the previous minor release's connector (Spark 4.2.0's ran slipstream's Kafka
+    tests on pyspark 4.3.0, whose own connector the machines of November 2026 could not get)."""
+    parts = version.split(".")
+    if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit() or parts[1] == "0":
+        return ""
+    earlier = f"{parts[0]}.{int(parts[1]) - 1}.0"
+    return f", e.g. {CONNECTOR_ENV}={GROUP}:{ARTIFACT}:{earlier} (the previous release's)"
 
 
 def connector_conf(
