@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 JAR      := src/slipstream/jvm/slipstream-parse.jar
 JAVA_SRC := $(wildcard java/src/slipstream/jvm/*.java)
 
-FAST := not spark and not cluster and not postgres and not browser and not slow
+FAST := not spark and not cluster and not postgres and not browser and not slow and not kafka
 
 .PHONY: venv jvm demo test test-fast lint format services bench bench-quick bench-peers soak clean check-java wheel
 

@@ -18,13 +18,56 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """One SparkSession for the whole test session."""
+def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
+    """One SparkSession for the whole test session; with Spark's Kafka connector when a test
+    marked `kafka` was collected (its packages must be there when the JVM starts)."""
     from slipstream.testing import session
 
-    spark = session()
+    kafka = False
+    if any(item.get_closest_marker("kafka") for item in request.session.items):
+        from tests.services import kafka_connector
+
+        kafka = request.config.stash[KAFKA_CONNECTOR] = kafka_connector() is None
+    spark = session(kafka=kafka)
     yield spark
     spark.stop()
+
+
+KAFKA_CONNECTOR = pytest.StashKey[bool]()
+
+
+@pytest.fixture(scope="session")
+def kafka_server() -> Iterator[object]:
+    """A throwaway one-node Kafka broker for the session (slipstream.tools.kafka_broker),
+    or the reason it could not start."""
+    from tests.services import running_kafka
+
+    with running_kafka() as server:
+        yield server
+
+
+@pytest.fixture
+def kafka(kafka_server: object, request: pytest.FixtureRequest) -> object:
+    """The session's broker. Under CI one that cannot start fails the test; locally the test
+    is skipped with the reason (as PostgreSQL's)."""
+    from tests.services import unavailable
+
+    if isinstance(kafka_server, str):
+        unavailable(kafka_server, "the Kafka broker for the tests")
+    return kafka_server
+
+
+@pytest.fixture
+def kafka_spark(spark: SparkSession, kafka: object, request: pytest.FixtureRequest) -> SparkSession:
+    """The session's Spark, which has the Kafka connector (or the test fails under CI / skips
+    locally, with the reason)."""
+    from tests.services import kafka_connector, unavailable
+
+    if not request.config.stash.get(KAFKA_CONNECTOR, False):
+        unavailable(
+            kafka_connector() or "the session started without it", "Spark's Kafka connector"
+        )
+    return spark
 
 
 @pytest.fixture(scope="session")

@@ -240,3 +240,112 @@ def running(
 def running_postgres() -> contextlib.AbstractContextManager[PostgresServer | str]:
     """A started server, or the reason it could not start (as a string)."""
     return running(PostgresServer, (ServiceUnavailable, OSError, subprocess.SubprocessError))
+
+
+# -- Kafka ---------------------------------------------------------------------------------------
+#: the connector the Kafka tests fall back to when the one at pyspark's version cannot be
+#: resolved (pyspark 4.3.0's is not served by the repository these machines reach; Spark 4.2.0's
+#: is, and runs on 4.3 for everything the tests do)
+FALLBACK_CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
+
+
+def running_kafka() -> contextlib.AbstractContextManager[Any]:
+    """A started one-node Kafka broker (slipstream.tools.kafka_broker), or the reason it
+    could not start (as a string)."""
+    from slipstream.tools.kafka_broker import BrokerError, KafkaBroker
+
+    return running(KafkaBroker, (BrokerError, OSError, subprocess.SubprocessError, ImportError))
+
+
+def kafka_connector() -> str | None:
+    """Make Spark's Kafka connector resolvable for the test session: the one at pyspark's
+    version, else FALLBACK_CONNECTOR (set as SLIPSTREAM_KAFKA_CONNECTOR for the session). The
+    reason it cannot be had, or None."""
+    from slipstream.errors import ConfigError
+    from slipstream.settings.kafka_connector import CONNECTOR_ENV, connector_conf
+
+    try:
+        connector_conf({})
+        return None
+    except ConfigError as exact:
+        if os.environ.get(CONNECTOR_ENV):
+            return exact.render()
+        os.environ[CONNECTOR_ENV] = FALLBACK_CONNECTOR
+        try:
+            connector_conf({})
+        except ConfigError as fallback:
+            del os.environ[CONNECTOR_ENV]
+            return f"{exact.render()}\nand the fallback: {fallback.render()}"
+        print(f"\nKafka tests: {exact.message}; using {FALLBACK_CONNECTOR} instead")
+        return None
+
+
+def produce(bootstrap: str, topic: str, values: Any, keys: Any = None) -> int:
+    """Write `values` (text) to `topic`, in order, keyed by `keys` if given; all acknowledged
+    on return. How many were written."""
+    from confluent_kafka import Producer
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all", "log_level": 3}
+    )
+    failed: list[str] = []
+    count = 0
+    for index, value in enumerate(values):
+        key = None if keys is None else keys[index]
+        producer.produce(
+            topic,
+            value=None if value is None else str(value).encode(),
+            key=None if key is None else str(key).encode(),
+            on_delivery=lambda err, _msg: failed.append(str(err)) if err else None,
+        )
+        count += 1
+        if count % 10_000 == 0:
+            producer.flush(30)
+    left = producer.flush(60)
+    assert left == 0 and not failed, f"{left} records not acknowledged; errors: {failed[:3]}"
+    return count
+
+
+def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[dict[str, Any]]:
+    """Every record in `topic` now (each partition up to its high watermark, read when this is
+    called), as {partition, offset, key, value, headers}; a bounded poll, no sleep."""
+    import time
+
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"slipstream-tests-{os.getpid()}",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), 10)[1] for p in partitions
+        }
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        records: list[dict[str, Any]] = []
+        done = {p for p, end in ends.items() if end == 0}
+        deadline = time.monotonic() + timeout_s
+        while len(done) < len(ends):
+            assert time.monotonic() < deadline, f"read {len(records)} records of {ends}"
+            message = consumer.poll(1.0)
+            if message is None or message.error():
+                continue
+            key, value = message.key(), message.value()
+            records.append(
+                {
+                    "partition": message.partition(),
+                    "offset": message.offset(),
+                    "key": None if key is None else key.decode(),
+                    "value": None if value is None else value.decode(),
+                    "headers": message.headers(),
+                }
+            )
+            if message.offset() + 1 >= ends[message.partition()]:
+                done.add(message.partition())
+        return records
+    finally:
+        consumer.close()

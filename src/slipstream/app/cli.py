@@ -133,6 +133,9 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", type=Path, help="file of lines (default: standard input)")
     p.add_argument("--port", type=values.flag_type(values.port), default=9999)
     p.add_argument("--host", default="127.0.0.1")
+    p.add_argument(
+        "--to", metavar="kafka://HOST:PORT/TOPIC", help="send the lines to a Kafka topic instead"
+    )
     _add_monitor_commands(sub)
     p = sub.add_parser("samples", help="copy a pipeline's bundled sample files into a folder")
     p.add_argument("workload", metavar="PIPELINE", help="a pipeline with samples (mobile)")
@@ -162,6 +165,12 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
         "--rate",
         type=values.flag_type(values.positive_number),
         help="events/s of a generated stream (default 2000)",
+    )
+    p.add_argument(
+        "--source",
+        choices=("files", "kafka"),
+        help="how the generated events reach the pipeline: files (default) or a local Kafka "
+        "broker that the demo starts (needs Java and Maven; trending)",
     )
     return parser
 
@@ -257,6 +266,10 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
     if args.command == "feed":
         from slipstream.tools.generators.feed import serve
 
+        if args.to is not None:
+            from slipstream.tools.generators.kafka_out import feed_topic
+
+            return feed_topic(args.to, args.file)
         return serve(args.port, args.file, args.host)
     if args.command == "samples":
         from slipstream.tools.demo import copy_samples
@@ -312,7 +325,7 @@ def _demo(name: str, args: argparse.Namespace, out: TextIO) -> int:
     function = catalog.demo(pipeline.name)
     if function is None:
         _refuse_missing(pipeline.name, "demo")
-    given = {k: v for k in ("duration", "rate") if (v := getattr(args, k)) is not None}
+    given = {k: v for k in ("duration", "rate", "source") if (v := getattr(args, k)) is not None}
     accepted = inspect.signature(function).parameters
     for key in given:
         if key not in accepted:

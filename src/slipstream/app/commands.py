@@ -23,6 +23,7 @@ from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
 from slipstream.monitor.listener import ConsoleReporter
 from slipstream.pipelines.registry import discover
 from slipstream.runtime import runner
+from slipstream.runtime.bound import uses_kafka
 from slipstream.runtime.control import StopControl
 from slipstream.runtime.deadletter import late_is_ours, reset_late
 from slipstream.runtime.explain import explain
@@ -69,7 +70,11 @@ def check(settings: Settings, out: TextIO, spark: SparkSession | None = None) ->
     began = time.monotonic()
     started_here = spark is None and SparkContext._active_spark_context is None
     spark = spark or build_session(
-        s.master, s.conf, app_name=f"slipstream-check-{s.pipeline}", remote=s.remote
+        s.master,
+        s.conf,
+        app_name=f"slipstream-check-{s.pipeline}",
+        remote=s.remote,
+        kafka=uses_kafka(prepared),
     )
     try:
         problems = runner.check(prepared, runner.build(spark, prepared))
@@ -113,6 +118,7 @@ def run(settings: Settings, out: TextIO) -> int:
         app_name=f"slipstream-{s.pipeline}",
         log_level="WARN" if s.verbose else "ERROR",
         remote=s.remote,
+        kafka=uses_kafka(prepared),
     )
     handlers = [] if s.quiet else [ConsoleReporter(out, verbose=s.verbose)]
     bar = backfill_bar(prepared, out)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
+from slipstream.core.kafka_url import KafkaTopic
 from slipstream.errors import ConfigError
 
 OutputMode = Literal["append", "update", "complete"]
@@ -180,6 +181,7 @@ SINK_KINDS: dict[str, SinkKind] = {
         "postgresql[://user[:password]@host[:port]/db]",
     ),
     "foreach": SinkKind("slipstream.sinks.foreach:ForeachSink", "module", "foreach:module:attr"),
+    "kafka": SinkKind("slipstream.sinks.kafka:KafkaSink", "url", "kafka://host:port/topic"),
 }
 FILE_SINKS: frozenset[str] = frozenset(k for k, v in SINK_KINDS.items() if v.target == "required")
 SINK_HELP = ", ".join(kind.usage for kind in SINK_KINDS.values())
@@ -224,6 +226,9 @@ class SinkSpec:
             if parts.query:
                 target += f"?{parts.query}"
             return cls("postgresql", target, password)
+        if raw.lower().startswith("kafka://"):
+            KafkaTopic.parse(raw, "sink")  # refused here when it is not a Kafka sink URL
+            return cls("kafka", raw)
         scheme, _, target = raw.partition(":")
         kind = SINK_KINDS.get(scheme.lower())
         if kind is None:
@@ -242,6 +247,8 @@ class SinkSpec:
 
     def describe(self) -> str:
         """Shown in `check`, logs and errors: never includes a password."""
+        if self.kind == "kafka" and self.target:
+            return KafkaTopic.parse(self.target, "sink").describe()  # secret options hidden
         return (
             f"{self.kind}:{self.target}"
             if self.target and self.kind != "postgresql"

@@ -12,6 +12,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
+from slipstream.core.kafka_url import KafkaTopic, is_kafka_url
 from slipstream.core.specs import parse_duration
 
 T = TypeVar("T")
@@ -138,6 +139,16 @@ def path(value: Any) -> Path:
             "and output marks work on the local file system); use a local or mounted folder"
         )
     return Path(text).expanduser()
+
+
+def input_location(value: Any) -> Any:
+    """Where a stream input is: a local path, or a Kafka topic
+    (`kafka://HOST:PORT/TOPIC?OPTION=VALUE`, slipstream.core.kafka_url.KafkaTopic)."""
+    if isinstance(value, KafkaTopic):
+        return value
+    if is_kafka_url(value):
+        return KafkaTopic.parse(str(value))
+    return path(value)
 
 
 def text(value: Any) -> str:

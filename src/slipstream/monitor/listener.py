@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from pyspark.sql.streaming import StreamingQueryListener
 
 from slipstream.monitor.events import batch_executed, observed_sums
+from slipstream.monitor.kafka_lag import total_lag
 
 Record = dict[str, Any]
 Handler = Callable[[Record], None]
@@ -123,6 +124,7 @@ def progress_summary(progress: dict[str, Any]) -> dict[str, Any]:
         ),
         "quarantined": int(_num(quality.get("quarantined"))),
         "expectations": {k: int(v) for k, v in observed_sums(observed, "expectations").items()},
+        "kafka_lag": total_lag(progress),  # records behind latest; None: no Kafka input
     }
 
 
@@ -160,6 +162,8 @@ class ConsoleReporter:
         ]
         if s["duplicates"]:
             parts.append(f"duplicates {s['duplicates']:,}")
+        if s["kafka_lag"] is not None:
+            parts.append(f"kafka lag {s['kafka_lag']:,}")
         parts += [f"{rule} {n:,}" for rule, n in s["expectations"].items() if n]
         print(" | ".join(parts), file=self.stream, flush=True)
         if self.verbose:

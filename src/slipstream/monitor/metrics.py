@@ -35,6 +35,7 @@ from slipstream.monitor.events import (
     utc_now,
 )
 from slipstream.monitor.hosts import guarded
+from slipstream.monitor.kafka_lag import partition_lag
 
 LABELS = ("pipeline", "query")
 
@@ -110,6 +111,12 @@ class SlipstreamMetrics:
             "slipstream_expectation_violations", "Rows violating an expectation", ("rule",)
         )
         self.batches = counter("slipstream_batches_completed", "Micro-batches completed")
+        self.kafka_lag = Gauge(
+            "slipstream_kafka_consumer_lag_records",
+            "Records behind the newest offset after the last batch, per Kafka TOPIC:PARTITION",
+            (*LABELS, "partition"),
+            registry=registry,
+        )
         self.watermark_lag = _WatermarkLag(clock)
         registry.register(self.watermark_lag)
         self._last_batch: dict[tuple[str, str, str], int] = {}
@@ -129,6 +136,8 @@ class SlipstreamMetrics:
         self.last_progress.labels(*labels).set(stamp.timestamp())
         if progress.watermark is not None:
             self.watermark_lag.set(*labels, progress.watermark)
+        for partition, behind in (partition_lag(dict(progress.progress)) or {}).items():
+            self.kafka_lag.labels(*labels, partition).set(behind)
 
         # an idle report names the next batch before it runs: counting it would count that
         # batch now, and skip it as a replay when it really runs

@@ -118,7 +118,11 @@ class TrendingPipeline(Pipeline):
     )
     inputs = (
         event_stream(
-            "events", EVENT_SCHEMA, "ts", ("event_id", "article_id", "ts"), sources=("files",)
+            "events",
+            EVENT_SCHEMA,
+            "ts",
+            ("event_id", "article_id", "ts"),
+            sources=("files", "kafka"),
         ),
         Input(
             "catalog",

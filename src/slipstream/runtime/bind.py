@@ -14,6 +14,7 @@ from typing import Any
 from slipstream.analysis.validate import settings_violations
 from slipstream.api.pipeline import Input, Output, Params
 from slipstream.checkpoint.lifecycle import query_checkpoint
+from slipstream.core.kafka_url import KafkaTopic
 from slipstream.core.specs import SINK_KINDS, SinkSpec
 from slipstream.errors import ConfigError, ValidationError
 from slipstream.ingest.expectations import check_expectations
@@ -129,6 +130,16 @@ def _bind_input(
     flag = f"--input {spec.name}="
     if path is None and "" in given and not spec.static and len(streams) == 1:
         path, flag = given[""], "--input "
+    topic = path if isinstance(path, KafkaTopic) else None
+    if topic is not None:
+        path = None
+        if spec.static:
+            raise ConfigError(
+                "CONFIG_BAD_VALUE",
+                f"{flag}{topic}: input {spec.name} is a table (read whole at every batch), "
+                "not a stream; a Kafka topic can bind only a stream input",
+                f"give it a file: {flag}FILE",
+            )
     if spec.static:
         binding = Binding(spec.name, path, spec.format, flag)
         if check:
@@ -138,6 +149,14 @@ def _bind_input(
     kind = settings.source or (
         "files" if path is not None and "files" in spec.sources else spec.sources[0]
     )
+    if topic is not None and settings.source is None:
+        kind = "kafka"
+    if topic is not None and kind != "kafka":
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"{flag}{topic} is a Kafka topic, but --source {kind} was given",
+            "drop --source (a kafka:// input reads Kafka), or give the input a path",
+        )
     if kind not in spec.sources:
         raise ConfigError(
             "SOURCE_NOT_SUPPORTED",
@@ -147,7 +166,7 @@ def _bind_input(
     if len(streams) == 1:
         flag = "--input "  # a one-stream pipeline names its input path plainly
     fmt = settings.format or spec.format
-    binding = Binding(spec.name, path, fmt, flag.rstrip(), spec.schema, spec.required)
+    binding = Binding(spec.name, path, fmt, flag.rstrip(), spec.schema, spec.required, topic)
     source = get_source(kind)
     options = source.given(settings.source_options)
     if check:

@@ -84,3 +84,10 @@ class Prepared:
     @property
     def parses(self) -> bool:
         return any(i.parses for i in self.inputs.values())
+
+
+def uses_kafka(prepared: Prepared) -> bool:
+    """Whether a run reads or writes Kafka (its session needs the connector)."""
+    return any(
+        b.source is not None and b.source.kind == "kafka" for b in prepared.inputs.values()
+    ) or any(o.sink.spec.kind == "kafka" for o in prepared.outputs.values())

@@ -180,7 +180,8 @@ def start(
         listener.handlers.insert(0, late.handle)  # drop counts, and a wake for its thread
         for query in built:
             out = query.output
-            writer = query.frame.writeStream.queryName(out.ctx.query_name)
+            frame = out.sink.shape(query.frame, out.ctx)
+            writer = frame.writeStream.queryName(out.ctx.query_name)
             writer = writer.outputMode(out.ctx.mode)
             writer = writer.option("checkpointLocation", str(out.ctx.checkpoint))
             trigger = query_trigger(settings, quarantine=out.spec is None)

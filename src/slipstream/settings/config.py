@@ -27,6 +27,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from slipstream.core.kafka_url import KafkaTopic
 from slipstream.core.options import Option
 from slipstream.core.specs import DEFAULT_MAX_FUTURE, OutputMode, SinkSpec, TriggerSpec
 from slipstream.errors import ConfigError
@@ -59,7 +60,7 @@ class Settings:
 
     pipeline: str
     source: str | None = None
-    input: dict[str, Path] = field(default_factory=dict)  # "" = the one input
+    input: dict[str, Path | KafkaTopic] = field(default_factory=dict)  # "" = the one input
     format: str | None = None
     late_rows: bool = True  # the late-row dead-letter (runtime/deadletter.py)
     #: the sources' own settings given (`--host`, `--max-files-per-trigger`, ...), parsed by the
@@ -271,7 +272,10 @@ def load_settings(
         # a Connect server resolves a relative path against its own working directory
         check_remote(settings.remote, settings.conf, master_given="master" in merged)
         settings = settings.with_(
-            input={name: absolute(path) for name, path in settings.input.items()},
+            input={
+                name: absolute(path) if isinstance(path, Path) else path  # a kafka:// topic
+                for name, path in settings.input.items()
+            },
             checkpoint=absolute(settings.checkpoint),
             state_dir=absolute(settings.state_dir),
             quarantine=absolute(settings.quarantine),

@@ -38,10 +38,11 @@ RUN_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "input",
-        values.named(values.path),
+        values.named(values.input_location),
         "where an input is: PATH for a one-input pipeline, NAME=PATH for a named one "
-        "(repeatable; a directory for a stream, a file for a table)",
-        "PATH or NAME=PATH",
+        "(repeatable; a directory for a stream, a file for a table; a stream may be a Kafka "
+        "topic: kafka://HOST:PORT/TOPIC?startingOffsets=earliest)",
+        "PATH, NAME=PATH or [NAME=]kafka://HOST:PORT/TOPIC[?OPTION=VALUE&...]",
         default={},
         kind="multi",
         metavar="[NAME=]PATH",

@@ -70,6 +70,7 @@ from pyspark.sql import SparkSession
 from slipstream.errors import SlipstreamError
 from slipstream.jvm import required_jar
 from slipstream.settings.connect import session_conf
+from slipstream.settings.kafka_connector import connector_conf
 
 DEFAULT_MASTER = "local[*]"
 #: the driver's advertised host on a cluster master, when `--conf spark.driver.host` is not given
@@ -181,12 +182,15 @@ def build_session(
     app_name: str = "slipstream",
     log_level: str = "WARN",
     remote: str | None = None,
+    kafka: bool = False,
 ) -> SparkSession:
     """Build (or return the running) SparkSession with slipstream's streaming defaults.
 
     `master` None: spark-submit's `--master` when this process runs under spark-submit, else
     local[*]. `conf` wins over the defaults, so every default can be overridden with `--conf`.
-    With `remote` (sc://HOST:PORT) the session is a Spark Connect client: no JVM starts here."""
+    With `remote` (sc://HOST:PORT) the session is a Spark Connect client: no JVM starts here.
+    `kafka`: a Kafka input or sink is used; Spark's Kafka connector joins `spark.jars.packages`
+    (resolved first: CONNECTOR_UNAVAILABLE when it cannot be had; sources/kafka_connector.py)."""
     if remote is not None:
         return remote_session(remote, conf or {})
     submitted = submitted_master() if master is None else None
@@ -199,6 +203,8 @@ def build_session(
     cores = _cores_of(master)
     settings = {**streaming_defaults(cores, master), **dict(conf or {})}
     settings["spark.jars"] = with_parser_jar(settings.get("spark.jars", ""))
+    if kafka:
+        settings.update(connector_conf(settings))
     builder = SparkSession.builder.appName(app_name)
     if not submitted:  # spark-submit's own master stands as it is
         builder = builder.master(master)

@@ -92,6 +92,11 @@ class Sink(ABC):
     def attach(self, writer: DataStreamWriter, ctx: SinkContext) -> DataStreamWriter:
         """Configure the writer; the runner sets mode, trigger, checkpoint and starts it."""
 
+    def shape(self, frame: DataFrame, ctx: SinkContext) -> DataFrame:
+        """The output's rows as this sink writes them (Kafka: key and value columns); the
+        runner applies it to the query's frame just before `writeStream`."""
+        return frame
+
     def describe(self, ctx: SinkContext | None = None) -> str:
         return self.spec.describe()
 

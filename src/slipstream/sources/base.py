@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from slipstream.core.kafka_url import KafkaTopic
 from slipstream.core.options import Option
 from slipstream.errors import ConfigError
 
@@ -38,6 +39,7 @@ class Binding:
     flag: str = "--input"
     schema: StructType | None = None  # the input's declared schema (None: text lines)
     required: tuple[str, ...] = ()  # its required fields (a parquet file lacking one: rejected)
+    topic: KafkaTopic | None = None  # bound to a Kafka topic (`kafka://...`) instead of a path
 
     def existing(self, needs: str, give: str, *, directory: bool = False) -> Path:
         """The bound path, which must be there (a folder with `directory`): otherwise a

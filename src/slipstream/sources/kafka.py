@@ -1,30 +1,109 @@
-"""Kafka, where Spark's Kafka connector is installed (it is not part of the PyPI pyspark).
+"""Kafka: a stream input bound to a topic, `--input [NAME=]kafka://HOST:PORT/TOPIC?OPTIONS`.
 
-The connector jar (`spark-sql-kafka-0-10_2.13-<spark version>.jar` and its dependencies) must
-be on the classpath: in pyspark's `jars/` folder or listed in `--conf spark.jars=...`. Without
-it the source is refused before Spark starts with SOURCE_NOT_AVAILABLE."""
+Spark's own Kafka source reads it (its connector is added to the session by
+`session.build_session(kafka=True)`, see settings/kafka_connector.py). Each record's value is
+the raw line (JSON, CSV or text, as the input's format says) that the same strict parser,
+event-time guard, expectations and quarantine judge as a file's line; `_source` names where it
+came from as `kafka:TOPIC:PARTITION:OFFSET`. Kafka is replayable: a batch's offset range is in
+the checkpoint and is read again after a failure.
+
+Before Spark starts, `validate` asks the broker (with the Python client, confluent-kafka)
+whether the topic exists: a missing topic is KAFKA_TOPIC_NOT_FOUND, a broker that does not
+answer KAFKA_UNREACHABLE, both before any query starts. The older flags `--source kafka
+--kafka-bootstrap HOST:PORT --kafka-topic TOPIC` still bind the one stream input."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
-import pyspark
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from slipstream.core import values
+from slipstream.core.kafka_url import KafkaTopic
 from slipstream.core.options import Option
 from slipstream.errors import ConfigError
-from slipstream.ingest.parse import SOURCE
+from slipstream.ingest.records import SOURCE
 from slipstream.sources.base import Binding, RawInput, Source, SourceOptions, spark_stream
 
+#: how long the topic check waits for the broker
+CHECK_TIMEOUT_S = 10.0
 
-def connector_jars(conf: Mapping[str, str]) -> list[str]:
-    jars_dir = Path(pyspark.__file__).parent / "jars"
-    found = [p.name for p in jars_dir.glob("spark-sql-kafka-0-10*.jar")]
-    found += [j for j in conf.get("spark.jars", "").split(",") if "kafka" in j]
-    return found
+
+def bound_topic(binding: Binding, options: SourceOptions) -> KafkaTopic:
+    """The input's topic: its kafka:// URL, else --kafka-bootstrap and --kafka-topic."""
+    if binding.topic is not None:
+        return binding.topic
+    if not options["kafka_bootstrap"] or not options["kafka_topic"]:
+        raise ConfigError(
+            "CONFIG_MISSING",
+            f"input {binding.name} reads Kafka, but no topic was given",
+            f"pass {binding.flag} kafka://HOST:PORT/TOPIC (or --kafka-bootstrap HOST:PORT "
+            "and --kafka-topic TOPIC)",
+        )
+    return KafkaTopic(str(options["kafka_bootstrap"]), str(options["kafka_topic"]))
+
+
+def check_topic(topic: KafkaTopic, timeout_s: float | None = None) -> int:
+    """The number of partitions of `topic`; KAFKA_UNREACHABLE or KAFKA_TOPIC_NOT_FOUND."""
+    timeout_s = CHECK_TIMEOUT_S if timeout_s is None else timeout_s
+    try:  # an optional dependency: slipstream[kafka]
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+    except ImportError:
+        raise ConfigError(
+            "SOURCE_NOT_AVAILABLE",
+            "checking a Kafka input before start needs the Kafka client confluent-kafka",
+            "pip install 'slipstream[kafka]' (or pip install confluent-kafka)",
+        ) from None
+    # log_level 0: the client's own lines ("Connect to ... failed") are not for the user;
+    # the ConfigError says it once
+    config = {
+        **client_settings(topic),
+        "socket.timeout.ms": str(int(timeout_s * 1000)),
+        "log_level": "0",
+    }
+    try:
+        admin = AdminClient(config)
+        metadata = admin.list_topics(topic=topic.topic, timeout=timeout_s)
+    except KafkaException as exc:
+        raise ConfigError(
+            "KAFKA_UNREACHABLE",
+            f"no Kafka broker answered at {topic.servers} within {timeout_s:.0f} s ({exc})",
+            "start the broker (python -m slipstream.tools.kafka_broker start), or fix "
+            "HOST:PORT and the kafka.* security options of the URL",
+        ) from None
+    found = metadata.topics.get(topic.topic)
+    if found is None or found.error is not None or not found.partitions:
+        known = sorted(t for t in metadata.topics if not t.startswith("__"))
+        raise ConfigError(
+            "KAFKA_TOPIC_NOT_FOUND",
+            f"topic {topic.topic!r} does not exist on the Kafka broker at {topic.servers}",
+            "create it first (kafka-topics.sh --create --topic NAME), or fix the name"
+            + (f"; topics there: {', '.join(known[:20])}" if known else ""),
+        )
+    return len(found.partitions)
+
+
+def client_settings(topic: KafkaTopic) -> dict[str, str]:
+    """The URL's kafka.* settings that the Python client (librdkafka) also knows: the Java
+    client's names are mostly the same (security.protocol, sasl.mechanism, ssl.*); those it
+    does not know (sasl.jaas.config, ssl.truststore.*) are left to Spark."""
+    from confluent_kafka import KafkaException  # check_topic has made sure it is installed
+    from confluent_kafka.admin import AdminClient
+
+    config = topic.client_config()
+    for _ in range(len(config)):
+        try:
+            AdminClient({**config, "log_level": "0"})
+            return config
+        except KafkaException as exc:
+            text = str(exc)
+            unknown = [k for k in config if k != "bootstrap.servers" and f'"{k}"' in text]
+            if not unknown:
+                raise
+            config = {k: v for k, v in config.items() if k not in unknown}
+    return config
 
 
 class KafkaSource(Source):
@@ -33,7 +112,7 @@ class KafkaSource(Source):
         Option(
             "kafka_bootstrap",
             values.text,
-            "Kafka bootstrap servers (kafka source)",
+            "Kafka bootstrap servers (kafka source; or --input kafka://HOST:PORT/TOPIC)",
             "host:port[,...]",
             metavar="SERVERS",
             env="SLIPSTREAM_KAFKA_BOOTSTRAP",
@@ -41,34 +120,27 @@ class KafkaSource(Source):
         Option(
             "kafka_topic",
             values.text,
-            "Kafka topic to subscribe to (kafka source)",
+            "Kafka topic to subscribe to (kafka source; or --input kafka://HOST:PORT/TOPIC)",
             "a topic name",
             metavar="TOPIC",
         ),
     )
 
     def validate(self, binding: Binding, options: SourceOptions, conf: Mapping[str, str]) -> None:
-        if not connector_jars(conf):
-            raise ConfigError(
-                "SOURCE_NOT_AVAILABLE",
-                "the Kafka source needs Spark's Kafka connector, which is not installed",
-                "put spark-sql-kafka-0-10_2.13 (matching your Spark version) and its "
-                "dependencies on the classpath, e.g. --conf spark.jars=/path/a.jar,/path/b.jar",
-            )
-        if not options["kafka_bootstrap"] or not options["kafka_topic"]:
-            raise ConfigError(
-                "CONFIG_MISSING",
-                "the Kafka source needs servers and a topic",
-                "pass --kafka-bootstrap HOST:PORT and --kafka-topic TOPIC",
-            )
+        check_topic(bound_topic(binding, options))
 
     def describe(self, binding: Binding, options: SourceOptions) -> str:
-        return f"kafka {options['kafka_topic']} at {options['kafka_bootstrap']}"
+        topic = bound_topic(binding, options)
+        starting = topic.option_map.get("startingOffsets", "latest")
+        return (
+            f"kafka topic {topic.topic} at {topic.servers} as {binding.format} "
+            f"(a new checkpoint starts at {starting} offsets)"
+        )
 
     def read(self, spark: SparkSession, binding: Binding, options: SourceOptions) -> RawInput:
         fmt = binding.format
-        servers, topic = str(options["kafka_bootstrap"]), str(options["kafka_topic"])
-        raw = spark_stream(spark, "kafka", {"kafka.bootstrap.servers": servers, "subscribe": topic})
+        topic = bound_topic(binding, options)
+        raw = spark_stream(spark, "kafka", topic.spark_options())
         where = F.concat_ws(
             ":", F.lit("kafka"), F.col("topic"), F.col("partition"), F.col("offset")
         )

@@ -70,8 +70,11 @@ def fault(point: str, batch_id: int) -> dict[str, str]:
     return {FAULT_ENV: f"{point}@{batch_id}"}
 
 
-def session(cores: int = 2, conf: Mapping[str, str] | None = None) -> SparkSession:
-    """A local SparkSession for tests: slipstream's defaults, small shuffles, quiet logs."""
+def session(
+    cores: int = 2, conf: Mapping[str, str] | None = None, kafka: bool = False
+) -> SparkSession:
+    """A local SparkSession for tests: slipstream's defaults, small shuffles, quiet logs;
+    `kafka`: with Spark's Kafka connector (session.build_session)."""
 
     test_conf = {
         "spark.sql.shuffle.partitions": "2",
@@ -80,7 +83,7 @@ def session(cores: int = 2, conf: Mapping[str, str] | None = None) -> SparkSessi
         **dict(conf or {}),
     }
     return build_session(
-        f"local[{cores}]", test_conf, app_name="slipstream-tests", log_level="ERROR"
+        f"local[{cores}]", test_conf, app_name="slipstream-tests", log_level="ERROR", kafka=kafka
     )
 
 

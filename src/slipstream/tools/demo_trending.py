@@ -199,16 +199,23 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
 
 
 def start_generator(
-    landing: Path, catalog: Path, report: Path, log: Path, rate: float, seed: int
+    landing: Path,
+    catalog: Path,
+    report: Path,
+    log: Path,
+    rate: float,
+    seed: int,
+    to: str | None = None,
 ) -> subprocess.Popen[bytes]:
     """The generator as a child process in its own session (Ctrl-C reaches only the demo, which
-    then stops it in order)."""
+    then stops it in order); `to`: a kafka:// topic instead of the landing folder."""
     env = dict(os.environ)
     src = str(Path(slipstream.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
     command = [
         sys.executable, "-m", "slipstream", "generate", "trending",
-        "--out", str(landing), "--catalog", str(catalog), "--report", str(report),
+        *(["--to", to] if to else ["--out", str(landing)]),
+        "--catalog", str(catalog), "--report", str(report),
         "--rate", f"{rate:g}", "--seed", str(seed), "--pace", "live", "--start", "now", "--quiet",
     ]  # fmt: skip
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -263,9 +270,11 @@ def demo(
     top: int = 10,
     max_batches: int | None = None,
     dashboard: int | None = DEFAULT_DASHBOARD_PORT,
+    source: str = "files",
 ) -> int:
     """Run the demo; `max_batches` stops it after that many batches with data (smoke tests).
-    `dashboard` is the live dashboard's port (0: any free one; None: none)."""
+    `dashboard` is the live dashboard's port (0: any free one; None: none). `source` kafka:
+    a local broker (demo_kafka.py) carries the events instead of landing files."""
 
     state_dir = Path(state_dir).resolve()
     try:
@@ -282,10 +291,15 @@ def demo(
     landing.mkdir(parents=True, exist_ok=True)
     catalog.parent.mkdir(parents=True, exist_ok=True)
     write_catalog(catalog, spec)
+    broker = topic = send_to = None
+    if source == "kafka":
+        from slipstream.tools.demo_kafka import start_broker
+
+        broker, topic, send_to = start_broker(state_dir, out)
     settings = load_settings(
         PIPELINE,
         {
-            "input": [str(landing), f"catalog={catalog}"],
+            "input": [topic or str(landing), f"catalog={catalog}"],
             "state_dir": state_dir,
             "dashboard": dashboard,
             # the quarantine's parse every 10 s, not beside every batch: the top ten comes
@@ -293,36 +307,58 @@ def demo(
             "quarantine_trigger": "10s",
         },
     )
-    prepared = runner.prepare(settings)  # every check that needs no plan, before Spark
-    fresh_start(prepared, landing)
-    monitoring = start_monitoring(
-        prepared.settings, partial(results_view, prepared)
-    )  # a taken port: now
+    try:  # a refusal before the run's own cleanup takes the broker down with it
+        prepared = runner.prepare(settings)  # every check that needs no plan, before Spark
+        fresh_start(prepared, landing)
+        monitoring = start_monitoring(  # a taken port: now
+            prepared.settings, partial(results_view, prepared)
+        )
+    except BaseException:
+        if broker is not None:
+            broker.destroy()
+        raise
     landing.mkdir(parents=True, exist_ok=True)
     db_path = prepared.settings.default_database
     print(explain(prepared), file=out)
     print(
-        f"\ngenerator: {rate:,.0f} events/s into {landing}; starting Spark (10-20 s)...",
+        f"\ngenerator: {rate:,.0f} events/s into {topic or landing}; starting Spark (10-20 s)...",
         file=out,
         flush=True,
     )
     monitoring.announce(out)
     view = TopView(db_path, out, top, rate)
     view.dashboard_url = monitoring.dashboard.url if monitoring.dashboard else None
-    child = start_generator(landing, catalog, report, log, rate, seed)
+    child = start_generator(landing, catalog, report, log, rate, seed, to=send_to)
     run_ = None
     interrupted = False
     failure: Exception | None = None
     try:
         with _sigterm_as_interrupt():
             spark = build_session(
-                settings.master, settings.conf, app_name="slipstream-demo", log_level="ERROR"
+                settings.master,
+                settings.conf,
+                app_name="slipstream-demo",
+                log_level="ERROR",
+                kafka=broker is not None,
             )
-            handlers = [*monitoring.handlers, view, LandingJanitor(landing)]
+            handlers = [*monitoring.handlers, view]
+            if broker is None:
+                handlers.append(LandingJanitor(landing))
             run_ = runner.start(spark, prepared, handlers, origin="demo")
-            if max_batches is not None:
-                run_.stop_requested = lambda: view.batches >= max_batches
+
+            def stop_when() -> bool:
+                if child.poll() not in (None, 0):  # the generator failed: nothing more comes
+                    return True
+                return max_batches is not None and view.batches >= max_batches
+
+            run_.stop_requested = stop_when
             run_.wait(limit)
+            if child.poll() not in (None, 0):
+                failure = ConfigError(
+                    "SOURCE_NOT_AVAILABLE",
+                    f"the demo's generator stopped (exit {child.returncode}); its log: {log}",
+                    f"read {log}",
+                )
     except KeyboardInterrupt:
         interrupted = True
     except Exception as exc:  # noqa: BLE001 - reported below, after the cleanup
@@ -333,6 +369,8 @@ def demo(
                 run_.stop()
         stop_generator(child)
         monitoring.close()
+        if broker is not None:
+            broker.destroy()
     t = view.throughput()
     print("", file=out)
     if interrupted:
@@ -358,7 +396,7 @@ def demo(
         '"SELECT * FROM article_views ORDER BY window_start DESC, views DESC LIMIT 10")\n'
         f"  quarantine  {prepared.settings.quarantine_root}\n"
         f"  checkpoint  {prepared.settings.checkpoint_root}\n"
-        f"  input       {landing} (catalog {catalog})\n"
+        f"  input       {topic or landing} (catalog {catalog})\n"
         f"  generator   report {report}, log {log}",
         file=out,
         flush=True,

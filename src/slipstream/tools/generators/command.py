@@ -1,7 +1,8 @@
 """`slipstream generate trending`: the command-line face of trending's event generator
 (tools/catalog.py names this module trending's generator: its `add_arguments` and `run`).
 
-    slipstream generate trending --out DIR [--catalog FILE] [--rate N]
+    slipstream generate trending (--out DIR | --to kafka://HOST:PORT/TOPIC) [--catalog FILE]
+                                 [--rate N]
                                  [--duration D | --events N] [--seed S] [--start now|ISO]
                                  [--out-of-order F] [--late F] [--duplicates F] [--malformed F]
                                  [--unknown-article F] [--pace live|fast] [--report FILE]
@@ -50,7 +51,13 @@ def _flag(name: str) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = TrendingSpec()
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="landing dir")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", type=Path, metavar="DIR", help="landing dir")
+    where.add_argument(
+        "--to",
+        metavar="kafka://HOST:PORT/TOPIC",
+        help="send the lines to a Kafka topic instead of files (it must exist)",
+    )
     parser.add_argument(
         "--catalog",
         type=Path,
@@ -147,14 +154,27 @@ def spec_from_args(args: argparse.Namespace) -> tuple[TrendingSpec, bool]:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     spec, live = spec_from_args(args)
-    out_dir: Path = args.out
-    out_dir.mkdir(parents=True, exist_ok=True)
-    catalog_path = args.catalog or out_dir.resolve().parent / CATALOG_NAME
+    writer = None
+    if args.to is not None:  # a topic: catalog and report in the working directory
+        from slipstream.tools.generators.kafka_out import topic_writer
+
+        writer = topic_writer(args.to)
+        out_dir = Path(".")
+        catalog_path = args.catalog or Path(CATALOG_NAME)
+        args.report = args.report or Path(f"{writer.topic.topic}{REPORT_NAME}")
+    else:
+        out_dir = args.out
+        out_dir.mkdir(parents=True, exist_ok=True)
+        catalog_path = args.catalog or out_dir.resolve().parent / CATALOG_NAME
     catalog_path.parent.mkdir(parents=True, exist_ok=True)
     write_catalog(catalog_path, spec)
     try:
         report = generate(
-            spec, out_dir, clock=SystemClock() if live else None, progress=not args.quiet
+            spec,
+            out_dir,
+            clock=SystemClock() if live else None,
+            progress=not args.quiet,
+            write=writer,
         )
     except FileExistsError as exc:
         raise ConfigError(
@@ -165,8 +185,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     report_path = report.write_report(args.report or out_dir / REPORT_NAME)
     if not args.quiet:
         print(json.dumps(report.to_dict(), indent=2, sort_keys=True), file=out)
+    target = f"{out_dir}" if writer is None else f"Kafka topic {writer.topic.describe()}"
     print(
-        f"wrote {report.total_lines:,} lines in {report.files:,} files to {out_dir}; "
+        f"wrote {report.total_lines:,} lines in {report.files:,} files to {target}; "
         f"catalog {catalog_path}; report {report_path}",
         file=out,
         flush=True,

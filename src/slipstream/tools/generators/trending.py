@@ -50,7 +50,7 @@ import io
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import Protocol
@@ -130,6 +130,7 @@ def generate(
     *,
     clock: Clock | None = None,
     progress: bool = False,
+    write: Callable[[str, list[str]], object] | None = None,
 ) -> GenerationReport:
     """Write the event files of ``spec`` into ``out_dir`` and report exactly what was written.
 
@@ -139,11 +140,14 @@ def generate(
     (SIGINT in the main thread) or a ``KeyboardInterrupt`` out of ``clock.sleep_until`` stops the
     run after the current file is written; a second Ctrl-C aborts at once. ``out_dir`` is created
     if needed and must not already hold event files: Spark's file source never re-reads a file
-    name it has seen, so overwriting them would silently lose data.
+    name it has seen, so overwriting them would silently lose data. ``write(name, lines)``
+    replaces the files with another destination (a Kafka topic: generators/kafka_out.py);
+    ``out_dir`` is then not touched.
     """
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    existing = sorted(out_dir.glob(f"{FILE_PREFIX}*{FILE_SUFFIX}"))
+    if write is None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    existing = sorted(out_dir.glob(f"{FILE_PREFIX}*{FILE_SUFFIX}")) if write is None else []
     if existing:
         raise FileExistsError(
             f"{out_dir} already holds {len(existing)} event files (e.g. {existing[0].name}); "
@@ -165,7 +169,10 @@ def generate(
                     clock.sleep_until(started + stream.files * file_every_s)
                 except KeyboardInterrupt:
                     stop.set()
-            write_atomically(out_dir, event_file_name(stream.files - 1), lines)
+            if write is None:
+                write_atomically(out_dir, event_file_name(stream.files - 1), lines)
+            else:
+                write(event_file_name(stream.files - 1), lines)
             bar.update(len(lines))
     return stream.report(interrupted=stop.is_set())
 

@@ -1,0 +1,134 @@
+"""Spark's Kafka connector, which the PyPI pyspark does not carry, found before Spark starts.
+
+`spark-sql-kafka-0-10_2.13` at the installed pyspark's version is added to
+`spark.jars.packages`, the way Spark users get it: Spark resolves it with Ivy from Maven Central
+into `~/.ivy2.5.2` (`spark.jars.ivy` moves it) the first time and from there after. A session
+that reads or writes no Kafka gets nothing added.
+
+Spark resolves packages inside the JVM launch, and when that fails the JVM exits with an Ivy
+report and a stack trace on the terminal. So a connector not yet in the Ivy cache is resolved
+first by a `spark-submit --packages` of an empty script whose output is captured: a failure
+becomes CONNECTOR_UNAVAILABLE, naming the setting that gives Spark a local jar instead.
+
+What the user set wins: a connector jar in `spark.jars`, or a `spark-sql-kafka` coordinate of
+their own (another version, from their mirror) in `spark.jars.packages`. SLIPSTREAM_KAFKA_CONNECTOR
+(a Maven coordinate) replaces the default coordinate for every run of this environment."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from slipstream.errors import ConfigError
+
+ARTIFACT = "spark-sql-kafka-0-10_2.13"
+GROUP = "org.apache.spark"
+CONNECTOR_ENV = "SLIPSTREAM_KAFKA_CONNECTOR"
+PACKAGES = "spark.jars.packages"
+#: how long the first resolution may take (Maven Central, about 4 MB of jars)
+RESOLVE_TIMEOUT_S = 600
+
+
+def default_coordinate(environ: Mapping[str, str] | None = None) -> str:
+    env = os.environ if environ is None else environ
+    if env.get(CONNECTOR_ENV, "").strip():
+        return env[CONNECTOR_ENV].strip()
+    import pyspark
+
+    return f"{GROUP}:{ARTIFACT}:{pyspark.__version__}"
+
+
+def user_connector(conf: Mapping[str, str]) -> str | None:
+    """The connector the user chose with --conf (a jar or a coordinate), if any."""
+    for key in ("spark.jars", PACKAGES):
+        for item in conf.get(key, "").split(","):
+            if "spark-sql-kafka" in item:
+                return item.strip()
+    return None
+
+
+def ivy_jar(coordinate: str, conf: Mapping[str, str]) -> Path:
+    """Where Spark's Ivy keeps the connector's jar once resolved."""
+    group, artifact, version = coordinate.split(":")[:3]
+    ivy = Path(conf.get("spark.jars.ivy") or Path.home() / ".ivy2.5.2").expanduser()
+    return ivy / "jars" / f"{group}_{artifact}-{version}.jar"
+
+
+def resolve(coordinate: str, conf: Mapping[str, str]) -> float:
+    """Have Spark's Ivy resolve `coordinate` into its cache, output captured; the seconds it
+    took (0 when it was there). Raises CONNECTOR_UNAVAILABLE with Ivy's own reason."""
+    if ivy_jar(coordinate, conf).is_file():
+        return 0.0
+    import pyspark
+
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="slipstream-resolve-") as tmp:
+        script = Path(tmp) / "empty.py"
+        script.write_text("")
+        extra = (
+            [f"--conf=spark.jars.ivy={conf['spark.jars.ivy']}"] if "spark.jars.ivy" in conf else []
+        )
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+        env.setdefault("SPARK_HOME", str(submit.parent.parent))
+        try:
+            done = subprocess.run(
+                [str(submit), "--master", "local[1]", "--packages", coordinate, *extra,
+                 "--conf", "spark.ui.enabled=false", str(script)],
+                capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, env=env,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise unavailable(coordinate, str(exc)) from None
+    if done.returncode != 0 or not ivy_jar(coordinate, conf).is_file():
+        text = done.stdout + done.stderr
+        found = re.search(r"\[(unresolved dependency: [^\]]+)\]", text)
+        last = text.strip().splitlines()[-1] if text.strip() else f"exit {done.returncode}"
+        reason = found.group(1) if found else last
+        raise unavailable(coordinate, reason)
+    return time.monotonic() - began
+
+
+def unavailable(coordinate: str, reason: str) -> ConfigError:
+    version = coordinate.split(":")[2] if coordinate.count(":") >= 2 else "VERSION"
+    return ConfigError(
+        "CONNECTOR_UNAVAILABLE",
+        f"Spark's Kafka connector {coordinate} could not be resolved from Maven Central: {reason}",
+        f"give Spark a local copy: --conf spark.jars=/path/{ARTIFACT}-{version}.jar,"
+        "/path/spark-token-provider-kafka-0-10_2.13-VERSION.jar,/path/kafka-clients-VERSION.jar,"
+        "/path/commons-pool2-VERSION.jar; or a coordinate your repository serves: "
+        f"--conf {PACKAGES}={GROUP}:{ARTIFACT}:VERSION (or set {CONNECTOR_ENV})"
+        + _earlier(version),
+    )
+
+
+def _earlier(version: str) -> str:
+    """A hint: the previous minor release's connector (Spark 4.2.0's ran slipstream's Kafka
+    tests on pyspark 4.3.0, whose own connector the machines of November 2026 could not get)."""
+    parts = version.split(".")
+    if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit() or parts[1] == "0":
+        return ""
+    earlier = f"{parts[0]}.{int(parts[1]) - 1}.0"
+    return f", e.g. {CONNECTOR_ENV}={GROUP}:{ARTIFACT}:{earlier} (the previous release's)"
+
+
+def connector_conf(
+    conf: Mapping[str, str], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The settings that put the Kafka connector on a new session's classpath (to merge over
+    `conf`); {} when the user's own settings already do. Resolves it first (see the module
+    docstring): raises CONNECTOR_UNAVAILABLE when it cannot be had."""
+    chosen = user_connector(conf)
+    if chosen is not None and chosen.count(":") != 2:
+        return {}  # a local jar (spark.jars): Spark takes it as it is
+    coordinate = chosen or default_coordinate(environ)
+    resolve(coordinate, conf)
+    if chosen is not None:
+        return {}
+    packages = [p for p in conf.get(PACKAGES, "").split(",") if p.strip()]
+    return {PACKAGES: ",".join([*packages, coordinate])}
