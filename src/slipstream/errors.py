@@ -59,10 +59,16 @@ CODES: dict[str, str] = {
     "STOP_TIMEOUT": "a run asked to stop did not stop in time",
     "LOCK_HOLDER_UNKNOWN": "a checkpoint is locked, but the lock file names no running process",
     "OUT_OF_MEMORY": "a query ran out of memory (the driver's, or an executor's on a cluster)",
+    "INTERNAL_ERROR": (
+        "slipstream failed in a way it did not expect: the traceback is in STATE_DIR/logs"
+    ),
     "PORT_IN_USE": "a server port (--metrics-port, --dashboard) is taken",
     # sinks
     "SINK_UNKNOWN": "no sink of that kind",
     "SINK_BAD_TARGET": "the sink's target cannot be used",
+    "SINK_RESERVED_TABLE": (
+        "a data output may not take a reserved table name (the ledger's, SQLite's, PostgreSQL's)"
+    ),
     "SINK_KEY_NULLABLE": "a database output's key column may be NULL (NULL keys never conflict)",
     "SINK_NEEDS_KEY": "update or complete mode into a database needs the output's key",
     "SINK_UNREACHABLE": "the sink's database cannot be reached",

@@ -17,6 +17,7 @@ from slipstream.checkpoint.lifecycle import (
     is_locked,
     not_ours,
     refuse_in_use,
+    require_writable,
 )
 from slipstream.errors import CheckpointError, find_error, out_of_memory
 from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
@@ -95,6 +96,9 @@ def run(settings: Settings, out: TextIO) -> int:
     s = prepared.settings
     # Refuse a checkpoint in use now, not after ~10 s of Spark start-up (start() takes the lock;
     # looking here never takes it, so a run starting meanwhile is not refused because of us).
+    require_writable(s.state_dir, "--state-dir")  # not a PermissionError after Spark started
+    if s.checkpoint is not None:
+        require_writable(s.checkpoint, "--checkpoint")
     refuse_in_use(s.checkpoint_root)
     refuse_foreign_outputs(prepared)  # again under the lock when the queries start
     if not s.quiet:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import IO
 
 from slipstream.core.closing import StartStop
-from slipstream.errors import CheckpointError
+from slipstream.errors import CheckpointError, ConfigError
 
 LOCK_FILE = ".slipstream.lock"
 
@@ -108,6 +108,25 @@ def is_locked(root: Path) -> bool:
         return False
     with handle:
         return _ofd_held(handle.fileno())
+
+
+def require_writable(folder: Path, flag: str) -> None:
+    """CONFIG_BAD_VALUE, before Spark starts, when `folder` cannot be created or written (a
+    read-only mount, a folder of another user, a file in the way): what the run would hit
+    later as a PermissionError from the lock, after Spark's ~10 s of start-up."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".slipstream-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"{flag} {folder} cannot be written: {exc.strerror or exc}",
+            f"pass a {flag} folder this user can create and write, or fix its permissions "
+            f"(e.g. chown or chmod u+rwx on {exc.filename or folder})",
+        ) from None
 
 
 def refuse_in_use(root: Path) -> None:
