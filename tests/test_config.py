@@ -43,7 +43,7 @@ def test_bad_durations(text: str) -> None:
     [
         ("99999999999d", "at most 3650 days"),  # was an OverflowError traceback
         ("3651d", "at most 3650 days"),
-        (1e300, "at most 3650 days"),
+        ("1e300s", "duration such as"),
         ("0.4ms", "whole number of milliseconds"),  # was silently "0 seconds"
         ("1.5ms", "whole number of milliseconds"),
     ],
@@ -299,3 +299,64 @@ def test_the_quarantine_queries_take_their_own_trigger_only_beside_micro_batches
     settings = load_settings("mobile", flags, environ={})
     assert query_trigger(settings, quarantine=False).describe() == outputs_get
     assert query_trigger(settings, quarantine=True).describe() == quarantines_get
+
+
+@pytest.mark.parametrize(
+    ("toml_value", "why"),
+    [
+        ("1.5", "bare number"),  # was silently 1.5 seconds
+        ("600", "bare number"),  # was silently 10 minutes
+        ("0", "bare number"),
+        ('"\uff11\uff10m"', "duration such as"),  # fullwidth "10m" was accepted as 10 minutes
+        ('"\u0661\u0660m"', "duration such as"),  # Arabic-Indic digits
+        ('"600"', "duration such as"),
+    ],
+)
+def test_a_duration_without_its_unit_or_in_non_ascii_digits_is_refused(
+    tmp_path: Path, toml_value: str, why: str
+) -> None:
+    """issue 29 item 15: durations are texts with a unit, in ASCII digits."""
+    config = tmp_path / "slipstream.toml"
+    config.write_text(f"[params]\nwindow = {toml_value}\n", encoding="utf-8")
+    settings = load_settings("mobile", {}, config, environ={})
+    with pytest.raises(ConfigError) as err:
+        get_pipeline("mobile").parse_params(settings.params)
+    assert err.value.code == "CONFIG_BAD_VALUE"
+    assert "--window" in err.value.message and why in err.value.message
+    assert "90s, 10m, 1h" in err.value.message  # the allowed forms
+    config.write_text(f"max-future = {toml_value}\n", encoding="utf-8")  # a setting too
+    with pytest.raises(ConfigError) as err:
+        load_settings("mobile", {}, config, environ={})
+    assert err.value.code == "CONFIG_BAD_VALUE" and "90s, 10m, 1h" in str(err.value)
+
+
+def test_the_same_duration_in_ascii_with_its_unit_is_taken(tmp_path: Path) -> None:
+    config = tmp_path / "slipstream.toml"
+    config.write_text('max-future = "10m"\n[params]\nwindow = "1.5s"\n', encoding="utf-8")
+    settings = load_settings("mobile", {}, config, environ={})
+    assert settings.max_future == timedelta(minutes=10)
+    assert get_pipeline("mobile").parse_params(settings.params).window == timedelta(seconds=1.5)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "window = 'caf\xe9'\n".encode("latin-1"),  # latin-1, not UTF-8
+        b"\xff\xfe[\x00p\x00",  # UTF-16 with its byte-order mark
+    ],
+)
+def test_a_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path, content: bytes) -> None:
+    """issue 29 item 8: was a UnicodeDecodeError traceback."""
+    config = tmp_path / "slipstream.toml"
+    config.write_bytes(content)
+    with pytest.raises(ConfigError) as err:
+        load_settings("mobile", {}, config, environ={})
+    assert err.value.code == "CONFIG_FILE"
+    assert "not UTF-8" in err.value.message and str(config) in err.value.message
+    assert "UTF-8" in err.value.fix
+
+
+def test_a_config_path_that_is_a_folder_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings("mobile", {}, tmp_path, environ={})
+    assert err.value.code == "CONFIG_FILE" and "cannot be read" in err.value.message

@@ -121,3 +121,25 @@ def test_stop_of_a_run_that_does_not_stop(tmp_path: Path) -> None:
     with CheckpointLock(settings.checkpoint_root):  # a "run" that holds it and never stops
         stop = lambda: commands.stop(settings, io.StringIO(), timeout=0.3)  # noqa: E731
         assert code_of(stop) == "STOP_TIMEOUT"
+
+
+@pytest.mark.parametrize(
+    "table",
+    ["_slipstream_batches", "_SLIPSTREAM_BATCHES", "_slipstream_stage_counts", "sqlite_master",
+     "sqlite_sequence", "SQLITE_stat1", "pg_class"],
+)  # fmt: skip
+def test_a_reserved_table_name_is_refused_before_spark_starts(tmp_path: Path, table: str) -> None:
+    """issue 29 item 9: `--table _slipstream_batches` turned the ledger into a data table (every
+    later run and reset into that database failed), `--table sqlite_master` failed mid-batch."""
+    from slipstream.runtime import runner
+
+    for sink in ("sqlite", "postgresql://localhost/db"):
+        settings = load_settings(
+            "mobile", {"state_dir": tmp_path, "table": table, "sink": sink}, environ={}
+        )
+        with pytest.raises(SlipstreamError) as refused:
+            runner.prepare(settings, check_source=False)
+        assert refused.value.code == "SINK_RESERVED_TABLE", refused.value
+    assert not (tmp_path / "slipstream.db").exists()  # refused before the database was touched
+    ok = load_settings("mobile", {"state_dir": tmp_path, "table": "slipstream_batches"}, environ={})
+    runner.prepare(ok, check_source=False)  # a name that only looks alike is taken

@@ -56,17 +56,31 @@ CODES: dict[str, str] = {
     # checkpoints and runs
     "CHECKPOINT_IN_USE": "another run holds this checkpoint",
     "RESET_REFUSED": "reset was not confirmed",
+    "RESET_INTERRUPTED": "a reset of this checkpoint was interrupted; finish it before a run",
     "RESET_NOT_OURS": "reset deletes only what slipstream made; this path or table has no mark",
     "OUTPUT_BELONGS_TO_OTHER_CHECKPOINT": (
         "an output holds batches of another checkpoint; a new query would lose or repeat rows"
     ),
+    # landed files (runtime/landed.py)
+    "FILE_UNREADABLE": "a landed file could not be read; Spark recorded it as read",
+    "FILE_DELETED": "a landed file was deleted after it was listed, before it was read",
+    "FILE_CHANGED": "a landed file changed after it was listed; what changed is not read",
+    "CHECKPOINT_DAMAGED": (
+        "a checkpoint's logs (metadata, offsets, commits, file source log) disagree or are cut"
+    ),
     "STOP_TIMEOUT": "a run asked to stop did not stop in time",
     "LOCK_HOLDER_UNKNOWN": "a checkpoint is locked, but the lock file names no running process",
     "OUT_OF_MEMORY": "a query ran out of memory (the driver's, or an executor's on a cluster)",
+    "INTERNAL_ERROR": (
+        "slipstream failed in a way it did not expect: the traceback is in STATE_DIR/logs"
+    ),
     "PORT_IN_USE": "a server port (--metrics-port, --dashboard) is taken",
     # sinks
     "SINK_UNKNOWN": "no sink of that kind",
     "SINK_BAD_TARGET": "the sink's target cannot be used",
+    "SINK_RESERVED_TABLE": (
+        "a data output may not take a reserved table name (the ledger's, SQLite's, PostgreSQL's)"
+    ),
     "SINK_KEY_NULLABLE": "a database output's key column may be NULL (NULL keys never conflict)",
     "SINK_NEEDS_KEY": "update or complete mode into a database needs the output's key",
     "SINK_UNREACHABLE": "the sink's database cannot be reached",

@@ -240,6 +240,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="slipstream: %(message)s", stream=sys.stderr)
     for noisy in ("py4j", "pyspark"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
+    args: argparse.Namespace | None = None
     try:
         args = build_parser(pipeline_of(argv)).parse_args(argv)
         return _dispatch(args, out)
@@ -248,6 +249,36 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return EXIT_REFUSED
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # noqa: BLE001 - the last net: one line and a log, not a traceback
+        where = write_traceback(exc, getattr(args, "state_dir", None))
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        error = SlipstreamError(
+            "INTERNAL_ERROR",
+            f"{type(exc).__name__}: {first}",
+            f"the full traceback is in {where} (please attach it to a bug report)",
+        )
+        print(f"slipstream: failed {error.render()}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def write_traceback(exc: BaseException, state_dir: Path | None) -> Path | str:
+    """Write `exc`'s traceback to STATE_DIR/logs/slipstream-TIME-PID.log (else the temp
+    folder); returns the file, or a note when no file could be written."""
+    import tempfile
+    import time
+    import traceback
+
+    state = state_dir or Path(os.environ.get("SLIPSTREAM_STATE_DIR") or "state")
+    name = f"slipstream-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}.log"
+    text = "".join(traceback.format_exception(exc))
+    for folder in (Path(state) / "logs", Path(tempfile.gettempdir()) / "slipstream-logs"):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(f"slipstream {' '.join(sys.argv)}\n{text}")
+            return folder / name
+        except OSError:
+            continue
+    return "no file (neither STATE_DIR/logs nor the temp folder is writable)"
 
 
 def _dispatch(args: argparse.Namespace, out: TextIO) -> int:

@@ -11,12 +11,17 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from slipstream.checkpoint.integrity import refuse_damaged
 from slipstream.checkpoint.lifecycle import (
     checkpoint_is_ours,
     clearing,
+    interrupted_reset,
     is_locked,
+    mark_reset,
     not_ours,
     refuse_in_use,
+    refuse_interrupted_reset,
+    require_writable,
 )
 from slipstream.errors import CheckpointError, find_error, out_of_memory
 from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
@@ -100,7 +105,12 @@ def run(settings: Settings, out: TextIO) -> int:
     s = prepared.settings
     # Refuse a checkpoint in use now, not after ~10 s of Spark start-up (start() takes the lock;
     # looking here never takes it, so a run starting meanwhile is not refused because of us).
+    require_writable(s.state_dir, "--state-dir")  # not a PermissionError after Spark started
+    if s.checkpoint is not None:
+        require_writable(s.checkpoint, "--checkpoint")
     refuse_in_use(s.checkpoint_root)
+    refuse_interrupted_reset(s.checkpoint_root, s.pipeline)  # again under the lock, in start()
+    refuse_damaged(runner.checkpoints_of(prepared))  # again under the lock, in start()
     refuse_foreign_outputs(prepared)  # again under the lock when the queries start
     if not s.quiet:
         print(explain(prepared), file=out, flush=True)
@@ -196,6 +206,24 @@ def summary(run_: runner.Run, out: TextIO) -> None:
         print(f"late records written by this run: {late.written:,} (in {where})", file=out)
 
 
+@contextlib.contextmanager
+def deferred_sigterm() -> Iterator[None]:
+    """SIGTERM during the block ends the process after it (exit 143), not in the middle of a
+    reset's deletes (main thread only; elsewhere the block runs as is)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if received:
+        print("slipstream: SIGTERM received: the reset finished first", file=sys.stderr)
+        raise SystemExit(128 + signal.SIGTERM)
+
+
 def reset(
     settings: Settings,
     *,
@@ -213,6 +241,10 @@ def reset(
             f"checkpoint {root} is in use by a run",
             f"stop it first: slipstream stop {s.pipeline}",
         )
+    unfinished = interrupted_reset(root)
+    if unfinished is not None and unfinished.get("outputs") and not outputs:
+        print("an interrupted reset --outputs is finished first (its outputs too)", file=out)
+        outputs = True
     targets = [f"checkpoint {root}"]
     every = every_output(prepared) if outputs else []  # also those earlier runs recorded
     if outputs:
@@ -239,7 +271,8 @@ def reset(
         if not late_is_ours(s.late_root):
             raise not_ours(s.late_root, "late-row dead-letter")
     removed: list[str] = []
-    with clearing(root) as existed:  # the lock held while anything is deleted
+    with deferred_sigterm(), clearing(root) as existed:  # the lock held while anything goes
+        mark_reset(root, outputs)  # before the first delete: an interrupted reset is known
         if outputs:
             for out_ in every:
                 removed += out_.sink.reset(out_.ctx)

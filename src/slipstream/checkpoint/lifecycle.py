@@ -29,9 +29,12 @@ from pathlib import Path
 from typing import IO
 
 from slipstream.core.closing import StartStop
-from slipstream.errors import CheckpointError
+from slipstream.errors import CheckpointError, ConfigError
 
 LOCK_FILE = ".slipstream.lock"
+#: written in a checkpoint root before a reset deletes anything; the last file deleted but the
+#: lock: a reset killed part-way leaves it behind (mark_reset)
+RESET_MARK = ".slipstream-resetting"
 
 # struct flock on 64-bit Linux: l_type, l_whence (short), l_start, l_len (off_t), l_pid (pid_t)
 _FLOCK = struct.Struct("hhqqi4x")
@@ -108,6 +111,25 @@ def is_locked(root: Path) -> bool:
         return False
     with handle:
         return _ofd_held(handle.fileno())
+
+
+def require_writable(folder: Path, flag: str) -> None:
+    """CONFIG_BAD_VALUE, before Spark starts, when `folder` cannot be created or written (a
+    read-only mount, a folder of another user, a file in the way): what the run would hit
+    later as a PermissionError from the lock, after Spark's ~10 s of start-up."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".slipstream-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"{flag} {folder} cannot be written: {exc.strerror or exc}",
+            f"pass a {flag} folder this user can create and write, or fix its permissions "
+            f"(e.g. chown or chmod u+rwx on {exc.filename or folder})",
+        ) from None
 
 
 def refuse_in_use(root: Path) -> None:
@@ -196,17 +218,52 @@ def clearing(root: Path) -> Iterator[bool]:
     try:
         yield existed
         for child in root.iterdir():
-            if child.name == LOCK_FILE:
+            if child.name in (LOCK_FILE, RESET_MARK):
                 continue
             if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child)
             else:
                 child.unlink()
+        (root / RESET_MARK).unlink(missing_ok=True)  # everything else is gone: reset done
         (root / LOCK_FILE).unlink()  # still held: a run starting now locks a new file
     finally:
         lock.release()
     with contextlib.suppress(OSError):  # not empty: a run started meanwhile; it keeps its root
         root.rmdir()
+
+
+def mark_reset(root: Path, outputs: bool) -> None:
+    """Record, before the first delete, that a reset of `root` (with its outputs or not) is
+    under way: a reset killed part-way leaves this behind, so the next run is refused
+    (`refuse_interrupted_reset`) instead of resuming a checkpoint whose outputs are gone."""
+    since = datetime.now(UTC).isoformat()
+    text = json.dumps({"outputs": outputs, "pid": os.getpid(), "since": since})
+    temporary = Path(root) / f"{RESET_MARK}.{os.getpid()}.tmp"
+    temporary.write_text(text)
+    os.replace(temporary, Path(root) / RESET_MARK)
+
+
+def interrupted_reset(root: Path) -> dict[str, object] | None:
+    """What an interrupted reset of `root` was doing ({"outputs": bool, ...}), or None."""
+    try:
+        found = json.loads((Path(root) / RESET_MARK).read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {"outputs": True}  # a mark cut by the kill: assume the larger reset
+    return found if isinstance(found, dict) else {"outputs": True}
+
+
+def refuse_interrupted_reset(root: Path, pipeline: str) -> None:
+    found = interrupted_reset(root)
+    if found is not None:
+        flag = " --outputs" if found.get("outputs") else ""
+        raise CheckpointError(
+            "RESET_INTERRUPTED",
+            f"a reset{flag} of checkpoint {root} was interrupted (since {found.get('since', '?')}):"
+            " some of what it was deleting is gone, so this checkpoint cannot be resumed",
+            f"finish it: slipstream reset {pipeline}{flag} (then run again)",
+        )
 
 
 def delete_checkpoint(root: Path) -> bool:

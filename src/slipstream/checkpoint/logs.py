@@ -58,11 +58,22 @@ def _entries(folder: Path, log_offset: int) -> Iterator[dict[str, Any]]:
                 yield entry
 
 
+@dataclass(frozen=True)
+class LoggedFile:
+    path: str  # as Spark recorded it (file:///...)
+    mtime_ms: int  # the modification time Spark listed (its source log's `timestamp`)
+
+
 def batch_files(checkpoint: Path, batch: int) -> list[str]:
     """Every file batch `batch` read from the query's file sources (other sources: none)."""
+    return [f.path for f in batch_file_entries(checkpoint, batch)]
+
+
+def batch_file_entries(checkpoint: Path, batch: int) -> list[LoggedFile]:
+    """batch_files, with the modification time Spark listed for each."""
     now = batch_offsets(checkpoint, batch).sources
     before = batch_offsets(checkpoint, batch - 1).sources if batch > 0 else ()
-    files: list[str] = []
+    files: list[LoggedFile] = []
     for index, offset in enumerate(now):
         if not (isinstance(offset, dict) and "logOffset" in offset):
             continue
@@ -70,7 +81,10 @@ def batch_files(checkpoint: Path, batch: int) -> list[str]:
         start = previous["logOffset"] if isinstance(previous, dict) else -1
         folder = Path(checkpoint) / "sources" / str(index)
         for log_offset in range(int(start) + 1, int(offset["logOffset"]) + 1):
-            files += [str(e["path"]) for e in _entries(folder, log_offset)]
+            files += [
+                LoggedFile(str(e["path"]), int(e.get("timestamp", 0)))
+                for e in _entries(folder, log_offset)
+            ]
     return files
 
 
@@ -87,3 +101,21 @@ def committed(checkpoint: Path) -> list[int]:
     if not folder.is_dir():
         return []
     return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+
+
+def logged_files(checkpoint: Path) -> Iterator[LoggedFile]:
+    """Every file the query's file sources recorded as read, from each source's log: the
+    newest compacted file (it holds every entry up to its number) and the files after it."""
+    for folder in sorted((Path(checkpoint) / "sources").glob("*")):
+        numbered = [p for p in folder.iterdir() if p.name.split(".")[0].isdigit()]
+        compacts = [p for p in numbered if p.name.endswith(".compact")]
+        newest = max((int(p.name.split(".")[0]) for p in compacts), default=-1)
+        for path in sorted(numbered, key=lambda p: int(p.name.split(".")[0])):
+            number = int(path.name.split(".")[0])
+            if number < newest or (number == newest and not path.name.endswith(".compact")):
+                continue
+            if "." in path.name and not path.name.endswith(".compact"):
+                continue  # .crc and temp files
+            for line in _log_lines(path):
+                entry = json.loads(line)
+                yield LoggedFile(str(entry["path"]), int(entry.get("timestamp", 0)))

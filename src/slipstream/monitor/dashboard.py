@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from slipstream.core.closing import Closing
 from slipstream.monitor.eventlog import EventLogFollower, event_log_path, json_safe, pipelines_in
 from slipstream.monitor.events import Clock, format_ts, utc_now
-from slipstream.monitor.hosts import REFUSAL, host_allowed
+from slipstream.monitor.hosts import IDLE_TIMEOUT, REFUSAL, BoundedServer, host_allowed
 from slipstream.monitor.status import (
     DEFAULT_STALL_AFTER,
     PidCheck,
@@ -123,6 +123,7 @@ def _static(name: str) -> bytes:
 class _Handler(BaseHTTPRequestHandler):
     server: DashboardServer
     server_version = "slipstream-dashboard"
+    timeout = IDLE_TIMEOUT  # a silent connection is closed (its thread freed)
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         if not host_allowed(self.headers.get("Host"), self.server.host, self.server.port):
@@ -172,10 +173,9 @@ class _Handler(BaseHTTPRequestHandler):
         logger.debug("%s - %s", self.address_string(), format % args)
 
 
-class DashboardServer(Closing, ThreadingHTTPServer):
-    """The dashboard's HTTP server; ``start()`` serves from a daemon thread."""
-
-    daemon_threads = True
+class DashboardServer(Closing, BoundedServer, ThreadingHTTPServer):
+    """The dashboard's HTTP server; ``start()`` serves from a daemon thread (connections
+    bounded, idle ones timed out: monitor/hosts.py)."""
 
     def __init__(
         self,

@@ -34,7 +34,7 @@ from slipstream.monitor.events import (
     parse_event,
     utc_now,
 )
-from slipstream.monitor.hosts import guarded
+from slipstream.monitor.hosts import IDLE_TIMEOUT, BoundedServer, guarded
 from slipstream.monitor.kafka_lag import partition_lag
 
 LABELS = ("pipeline", "query")
@@ -204,13 +204,19 @@ def serve_metrics(registry: CollectorRegistry, port: int, host: str = "127.0.0.1
     """
     box: dict[str, int] = {}
     app = guarded(make_wsgi_app(registry), host, lambda: box["port"])
-    httpd = make_server(host, port, app, ThreadingWSGIServer, handler_class=_QuietHandler)
+    httpd = make_server(host, port, app, _BoundedWSGIServer, handler_class=_QuietHandler)
     box["port"] = bound = int(httpd.server_address[1])
     thread = threading.Thread(target=httpd.serve_forever, name="slipstream-metrics", daemon=True)
     thread.start()
     return MetricsServer(host=host, port=bound, _httpd=httpd, _thread=thread)
 
 
+class _BoundedWSGIServer(BoundedServer, ThreadingWSGIServer):
+    """prometheus_client's threading server, bounded (monitor/hosts.py)."""
+
+
 class _QuietHandler(WSGIRequestHandler):
+    timeout = IDLE_TIMEOUT  # a silent connection is closed (its thread freed)
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (base signature)
         """Requests are not logged (Prometheus scrapes every few seconds)."""

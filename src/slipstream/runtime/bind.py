@@ -24,7 +24,7 @@ from slipstream.runtime.bound import QUARANTINE, BoundInput, BoundOutput, Prepar
 from slipstream.settings.config import Settings
 from slipstream.settings.connect import sink_violations
 from slipstream.sinks import Sink, SinkContext, make_sink
-from slipstream.sinks.base import quote_ident
+from slipstream.sinks.base import check_table
 from slipstream.sources.base import Binding
 from slipstream.sources.registry import get_source
 
@@ -231,7 +231,7 @@ def _bind_output(pipeline: Pipeline, output: Output, settings: Settings) -> Boun
     mode = mode or pipeline.default_mode(output, spec)
     ctx = _ctx(pipeline, settings, output.name, table or output.table_name, output.key, mode)
     if spec.kind in ("sqlite", "postgresql"):
-        quote_ident(ctx.table)  # a bad table name fails here, not in the first batch
+        check_table(ctx.table)  # a bad or reserved table name fails here, not in a batch
     return BoundOutput(output, make_sink(spec, settings.default_database), ctx)
 
 

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from slipstream.runtime.bound import Prepared
     from slipstream.runtime.deadletter import DeadLetter
+    from slipstream.runtime.landed import LandedFilesCheck
 
 
 @dataclass
@@ -51,6 +52,7 @@ class Run:
     recorder: RunRecorder | None = None  # the event log (run_started/run_stopped and events)
     dead_letter: DeadLetter | None = None  # late rows, written after each batch (quality/late.py)
     stop_reason: str | None = None  # why the run stopped, for `run_stopped`
+    landed: LandedFilesCheck | None = None  # the files each batch read (runtime/landed.py)
     _stopped: bool = False
     # queries this run stopped while they were running (see raise_failure)
     interrupted: set[str] = field(default_factory=set)
@@ -66,6 +68,8 @@ class Run:
                     raise
                 raise failure from exc
         self.sync_progress()
+        if self.landed is not None and self.landed.failure is not None:
+            raise self.landed.failure
         if self.dead_letter is not None:
             self.dead_letter.catch_up()  # every committed batch's late rows are written
 
@@ -97,7 +101,10 @@ class Run:
         try:
             while True:
                 ended = [n for n, q in self.queries.items() if not q.isActive]
-                if ended and (not finite or len(ended) == len(self.queries)):
+                # a failed query stops its siblings under every trigger: the outputs and the
+                # quarantine would otherwise end at different batches
+                failed = any(self.queries[n].exception() is not None for n in ended)
+                if ended and (not finite or failed or len(ended) == len(self.queries)):
                     self.stop_reason = self._ended_reason(ended, finite)
                     if finite:
                         self.sync_progress()  # the summary counts the last batch
@@ -105,6 +112,9 @@ class Run:
                 if deadline is not None and time.monotonic() >= deadline:
                     assert duration is not None
                     self.stop_reason = f"--duration {format_duration(duration)} elapsed"
+                    break
+                if self.landed is not None and self.landed.failure is not None:
+                    self.stop_reason = f"stopped: {self.landed.failure.code}"
                     break
                 if self.stop_requested():
                     reason = getattr(self.stop_requested, "reason", None)
@@ -135,6 +145,8 @@ class Run:
         an error caused by the interruption itself (inside a foreachBatch it surfaces as
         FOREACH_BATCH_USER_FUNCTION_ERROR, which Spark does not recognise as a stop); that
         batch was not committed and is replayed at the next start, so it is not a failure."""
+        if self.landed is not None and self.landed.failure is not None:
+            raise self.landed.failure
         for name, query in self.queries.items():
             if name in self.interrupted:
                 continue
@@ -177,22 +189,36 @@ class Run:
 def _stop_at_batch_boundary(
     query: StreamingQuery, timeout: float = 60.0, poll: float = 0.005
 ) -> bool:
-    """Stop `query` between two triggers (waiting at most `timeout`); True when it was still
-    running, so that this stop ended it.
+    """Stop `query` at the next batch boundary (waiting at most `timeout`); True when it was
+    still running, so that this stop ended it.
 
     Spark has no graceful stop: `stop()` interrupts a running batch. Between triggers
     (`isTriggerActive` false) the last batch has written its commit, and `stop()` marks the query
-    terminated before the next trigger can plan a batch. `isDataAvailable` is no guide: Spark
-    reports it false while it writes the next batch's offsets. What remains is the few
-    milliseconds between reading the status and `stop()` reaching the JVM; `batch_boundaries`
-    says afterwards where each checkpoint stands."""
+    terminated before the next trigger can plan a batch. Under available-now the batches run
+    back to back and that window is too short to be seen (SIGTERM drained 10 and 14 more
+    batches, up to 60 s): so the query is also stopped as soon as its last progress moves on
+    (the batch running at the request has committed); what `stop()` then interrupts is the start
+    of the next batch, which is replayed at the next start. `isDataAvailable` is no guide: Spark
+    reports it false while it writes the next batch's offsets. `batch_boundaries` says
+    afterwards where each checkpoint stands."""
     deadline = time.monotonic() + timeout
+    running_at_request = _last_batch(query)
     while query.isActive:
-        if not query.status.get("isTriggerActive") or time.monotonic() >= deadline:
+        if (
+            not query.status.get("isTriggerActive")
+            or _last_batch(query) != running_at_request
+            or time.monotonic() >= deadline
+        ):
             query.stop()
             return True
         query.awaitTermination(poll)
     return False
+
+
+def _last_batch(query: StreamingQuery) -> int | None:
+    """The id of the query's last completed batch (its last progress), None before one."""
+    progress = query.lastProgress
+    return None if not progress else progress.get("batchId")
 
 
 def batch_boundaries(root: Path, queries: dict[str, StreamingQuery]) -> str:

@@ -10,6 +10,7 @@ Run.wait() (runtime.run) until the queries finish, --duration passes, Ctrl-C or 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -17,7 +18,12 @@ from pyspark.sql.streaming import StreamingQuery
 
 from slipstream.analysis.plan import analyzed_text, read_plan
 from slipstream.analysis.validate import key_violations, violations
-from slipstream.checkpoint.lifecycle import CheckpointLock, sweep_interrupted_writes
+from slipstream.checkpoint.integrity import refuse_damaged
+from slipstream.checkpoint.lifecycle import (
+    CheckpointLock,
+    refuse_interrupted_reset,
+    sweep_interrupted_writes,
+)
 from slipstream.core.specs import TriggerSpec, spark_interval
 from slipstream.errors import ValidationError
 from slipstream.ingest.expectations import enforce, route
@@ -29,6 +35,7 @@ from slipstream.runtime.bound import BoundOutput, Prepared
 from slipstream.runtime.control import StopControl
 from slipstream.runtime.deadletter import dead_letter
 from slipstream.runtime.inputs import read_guarded, read_table
+from slipstream.runtime.landed import LandedFilesCheck
 from slipstream.runtime.late_plan import late_plan
 from slipstream.runtime.ownership import record_outputs, refuse_foreign_outputs
 from slipstream.runtime.run import Run, batch_boundaries
@@ -143,6 +150,11 @@ def query_trigger(settings: Settings, quarantine: bool) -> TriggerSpec:
     return settings.trigger
 
 
+def checkpoints_of(prepared: Prepared) -> dict[str, Path]:
+    """Each query's checkpoint, by query name."""
+    return {o.ctx.query_name: Path(o.ctx.checkpoint) for o in prepared.outputs.values()}
+
+
 def start(
     spark: SparkSession,
     prepared: Prepared,
@@ -169,6 +181,8 @@ def start(
         refuse_foreign_outputs(prepared)  # under the lock: no reset can run meanwhile
         for out in prepared.outputs.values():  # a kill inside Spark's log write
             sweep_interrupted_writes(out.ctx.checkpoint)
+        refuse_interrupted_reset(settings.checkpoint_root, pipeline.name)
+        refuse_damaged(checkpoints_of(prepared))  # logs that disagree: before any query
         built = build(spark, prepared)
         refused = check(prepared, built)
         if refused:
@@ -178,6 +192,9 @@ def start(
         # before the queries start: it tells this run's batches from earlier ones
         late = dead_letter(spark, prepared)
         listener.handlers.insert(0, late.handle)  # drop counts, and a wake for its thread
+        landed = LandedFilesCheck(prepared)
+        landed.check_read_files()  # a file that grew since its batch (a resumed checkpoint)
+        listener.handlers.insert(0, landed.handle)  # before totals: a batch's files judged
         for query in built:
             out = query.output
             frame = out.sink.shape(query.frame, out.ctx)
@@ -207,4 +224,5 @@ def start(
         stop_requested=control,
         recorder=recorder,
         dead_letter=late.start(),
+        landed=landed,
     )

@@ -156,7 +156,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     `[conf]` is a table of Spark settings, `[params]` the pipeline's parameters,
     `[inputs.NAME]` (key `path`) and `[outputs.NAME]` (keys sink, table, mode) bind them."""
     try:
-        raw = tomllib.loads(Path(path).read_text())
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(
             "CONFIG_FILE",
@@ -166,6 +166,19 @@ def read_config_file(path: Path) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(
             "CONFIG_FILE", f"config file {path} is not valid TOML: {exc}", "fix the TOML syntax"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            "CONFIG_FILE",
+            f"config file {path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+            f"offset {exc.start})",
+            "save the file as UTF-8 (TOML files are UTF-8), e.g. iconv -f latin1 -t utf-8",
+        ) from None
+    except OSError as exc:  # permission denied, a folder, an I/O error
+        raise ConfigError(
+            "CONFIG_FILE",
+            f"config file {path} cannot be read: {exc.strerror or exc}",
+            "pass a readable TOML file to --config (check its permissions)",
         ) from None
     out: dict[str, Any] = {}
     for key, value in raw.items():

@@ -378,6 +378,29 @@ def quote_ident(name: str) -> str:
     return f'"{name}"'
 
 
+#: table names a data output may not take (compared without case: SQLite's names ignore it):
+#: slipstream's own tables (the ledger `_slipstream_batches`, PostgreSQL's staging tables
+#: `_slipstream_stage_*`), SQLite's (`sqlite_master`, `sqlite_sequence`...: CREATE TABLE IF NOT
+#: EXISTS passes over them, the first batch then fails) and PostgreSQL's catalogs (`pg_class`
+#: is found in pg_catalog before the output's schema)
+RESERVED_TABLE_PREFIXES = ("_slipstream_", "sqlite_", "pg_")
+
+
+def check_table(name: str) -> str:
+    """A data output's table name: a valid identifier (quote_ident) that is not reserved, so a
+    data table can never take the ledger's place. Returns it quoted."""
+    quoted = quote_ident(name)
+    reserved = next((p for p in RESERVED_TABLE_PREFIXES if name.lower().startswith(p)), None)
+    if reserved is not None:
+        raise SlipstreamError(
+            "SINK_RESERVED_TABLE",
+            f"table {name!r} is a reserved name (names starting with {reserved!r} belong to "
+            f"{'slipstream' if reserved == '_slipstream_' else 'the database'})",
+            "choose another --table; reserved prefixes: " + ", ".join(RESERVED_TABLE_PREFIXES),
+        )
+    return quoted
+
+
 def sql_type(data_type: DataType) -> str:
     """The column type used by the SQL sinks (timestamps arrive as ISO text)."""
     if isinstance(data_type, BooleanType):

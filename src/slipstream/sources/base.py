@@ -11,6 +11,7 @@ nothing else to edit. A custom source that Spark does not ship is best written w
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -59,6 +60,17 @@ class Binding:
                 + ("is not a directory" if directory else "does not exist"),
                 f"create it first, or pass {self.flag}{sep}{give} with an existing one",
             )
+        if directory:
+            try:  # Spark lists it each trigger: an unreadable folder fails there, later
+                with os.scandir(self.path) as entries:
+                    next(entries, None)
+            except OSError as exc:
+                raise ConfigError(
+                    "CONFIG_BAD_VALUE",
+                    f"{self.flag}{sep}{self.path} cannot be read: {exc.strerror or exc}",
+                    "give this user read and search permission on it (chmod a+rx), or pass "
+                    f"{self.flag}{sep}{give} with a readable one",
+                ) from None
         return self.path
 
 

@@ -9,8 +9,18 @@ trigger and reads a file once. Line formats are read as text so that a malformed
 quarantined with its raw text instead of being silently turned into NULLs.
 
 A file deleted after Spark listed it and before a batch read it is skipped (Spark's
-`ignoreMissingFiles`, with a warning in Spark's log naming it) instead of failing the query: its
-records were taken back before they were read. tests/test_hostile.py deletes one at that moment."""
+`ignoreMissingFiles`) instead of failing the query: its records were taken back before they
+were read; slipstream says so after the batch (runtime/landed.py). tests/test_hostile.py deletes
+one at that moment. Spark takes "permission denied" for "deleted": runtime/landed.py checks
+every file of each batch and stops the run with FILE_UNREADABLE instead of silence.
+
+A landed file is read whatever its modification time: Spark's `maxFileAge` (default 7 days,
+counted back from the newest file it has seen) skips older files after the first batch, so a
+`cp -p`, `rsync -a`, `tar x` or `mv` of old files would vanish. MAX_FILE_AGE makes it 1000
+years. The cost: the file source's map of seen files (a path and a time per file on the
+driver; estimated at 150-200 bytes a file from JVM object sizes, not measured) is never purged,
+where 7 days would drop entries a week older than the newest file; Spark's source log
+(`sources/0`) holds every file either way. README, "Guarantees and limits"."""
 
 from __future__ import annotations
 
@@ -25,6 +35,9 @@ from slipstream.errors import ConfigError
 from slipstream.ingest.parse import SOURCE
 from slipstream.sources.base import Binding, RawInput, Source, SourceOptions
 from slipstream.sources.parquet_files import LISTING, parquet_rows
+
+#: Spark's `maxFileAge` for the files source: files of any age are read (see the docstring)
+MAX_FILE_AGE = "365000d"
 
 
 class FilesSource(Source):
@@ -64,6 +77,7 @@ class FilesSource(Source):
     def read(self, spark: SparkSession, binding: Binding, options: SourceOptions) -> RawInput:
         fmt, schema = binding.format, binding.schema
         reader = spark.readStream.option("ignoreMissingFiles", "true")
+        reader = reader.option("maxFileAge", MAX_FILE_AGE)  # never skip an old file
         if options["max_files_per_trigger"]:
             reader = reader.option("maxFilesPerTrigger", options["max_files_per_trigger"])
         if options["latest_first"]:

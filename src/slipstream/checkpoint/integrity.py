@@ -1,0 +1,163 @@
+"""Before a query starts: do its checkpoint's logs agree with each other?
+
+Spark trusts its checkpoint. A damaged one fails deep inside Spark (`Incomplete log file`, a
+Jackson message naming no file, a Py4J traceback, `CONCURRENT_STREAM_LOG_UPDATE` with one run)
+or, worse, runs on: a truncated source log made Spark read 27 files again and count 700
+records twice. Each check here reads files only (no Spark) and names the file, what it means
+and the way out (CHECKPOINT_DAMAGED):
+
+- `metadata` is a JSON object with the query `id` (present once any batch was planned);
+- every `offsets/N` is complete: a version line, the batch's JSON, one line per source;
+- every `commits/N` is a version line and a JSON object;
+- the last commit has its offsets (Spark plans batch N in offsets/N before it commits it), and
+  the offsets run at most one batch past the last commit;
+- each file source's log (`sources/I`) holds, whole, every log offset the offsets name.
+
+Not checked: the state store's files (binary; Spark's CANNOT_LOAD_STATE_STORE names them)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slipstream.errors import CheckpointError
+
+
+@dataclass(frozen=True)
+class Damage:
+    file: Path
+    what: str
+
+
+def _numbered(folder: Path) -> dict[int, Path]:
+    if not folder.is_dir():
+        return {}
+    return {int(p.name): p for p in folder.iterdir() if p.name.isdigit()}
+
+
+def _lines(path: Path) -> list[str] | None:
+    """The file's lines, or None when it cannot be read as text."""
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _json(text: str) -> Any:
+    """The JSON value of `text`; None when it is not JSON (or is JSON's null)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _version_then_json(path: Path, at_least: int) -> str | None:
+    """What is wrong with a log file of Spark's (a version line, then JSON lines), or None."""
+    lines = _lines(path)
+    if lines is None:
+        return "cannot be read as text"
+    if not lines:
+        return "is empty"
+    if not lines[0].startswith("v"):
+        return f"does not start with a version line (found {lines[0][:40]!r})"
+    if len(lines) < at_least:
+        return f"is incomplete ({len(lines)} lines, at least {at_least} expected)"
+    for number, line in enumerate(lines[1:], start=2):
+        if line.strip() != "-" and _json(line) is None:  # offsets of some sources are numbers
+            return f"line {number} is not JSON (truncated or garbled)"
+    return None
+
+
+def _source_log_has(folder: Path, log_offset: int) -> Damage | None:
+    plain = folder / str(log_offset)
+    if plain.is_file():
+        problem = _version_then_json(plain, 1)
+        return Damage(plain, problem) if problem else None
+    compacts = sorted(
+        (int(p.name.split(".")[0]), p)
+        for p in folder.glob("*.compact")
+        if p.name.split(".")[0].isdigit()
+    )
+    covering = next((p for n, p in compacts if n >= log_offset), None)
+    if covering is None:
+        return Damage(plain, "is missing: the offsets name this log offset of the file source")
+    problem = _version_then_json(covering, 1)
+    return Damage(covering, problem) if problem else None
+
+
+def damages(checkpoint: Path) -> list[Damage]:
+    """Every disagreement in one query checkpoint (empty when sound or new)."""
+    checkpoint = Path(checkpoint)
+    offsets = _numbered(checkpoint / "offsets")
+    commits = _numbered(checkpoint / "commits")
+    found: list[Damage] = []
+    metadata = checkpoint / "metadata"
+    if offsets or commits or metadata.exists():
+        lines = _lines(metadata) if metadata.exists() else None
+        meta = _json(lines[0]) if lines else None
+        if not (isinstance(meta, dict) and isinstance(meta.get("id"), str)):
+            found.append(Damage(metadata, "is missing or not the query's id (a JSON object)"))
+    for path in offsets.values():
+        problem = _version_then_json(path, 2)
+        if problem:
+            found.append(Damage(path, problem))
+    for path in commits.values():
+        problem = _version_then_json(path, 2)
+        if problem:
+            found.append(Damage(path, problem))
+    if commits:
+        last_commit = max(commits)
+        if last_commit not in offsets:
+            where = checkpoint / "offsets" / str(last_commit)
+            found.append(Damage(where, f"is missing, yet batch {last_commit} is committed"))
+        if offsets and max(offsets) > last_commit + 1:
+            found.append(
+                Damage(
+                    checkpoint / "commits" / str(max(offsets) - 1),
+                    f"is missing: offsets run to batch {max(offsets)}, commits to {last_commit}",
+                )
+            )
+    elif offsets and max(offsets) > min(offsets):
+        found.append(Damage(checkpoint / "commits", "is empty, yet several batches are planned"))
+    if offsets and not any(d.file.parent.name == "offsets" for d in found):
+        lines = _lines(offsets[max(offsets)]) or []
+        for index, text in enumerate(lines[2:]):
+            offset = _json(text) if text.strip() != "-" else None
+            if isinstance(offset, dict) and isinstance(offset.get("logOffset"), int):
+                folder = checkpoint / "sources" / str(index)
+                first = min(offsets)
+                # the log offsets of the batches still in the offsets log
+                earliest = _earliest_log_offset(offsets[first], index)
+                for log_offset in range(max(earliest, 0), offset["logOffset"] + 1):
+                    damage = _source_log_has(folder, log_offset)
+                    if damage is not None:
+                        found.append(damage)
+                        break
+    return found
+
+
+def _earliest_log_offset(path: Path, index: int) -> int:
+    lines = _lines(path) or []
+    text = lines[2 + index] if len(lines) > 2 + index else "-"
+    offset = _json(text) if text.strip() != "-" else None
+    return int(offset["logOffset"]) if isinstance(offset, dict) else 0
+
+
+def refuse_damaged(checkpoints: dict[str, Path]) -> None:
+    """CHECKPOINT_DAMAGED, naming the first damaged file of each query's checkpoint, before
+    any query starts."""
+    for name, checkpoint in checkpoints.items():
+        found = damages(checkpoint)
+        if found:
+            first = found[0]
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            raise CheckpointError(
+                "CHECKPOINT_DAMAGED",
+                f"the checkpoint of {name} is damaged: {first.file} {first.what}{more}; "
+                "Spark would fail on it, or read files again and count records twice",
+                "restore the file from a backup if you have one; otherwise start the pipeline "
+                "over from its landed files: `slipstream reset PIPELINE --outputs`, then run "
+                "(outputs are rebuilt exactly from the landing folder)",
+            )

@@ -1,0 +1,103 @@
+"""issue 29 item 12: SIGTERM under available-now drained 10 and 14 more batches (up to 60 s)
+before stopping: the batches run back to back, and the moment between two triggers was never
+seen. The run now stops as soon as the batch running at the request has committed. A stand-in
+for Spark's StreamingQuery (no Spark): its trigger is always active, and each wait of the poll
+completes one batch, as under available-now."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slipstream.runtime.run import _stop_at_batch_boundary
+
+
+class BackToBack:
+    """A query running batches back to back: never between triggers when looked at."""
+
+    def __init__(self, batches_left: int = 1000) -> None:
+        self.batch = 3  # batches 0..3 done; 4 running
+        self.batches_left = batches_left
+        self.isActive = True
+        self.status: dict[str, Any] = {"isTriggerActive": True}
+        self.stopped_after: int | None = None
+
+    @property
+    def lastProgress(self) -> dict[str, Any]:  # noqa: N802 (Spark's name)
+        return {"batchId": self.batch}
+
+    def awaitTermination(self, timeout: float) -> bool:  # noqa: N802 (Spark's name)
+        self.batch += 1  # the running batch commits, the next starts at once
+        return False
+
+    def stop(self) -> None:
+        self.isActive = False
+        self.stopped_after = self.batch
+
+
+def test_a_stop_under_available_now_ends_after_the_running_batch() -> None:
+    query = BackToBack()
+    assert _stop_at_batch_boundary(query, timeout=60.0, poll=0.001)  # type: ignore[arg-type]
+    assert query.stopped_after == 4  # the batch running at the request, and no more
+
+
+def test_a_query_between_triggers_is_stopped_at_once() -> None:
+    query = BackToBack()
+    query.status["isTriggerActive"] = False
+    assert _stop_at_batch_boundary(query, timeout=60.0, poll=0.001)  # type: ignore[arg-type]
+    assert query.stopped_after == 3
+
+
+class Query:
+    """A query of a run under available-now: `failed` has ended with an error; a running one
+    ends by itself after 50 waits (batches), as an available-now query with input left."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error
+        self.isActive = error is None
+        self.status: dict[str, Any] = {"isTriggerActive": False}
+        self.lastProgress: dict[str, Any] | None = None
+        self.recentProgress: list[dict[str, Any]] = []
+        self.waits = 0
+        self.stopped = False
+
+    def exception(self) -> Exception | None:
+        return self.error
+
+    def awaitTermination(self, timeout: float) -> bool:  # noqa: N802 (Spark's name)
+        self.waits += 1
+        if self.waits >= 50:
+            self.isActive = False
+        return not self.isActive
+
+    def stop(self) -> None:
+        self.isActive = False
+        self.stopped = True
+
+
+def test_a_failed_query_stops_its_siblings_under_available_now(tmp_path: Any) -> None:
+    """The damaged-checkpoint list: when one query failed, the quarantine went on alone and
+    the outputs ended at different places."""
+    from types import SimpleNamespace
+
+    import pytest
+
+    from slipstream.runtime.run import Run
+
+    failed, sibling = Query(RuntimeError("offsets/1: Incomplete log file")), Query()
+    trigger = SimpleNamespace(finite=True, kind="available-now")
+    prepared = SimpleNamespace(
+        settings=SimpleNamespace(trigger=trigger, checkpoint_root=tmp_path),
+        pipeline=SimpleNamespace(name="mobile"),
+    )
+    run = Run(
+        spark=SimpleNamespace(),  # type: ignore[arg-type]
+        prepared=prepared,  # type: ignore[arg-type]
+        queries={"counts": failed, "quarantine": sibling},  # type: ignore[dict-item]
+        lock=SimpleNamespace(release=lambda: None),  # type: ignore[arg-type]
+        listener=None,  # type: ignore[arg-type]
+        totals=SimpleNamespace(wait_for=lambda *a: True),  # type: ignore[arg-type]
+    )
+    with pytest.raises(RuntimeError, match="Incomplete log file"):
+        run.wait(poll=0.001)
+    assert sibling.stopped and sibling.waits == 0  # stopped at once, not run to its end
+    assert run.stop_reason == "query mobile.counts failed"
