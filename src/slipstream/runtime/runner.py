@@ -9,6 +9,7 @@ Run.wait() (runtime.run) until the queries finish, --duration passes, Ctrl-C or 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,6 +27,7 @@ from slipstream.monitor.listener import Handler, RunListener, RunTotals
 from slipstream.monitor.recorder import RunRecorder
 from slipstream.runtime.bind import prepare
 from slipstream.runtime.bound import BoundOutput, Prepared
+from slipstream.runtime.compat import Verdicts, judge_all, refuse_or_record
 from slipstream.runtime.control import StopControl
 from slipstream.runtime.deadletter import dead_letter
 from slipstream.runtime.inputs import read_guarded, read_table
@@ -34,6 +36,13 @@ from slipstream.runtime.ownership import record_outputs, refuse_foreign_outputs
 from slipstream.runtime.run import Run, batch_boundaries
 from slipstream.settings.config import Settings
 from slipstream.settings.connect import sink_violations, start_query
+
+_log = logging.getLogger("slipstream")
+
+
+def _say(line: str) -> None:
+    _log.warning(line)
+
 
 __all__ = ["Prepared", "Run", "batch_boundaries", "build", "check", "prepare", "start"]
 
@@ -44,6 +53,7 @@ class Query:
 
     output: BoundOutput
     frame: DataFrame
+    tree: str = ""  # Spark's analyzed plan, as text
 
 
 def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
@@ -86,7 +96,7 @@ def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
         prepared.plans[name] = plan
         if output.spec is not None and plan.watermark_column is not None:
             prepared.late[name] = late_plan(prepared, output, tree, plan)
-        queries.append(Query(output, frame))
+        queries.append(Query(output, frame, tree))
     return queries
 
 
@@ -110,6 +120,15 @@ def check(prepared: Prepared, queries: list[Query]) -> list[ValidationError]:
                 ValidationError(v.code, f"output {out.ctx.query_name}: {v.message}", v.fix)
             )
     return problems
+
+
+def restart_verdicts(spark: SparkSession, prepared: Prepared, queries: list[Query]) -> Verdicts:
+    """Each output's new build against the one its checkpoint recorded (runtime.compat)."""
+    try:
+        partitions: int | None = int(spark.conf.get("spark.sql.shuffle.partitions") or 0)
+    except (ValueError, TypeError):
+        partitions = None
+    return judge_all(prepared, {q.output.name: q.tree for q in queries}, partitions)
 
 
 def _source_of(prepared: Prepared, output: BoundOutput) -> str:
@@ -173,6 +192,8 @@ def start(
         refused = check(prepared, built)
         if refused:
             raise refused[0]
+        # before any query starts: the state each checkpoint holds must fit this run's queries
+        refuse_or_record(prepared, restart_verdicts(spark, prepared, built), _say)
         record_outputs(prepared)
         recorder.run_started([q.output.ctx.query_name for q in built], origin)
         # before the queries start: it tells this run's batches from earlier ones
