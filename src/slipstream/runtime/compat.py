@@ -187,9 +187,17 @@ def _param_flags(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     ]
 
 
-def _what(operators: list[dict[str, Any]]) -> str:
-    names = [op["operator"] for op in operators] or ["query"]
-    return names[0] if len(set(names)) == 1 else "stateful operators'"
+def _what(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """The operator whose state a change touches: the first that differs, or the one the
+    window belongs to (the aggregation)."""
+    a, b = old["operators"], new["operators"]
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            return str(x["operator"])
+    names = [op["operator"] for op in a]
+    if old["window"] != new["window"] and "aggregation" in names:
+        return "aggregation"
+    return names[0] if names else "query"
 
 
 def judge(checkpoint: Path, new: dict[str, Any], query: str) -> Verdict:
@@ -199,7 +207,6 @@ def judge(checkpoint: Path, new: dict[str, Any], query: str) -> Verdict:
     verdict = Verdict(query, checkpoint, old, resumed)
     if not resumed or old is None:
         return verdict
-    what = _what(old["state"]["operators"])
     params = _param_flags(old, new)
     if old.get("mode") != new["mode"]:
         verdict.refused.append(
@@ -213,6 +220,7 @@ def judge(checkpoint: Path, new: dict[str, Any], query: str) -> Verdict:
     )
     wm_changed = o_state["watermark"] != n_state["watermark"]
     wm_flags = [p for p in params if p.startswith("--watermark ")]
+    what = _what(o_state, n_state)
     if shape_changed:
         # the parameters that moved are the cause; the watermark alone changes no operator
         causes = [p for p in params if p not in wm_flags] or params
