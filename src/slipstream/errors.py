@@ -68,6 +68,10 @@ CODES: dict[str, str] = {
     "CHECKPOINT_DAMAGED": (
         "a checkpoint's logs (metadata, offsets, commits, file source log) disagree or are cut"
     ),
+    "STATE_INCOMPATIBLE": (
+        "a checkpoint's state was built for another query (window, slide, key, operators, "
+        "output mode, source): restarting on it would mix or lose results"
+    ),
     "STOP_TIMEOUT": "a run asked to stop did not stop in time",
     "LOCK_HOLDER_UNKNOWN": "a checkpoint is locked, but the lock file names no running process",
     "OUT_OF_MEMORY": "a query ran out of memory (the driver's, or an executor's on a cluster)",

@@ -5,6 +5,8 @@ slipstream check PIPELINE [flags]      explain the plan; refuse forbidden combin
 slipstream run PIPELINE [flags]        check, then run (resumes from its checkpoint)
 slipstream reset PIPELINE [--outputs]  delete a pipeline's checkpoint (and outputs)
 slipstream feed [--port 9999] [FILE]   a line server for the socket source
+slipstream state PIPELINE [--output NAME] [--json] [--keys N] [--batch N]
+                                       the state each output's checkpoint holds
 slipstream status [PIPELINE] [--json]  health of each query, from the event logs
 slipstream stop PIPELINE               stop a running pipeline at a batch boundary
 slipstream dashboard [PIPELINE]        the live dashboard of a state directory
@@ -123,12 +125,40 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("pipeline")
     p.add_argument(
-        "--outputs", action="store_true", help="also delete the results, quarantine and event log"
+        "--outputs",
+        nargs="?",
+        const=True,
+        default=False,
+        metavar="NAME",
+        help="also delete the results, quarantine and event log; with an output's NAME, only "
+        "that output's checkpoint and results (the others keep theirs)",
     )
     p.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     _add_settings_flags(p)
     if pipeline is not None:
         _add_param_flags(p, pipeline)
+    p = sub.add_parser(
+        "state", help="the state each output's checkpoint holds, per stateful operator"
+    )
+    p.add_argument("pipeline")
+    p.add_argument("--output", metavar="NAME", help="only this output")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--keys",
+        type=values.flag_type(values.integer(0, 1_000_000)),
+        default=0,
+        metavar="N",
+        help="also show a sample of N keys and values per operator",
+    )
+    p.add_argument(
+        "--batch",
+        type=values.flag_type(values.integer(0, 10**12)),
+        default=None,
+        metavar="N",
+        help="the state as of batch N (default: the latest)",
+    )
+    _state_dir_flag(p)
+    p.add_argument("--checkpoint", type=Path, metavar="DIR", help="the run's --checkpoint")
     p = sub.add_parser("feed", help="serve lines to the socket source (instead of netcat)")
     p.add_argument("file", nargs="?", type=Path, help="file of lines (default: standard input)")
     p.add_argument("--port", type=values.flag_type(values.port), default=9999)
@@ -292,6 +322,19 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
         return commands.run(settings_from_args(args), out)
     if args.command == "reset":
         return commands.reset(settings_from_args(args), outputs=args.outputs, yes=args.yes, out=out)
+    if args.command == "state":
+        from slipstream.pipelines import get_pipeline
+
+        name = get_pipeline(args.pipeline).name
+        flags = {"state_dir": args.state_dir, "checkpoint": args.checkpoint}
+        return commands.state(
+            load_settings(name, flags),
+            out,
+            output=args.output,
+            as_json=args.json,
+            keys=int(args.keys),
+            batch=None if args.batch is None else int(args.batch),
+        )
     if args.command in ("status", "stop", "dashboard"):
         return _monitor_command(args, out)
     if args.command == "feed":

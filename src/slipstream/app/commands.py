@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import sys
 import threading
@@ -23,11 +24,11 @@ from slipstream.checkpoint.lifecycle import (
     refuse_interrupted_reset,
     require_writable,
 )
-from slipstream.errors import CheckpointError, find_error, out_of_memory
+from slipstream.errors import CheckpointError, SlipstreamError, find_error, out_of_memory
 from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
 from slipstream.monitor.listener import ConsoleReporter
 from slipstream.pipelines.registry import discover
-from slipstream.runtime import runner
+from slipstream.runtime import compat, runner
 from slipstream.runtime.bound import uses_kafka
 from slipstream.runtime.control import StopControl
 from slipstream.runtime.deadletter import late_is_ours, reset_late
@@ -82,12 +83,16 @@ def check(settings: Settings, out: TextIO, spark: SparkSession | None = None) ->
         kafka=uses_kafka(prepared),
     )
     try:
-        problems = runner.check(prepared, runner.build(spark, prepared))
+        built = runner.build(spark, prepared)
+        problems: list[SlipstreamError] = list(runner.check(prepared, built))
+        verdicts = runner.restart_verdicts(spark, prepared, built)
     finally:
         if started_here:  # a caller's session (a test's) stays
             spark.stop()
     print(f"(Spark analyzed the plans in {time.monotonic() - began:.1f} s)\n", file=out)
     print(explain(prepared), file=out)
+    print_verdicts(verdicts, out)
+    problems += [compat.refusal(prepared, v) for v, _ in verdicts.values() if v.refused]
     if not problems:
         print("\nok: no rule refuses these queries", file=out)
         return EXIT_OK
@@ -95,6 +100,19 @@ def check(settings: Settings, out: TextIO, spark: SparkSession | None = None) ->
     for problem in problems:
         print(f"refused {problem.render()}", file=out)
     return EXIT_REFUSED
+
+
+def print_verdicts(verdicts: compat.Verdicts, out: TextIO) -> None:
+    """Per output: what its checkpoint was built for, and whether this run fits it."""
+    for verdict, _ in verdicts.values():
+        print(f"\ncheckpoint of {verdict.output} ({verdict.checkpoint})", file=out)
+        if verdict.recorded is not None:
+            print("  built for:", file=out)
+            for line in compat.describe_build(verdict.recorded):
+                print(f"    {line}", file=out)
+        print(f"  this run: {verdict.summary()}", file=out)
+        for notice in verdict.notices:
+            print(f"  note: {notice}", file=out)
 
 
 def run(settings: Settings, out: TextIO) -> int:
@@ -227,7 +245,7 @@ def deferred_sigterm() -> Iterator[None]:
 def reset(
     settings: Settings,
     *,
-    outputs: bool,
+    outputs: bool | str,
     yes: bool,
     out: TextIO,
     confirm_input: TextIO | None = None,
@@ -235,6 +253,8 @@ def reset(
     prepared = runner.prepare(settings, check_source=False)
     s = prepared.settings
     root = s.checkpoint_root
+    if isinstance(outputs, str):
+        return reset_output(prepared, outputs, yes=yes, out=out, confirm_input=confirm_input)
     if is_locked(root):
         raise CheckpointError(
             "CHECKPOINT_IN_USE",
@@ -283,6 +303,157 @@ def reset(
     if existed:
         removed.insert(0, str(root))
     print("removed: " + (", ".join(removed) if removed else "nothing (already clean)"), file=out)
+    return EXIT_OK
+
+
+def reset_output(
+    prepared: runner.Prepared,
+    name: str,
+    *,
+    yes: bool,
+    out: TextIO,
+    confirm_input: TextIO | None = None,
+) -> int:
+    """`reset PIPELINE --outputs NAME`: one output's checkpoint and results, nothing else (a
+    way out of STATE_INCOMPATIBLE that keeps the other outputs' state)."""
+    from slipstream.checkpoint.lifecycle import clearing_query, query_checkpoint
+    from slipstream.errors import ConfigError
+
+    s = prepared.settings
+    names = [o.name for o in prepared.pipeline.outputs]
+    if name not in names:
+        raise ConfigError(
+            "CONFIG_UNKNOWN_KEY",
+            f"--outputs {name}: pipeline {s.pipeline} has no output {name!r}",
+            f"its outputs: {', '.join(names)}",
+        )
+    if is_locked(s.checkpoint_root):
+        raise CheckpointError(
+            "CHECKPOINT_IN_USE",
+            f"checkpoint {s.checkpoint_root} is in use by a run",
+            f"stop it first: slipstream stop {s.pipeline}",
+        )
+    mine = [o for o in every_output(prepared) if o.name == name]
+    folder = query_checkpoint(s.checkpoint_root, name)
+    targets = [f"checkpoint {folder}"] + [f"output {name}: {o.sink.describe(o.ctx)}" for o in mine]
+    if not yes:
+        print("This deletes:\n  " + "\n  ".join(targets), file=out)
+        print("Type the pipeline name to confirm: ", end="", file=out, flush=True)
+        answer = (confirm_input or sys.stdin).readline().strip()
+        if answer != s.pipeline:
+            raise CheckpointError(
+                "RESET_REFUSED",
+                "reset not confirmed; nothing was deleted",
+                f"type {s.pipeline!r} at the prompt, or pass --yes",
+            )
+    for o in mine:
+        if not o.sink.owns(o.ctx):
+            raise not_ours(o.sink.describe(o.ctx), f"output {o.name}")
+    removed: list[str] = []
+    late = s.late_root / name  # this output's late rows (runtime.deadletter)
+    if late.exists() and not late_is_ours(s.late_root):
+        raise not_ours(s.late_root, "late-row dead-letter")
+    with clearing_query(s.checkpoint_root, name) as existed:
+        for o in mine:
+            removed += o.sink.reset(o.ctx)
+        if late.is_dir():
+            shutil.rmtree(late)
+            removed.append(str(late))
+    if existed:
+        removed.insert(0, str(folder))
+    print("removed: " + (", ".join(removed) if removed else "nothing (already clean)"), file=out)
+    return EXIT_OK
+
+
+def state(
+    settings: Settings,
+    out: TextIO,
+    *,
+    output: str | None = None,
+    as_json: bool = False,
+    keys: int = 0,
+    batch: int | None = None,
+    spark: SparkSession | None = None,
+) -> int:
+    """The state each output's checkpoint holds, per stateful operator, from the checkpoint
+    alone (Spark's state-metadata and statestore readers; no query runs)."""
+    import json
+
+    from pyspark import SparkContext
+
+    from slipstream.checkpoint.lifecycle import query_checkpoint
+    from slipstream.errors import ConfigError
+    from slipstream.monitor.console import show, table
+    from slipstream.monitor.state import read_state
+    from slipstream.pipelines import get_pipeline
+    from slipstream.settings.session import build_session
+
+    pipeline = get_pipeline(settings.pipeline)
+    names = [o.name for o in pipeline.outputs]
+    if output is not None and output not in names:
+        raise ConfigError(
+            "CONFIG_UNKNOWN_KEY",
+            f"--output {output}: pipeline {pipeline.name} has no output {output!r}",
+            f"its outputs: {', '.join(names)}",
+        )
+    root = settings.checkpoint_root
+    wanted = [n for n in names if output in (None, n) and query_checkpoint(root, n).is_dir()]
+    if not wanted:
+        print(f"slipstream: no checkpoint of {pipeline.name} under {root}", file=sys.stderr)
+        return EXIT_FAILED
+    started_here = spark is None and SparkContext._active_spark_context is None
+    spark = spark or build_session(
+        "local[1]", settings.conf, app_name=f"slipstream-state-{pipeline.name}", log_level="ERROR"
+    )
+    try:
+        found = {
+            f"{pipeline.name}.{n}": read_state(
+                spark, query_checkpoint(root, n), batch=batch, keys=keys
+            )
+            for n in wanted
+        }
+    finally:
+        if started_here:
+            spark.stop()
+    if as_json:
+        payload = {q: [op.to_dict() for op in ops] for q, ops in found.items()}
+        print(json.dumps(payload, indent=2), file=out)
+        return EXIT_OK
+    for query, ops in found.items():
+        print(f"{query} ({query_checkpoint(root, query.split('.', 1)[1])})", file=out)
+        if not ops:
+            print("  no state: a stateless query", file=out)
+            continue
+        rows = [
+            (
+                f"{op.operator_id} {op.operator}"
+                + ("" if op.store == "default" else f"/{op.store}"),
+                "?" if op.rows is None else f"{op.rows:,}",
+                f"{op.bytes_on_disk:,}",
+                op.partitions,
+                op.watermark or "-",
+                op.oldest_event_time or "-",
+                op.newest_event_time or "-",
+                op.latest_batch,
+            )
+            for op in ops
+        ]
+        header = (
+            "OPERATOR",
+            "ROWS",
+            "BYTES",
+            "PARTITIONS",
+            "WATERMARK",
+            "OLDEST",
+            "NEWEST",
+            "BATCH",
+        )
+        show(out, table(header, rows))
+        for op in ops:
+            if op.error:
+                print(f"  operator {op.operator_id}: rows not read: {op.error}", file=out)
+            for line in op.sample:
+                print(f"  {op.operator_id}: {line}", file=out)
     return EXIT_OK
 
 

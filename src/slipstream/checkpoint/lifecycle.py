@@ -273,3 +273,23 @@ def delete_checkpoint(root: Path) -> bool:
     with clearing(root) as existed:
         pass
     return existed
+
+
+@contextlib.contextmanager
+def clearing_query(root: Path, query: str) -> Iterator[bool]:
+    """Like `clearing`, for one output's query checkpoint (`root/query`) only: the root's lock
+    held while the caller deletes that output's results, then the query checkpoint. The other
+    outputs keep their checkpoints. Yields whether the query checkpoint was there."""
+    root = Path(root)
+    if not checkpoint_is_ours(root):
+        raise not_ours(root, "checkpoint")
+    folder = query_checkpoint(root, query)
+    existed = folder.is_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    lock = CheckpointLock(root).acquire()
+    try:
+        yield existed
+        if existed:
+            shutil.rmtree(folder)
+    finally:
+        lock.release()

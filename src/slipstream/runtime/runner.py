@@ -9,6 +9,7 @@ Run.wait() (runtime.run) until the queries finish, --duration passes, Ctrl-C or 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from slipstream.monitor.listener import Handler, RunListener, RunTotals
 from slipstream.monitor.recorder import RunRecorder
 from slipstream.runtime.bind import prepare
 from slipstream.runtime.bound import BoundOutput, Prepared
+from slipstream.runtime.compat import Verdicts, judge_all, refuse_or_record
 from slipstream.runtime.control import StopControl
 from slipstream.runtime.deadletter import dead_letter
 from slipstream.runtime.inputs import read_guarded, read_table
@@ -42,6 +44,13 @@ from slipstream.runtime.run import Run, batch_boundaries
 from slipstream.settings.config import Settings
 from slipstream.settings.connect import sink_violations, start_query
 
+_log = logging.getLogger("slipstream")
+
+
+def _say(line: str) -> None:
+    _log.warning(line)
+
+
 __all__ = ["Prepared", "Run", "batch_boundaries", "build", "check", "prepare", "start"]
 
 
@@ -51,6 +60,7 @@ class Query:
 
     output: BoundOutput
     frame: DataFrame
+    tree: str = ""  # Spark's analyzed plan, as text
 
 
 def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
@@ -93,7 +103,7 @@ def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
         prepared.plans[name] = plan
         if output.spec is not None and plan.watermark_column is not None:
             prepared.late[name] = late_plan(prepared, output, tree, plan)
-        queries.append(Query(output, frame))
+        queries.append(Query(output, frame, tree))
     return queries
 
 
@@ -117,6 +127,15 @@ def check(prepared: Prepared, queries: list[Query]) -> list[ValidationError]:
                 ValidationError(v.code, f"output {out.ctx.query_name}: {v.message}", v.fix)
             )
     return problems
+
+
+def restart_verdicts(spark: SparkSession, prepared: Prepared, queries: list[Query]) -> Verdicts:
+    """Each output's new build against the one its checkpoint recorded (runtime.compat)."""
+    try:
+        partitions: int | None = int(spark.conf.get("spark.sql.shuffle.partitions") or 0)
+    except (ValueError, TypeError):
+        partitions = None
+    return judge_all(prepared, {q.output.name: q.tree for q in queries}, partitions)
 
 
 def _source_of(prepared: Prepared, output: BoundOutput) -> str:
@@ -187,6 +206,8 @@ def start(
         refused = check(prepared, built)
         if refused:
             raise refused[0]
+        # before any query starts: the state each checkpoint holds must fit this run's queries
+        refuse_or_record(prepared, restart_verdicts(spark, prepared, built), _say)
         record_outputs(prepared)
         recorder.run_started([q.output.ctx.query_name for q in built], origin)
         # before the queries start: it tells this run's batches from earlier ones

@@ -1,0 +1,125 @@
+"""The state a query's checkpoint holds, read from the checkpoint alone (`slipstream state`).
+
+Spark's `state-metadata` reader lists a checkpoint's stateful operators (id, name, store,
+partitions, the batches it holds state for); its `statestore` reader loads one operator's rows
+as of a batch (`key`, `value`, `partition_id`). Neither needs the query to run (a running one is
+fine: they read committed versions). Bytes on disk are the files under `state/<operator id>`;
+the watermark is the one the batch's offset log carries; the oldest and newest event time held
+are the smallest and largest timestamps in the keys (a window's start and end)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from slipstream.checkpoint.logs import batch_offsets
+
+
+@dataclass
+class OperatorState:
+    operator_id: int
+    operator: str  # Spark's name: stateStoreSave, dedupeWithinWatermark, symmetricHashJoin...
+    store: str
+    partitions: int
+    latest_batch: int
+    rows: int | None = None
+    bytes_on_disk: int = 0
+    watermark: str | None = None
+    oldest_event_time: str | None = None
+    newest_event_time: str | None = None
+    sample: list[str] = field(default_factory=list)  # --keys N: key and value as JSON
+    error: str | None = None  # what the reader said, when it could not read the rows
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _bytes(folder: Path) -> int:
+    if not folder.is_dir():
+        return 0
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def _watermark(checkpoint: Path, batch: int) -> str | None:
+    try:
+        millis = batch_offsets(checkpoint, batch).watermark_ms
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+    if millis <= 0:
+        return None
+    return datetime.fromtimestamp(millis / 1000, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _timestamp_paths(schema: Any, prefix: str) -> list[str]:
+    """The columns of timestamp type inside a struct (nested structs too), as paths."""
+    from pyspark.sql.types import StructType, TimestampNTZType, TimestampType
+
+    paths = []
+    for f in schema.fields:
+        path = f"{prefix}.`{f.name}`"
+        if isinstance(f.dataType, StructType):
+            paths += _timestamp_paths(f.dataType, path)
+        elif isinstance(f.dataType, (TimestampType, TimestampNTZType)):
+            paths.append(path)
+    return paths
+
+
+def _iso(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return str(value)
+
+
+def read_state(
+    spark: Any, checkpoint: Path, *, batch: int | None = None, keys: int = 0
+) -> list[OperatorState]:
+    """Every stateful operator of one query checkpoint, as of `batch` (default: the latest)."""
+    from pyspark.sql import functions as F
+
+    checkpoint = Path(checkpoint)
+    if not (checkpoint / "state").is_dir():
+        return []
+    meta = spark.read.format("state-metadata").load(str(checkpoint)).collect()
+    found = []
+    for row in sorted(meta, key=lambda r: (r.operatorId, r.stateStoreName)):
+        latest = int(row.maxBatchId if batch is None else batch)
+        op = OperatorState(
+            operator_id=int(row.operatorId),
+            operator=str(row.operatorName),
+            store=str(row.stateStoreName),
+            partitions=int(row.numPartitions),
+            latest_batch=latest,
+            bytes_on_disk=_bytes(checkpoint / "state" / str(row.operatorId)),
+            watermark=_watermark(checkpoint, latest),
+        )
+        found.append(op)
+        reader = (
+            spark.read.format("statestore")
+            .option("operatorId", op.operator_id)
+            .option("storeName", op.store)
+            .option("batchId", latest)
+        )
+        try:
+            frame = reader.load(str(checkpoint))
+            stamps = _timestamp_paths(frame.schema["key"].dataType, "key")
+            aggs = [F.count(F.lit(1)).alias("rows")]
+            if stamps:
+                aggs.append(F.least(*[F.min(F.col(p)) for p in stamps]).alias("oldest"))
+                aggs.append(F.greatest(*[F.max(F.col(p)) for p in stamps]).alias("newest"))
+            totals = frame.agg(*aggs).collect()[0]
+            op.rows = int(totals["rows"])
+            if stamps:
+                op.oldest_event_time = _iso(totals["oldest"])
+                op.newest_event_time = _iso(totals["newest"])
+            if keys > 0:
+                sample = frame.select(F.to_json(F.struct("key", "value")).alias("j")).limit(keys)
+                op.sample = [str(r["j"]) for r in sample.collect()]
+        except Exception as exc:  # noqa: BLE001 - a store this reader cannot load: say so
+            op.error = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return found
