@@ -15,6 +15,8 @@ slipstream demo [trending|mobile]      the quick-start demo (what `make demo` ru
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import logging
 import os
 import sys
@@ -56,6 +58,7 @@ def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
 
 
 PARAM_DEST = "param:"
+HELP = ("-h", "--help")
 PIPELINE_COMMANDS = ("check", "run", "reset", "generate")
 
 
@@ -89,7 +92,14 @@ def pipeline_of(argv: Sequence[str]) -> Pipeline | None:
     (its parameters are flags of that command). Raises its ConfigError when it cannot load."""
     if not argv or argv[0] not in PIPELINE_COMMANDS:
         return None
-    known, _ = build_parser().parse_known_args([a for a in argv if a not in ("-h", "--help")])
+    helping = any(a in ("-h", "--help") for a in argv)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()) if helping else contextlib.nullcontext():
+            known, _ = build_parser().parse_known_args([a for a in argv if a not in HELP])
+    except SystemExit:
+        if helping:  # `run --help` without a pipeline: the command's own help, flags only
+            return None
+        raise
     name = getattr(known, "workload" if argv[0] == "generate" else "pipeline", None)
     if not name:
         return None
@@ -107,6 +117,7 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
         description="Streaming pipelines on PySpark Structured Streaming, and the toolkit to "
         "build, test and operate them.",
     )
+    parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("list", help="list the pipelines")
     for name, text in (
@@ -131,8 +142,17 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
         _add_param_flags(p, pipeline)
     p = sub.add_parser("feed", help="serve lines to the socket source (instead of netcat)")
     p.add_argument("file", nargs="?", type=Path, help="file of lines (default: standard input)")
-    p.add_argument("--port", type=values.flag_type(values.port), default=9999)
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument(
+        "--port",
+        type=values.flag_type(values.port),
+        default=9999,
+        help="the port to serve on; the socket source's --port (default 9999)",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to listen on (default 127.0.0.1: this machine only)",
+    )
     _add_monitor_commands(sub)
     p = sub.add_parser("samples", help="copy a pipeline's bundled sample files into a folder")
     p.add_argument("workload", metavar="PIPELINE", help="a pipeline with samples (mobile)")
@@ -164,6 +184,21 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
         help="events/s of a generated stream (default 2000)",
     )
     return parser
+
+
+def version_text() -> str:
+    """`slipstream --version`: slipstream's version and the Spark it runs on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("slipstream")
+    except PackageNotFoundError:  # a source checkout on PYTHONPATH, not installed
+        ours = "(not installed)"
+    try:
+        spark = version("pyspark")
+    except PackageNotFoundError:
+        spark = "not installed"
+    return f"slipstream {ours} (PySpark {spark}, Python {sys.version.split()[0]})"
 
 
 def _state_dir_flag(parser: argparse.ArgumentParser) -> None:
@@ -232,13 +267,41 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     for noisy in ("py4j", "pyspark"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
     try:
-        args = build_parser(pipeline_of(argv)).parse_args(argv)
+        pipeline = pipeline_of(argv)
+        parser = build_parser(pipeline)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            refuse_unknown(parser, args, pipeline, unknown)
         return _dispatch(args, out)
     except SlipstreamError as exc:
         print(f"slipstream: refused {exc.render()}", file=sys.stderr)
         return EXIT_REFUSED
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C outside a run (runs handle it: runtime.interrupt)
+        print("\nslipstream: interrupted (Ctrl-C)", file=sys.stderr)
         return 130
+
+
+def refuse_unknown(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    pipeline: Pipeline | None,
+    unknown: list[str],
+) -> NoReturn:
+    """A flag no parser knows: for a pipeline's command, say which parameters it has (another
+    pipeline's parameter is the usual mistake: `run mobile --slide 1m`); else argparse's error."""
+    from slipstream.errors import ConfigError
+
+    flag = next((a for a in unknown if a.startswith("--")), None)
+    if pipeline is not None and args.command in PIPELINE_COMMANDS and flag is not None:
+        flag = flag.split("=", 1)[0]
+        own = ", ".join(p.flag for p in pipeline.params)
+        raise ConfigError(
+            "CONFIG_UNKNOWN_KEY",
+            f"{pipeline.name} has no parameter {flag}",
+            (f"its parameters: {own}" if own else f"{pipeline.name} takes no parameters")
+            + f"; `slipstream {args.command} {pipeline.name} --help` lists every flag",
+        )
+    parser.error(f"unrecognized arguments: {' '.join(unknown)}")
 
 
 def _dispatch(args: argparse.Namespace, out: TextIO) -> int:

@@ -29,7 +29,6 @@ from collections.abc import Iterator
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
-from types import FrameType
 from typing import Any, TextIO
 
 from rich.console import Group, RenderableType
@@ -44,6 +43,7 @@ from slipstream.monitor.serve import start_monitoring
 from slipstream.pipelines.trending import TrendingPipeline
 from slipstream.runtime import runner
 from slipstream.runtime.explain import explain
+from slipstream.runtime.interrupt import EXIT_INTERRUPTED, CtrlC, ctrl_c
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, load_settings
 from slipstream.tools.demo import fresh_start
 from slipstream.tools.generators.trending import TrendingSpec, write_catalog
@@ -236,15 +236,11 @@ def stop_generator(child: subprocess.Popen[bytes], timeout: float = 10.0) -> int
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def _sigterm_as_ctrl_c(interrupt: CtrlC) -> Iterator[None]:
     """`kill PID` stops the demo like Ctrl-C, so the generator is cleaned up."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:
         yield
@@ -264,7 +260,23 @@ def demo(
     dashboard: int | None = DEFAULT_DASHBOARD_PORT,
 ) -> int:
     """Run the demo; `max_batches` stops it after that many batches with data (smoke tests).
-    `dashboard` is the live dashboard's port (0: any free one; None: none)."""
+    `dashboard` is the live dashboard's port (0: any free one; None: none). Ctrl-C stops it at
+    a batch boundary (exit 130), a second one at once (runtime.interrupt)."""
+    with ctrl_c() as interrupt:
+        return _demo(state_dir, out, interrupt, duration, rate, seed, top, max_batches, dashboard)
+
+
+def _demo(
+    state_dir: Path,
+    out: TextIO,
+    interrupt: CtrlC,
+    duration: str | timedelta | None,
+    rate: float,
+    seed: int,
+    top: int,
+    max_batches: int | None,
+    dashboard: int | None,
+) -> int:
     from slipstream.settings.session import build_session
 
     state_dir = Path(state_dir).resolve()
@@ -302,7 +314,8 @@ def demo(
     db_path = prepared.settings.default_database
     print(explain(prepared), file=out)
     print(
-        f"\ngenerator: {rate:,.0f} events/s into {landing}; starting Spark (10-20 s)...",
+        f"\ngenerator: {rate:,.0f} events/s into {landing}; starting Spark: the first top 10 "
+        "follows the first batch (20-60 s on 2 cores, longer on a loaded machine)...",
         file=out,
         flush=True,
     )
@@ -311,20 +324,19 @@ def demo(
     view.dashboard_url = monitoring.dashboard.url if monitoring.dashboard else None
     child = start_generator(landing, catalog, report, log, rate, seed)
     run_ = None
-    interrupted = False
     failure: Exception | None = None
     try:
-        with _sigterm_as_interrupt():
+        with _sigterm_as_ctrl_c(interrupt):
             spark = build_session(
                 settings.master, settings.conf, app_name="slipstream-demo", log_level="ERROR"
             )
+            interrupt.install()  # PySpark's SparkContext installed its own SIGINT handler
             handlers = [*monitoring.handlers, view, LandingJanitor(landing)]
             run_ = runner.start(spark, prepared, handlers, origin="demo")
+            interrupt.attach(run_.request_stop)
             if max_batches is not None:
                 run_.stop_requested = lambda: view.batches >= max_batches
             run_.wait(limit)
-    except KeyboardInterrupt:
-        interrupted = True
     except Exception as exc:  # noqa: BLE001 - reported below, after the cleanup
         failure = exc
     finally:
@@ -335,8 +347,8 @@ def demo(
         monitoring.close()
     t = view.throughput()
     print("", file=out)
-    if interrupted:
-        print("stopped (Ctrl-C).", file=out)
+    if interrupt.interrupted:
+        print("stopped by Ctrl-C at a batch boundary.", file=out)
     if view.first_batch_at is not None:
         print(f"first top 10 after {view.first_batch_at:.1f} s", file=out)
     print(
@@ -366,4 +378,4 @@ def demo(
     if failure is not None:
         print(f"slipstream: the demo failed: {str(failure).splitlines()[0]}", file=sys.stderr)
         return 1
-    return 0
+    return EXIT_INTERRUPTED if interrupt.interrupted else 0
