@@ -10,6 +10,7 @@ slipstream stop PIPELINE               stop a running pipeline at a batch bounda
 slipstream dashboard [PIPELINE]        the live dashboard of a state directory
 slipstream generate trending --out DIR an event stream for a pipeline (see --help)
 slipstream demo [trending|mobile]      the quick-start demo (what `make demo` runs)
+slipstream init NAME [--dir DIR]       a new pipeline module and its test, from a template
 """
 
 from __future__ import annotations
@@ -167,6 +168,11 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
     generator = None if pipeline is None else catalog.generator(pipeline.name)
     if generator is not None:
         generator.add_arguments(p)
+    p = sub.add_parser("init", help="write a new pipeline module and its test from a template")
+    p.add_argument("name", help="the pipeline's name, a Python module name (page_views)")
+    p.add_argument(
+        "--dir", type=Path, default=Path("."), help="where to write NAME.py and test_NAME.py"
+    )
     p = sub.add_parser("demo", help="the quick-start demo (default: live trending articles)")
     p.add_argument("--state-dir", type=Path, default=Path("demo-state"))
     p.add_argument(
@@ -333,6 +339,19 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
         if generator is None:
             _refuse_missing(pipeline.name, "generator")
         return int(generator.run(args, out))
+    if args.command == "init":
+        from slipstream.tools.scaffold import class_name, init
+
+        module, test = init(args.name, args.dir)
+        print(f"wrote {module} and {test}", file=out)
+        target = f"{args.name}:{class_name(args.name)}"
+        print(
+            f"next:\n  cd {args.dir}\n  python -m pytest {test.name}      # its test\n"
+            f"  slipstream run {target} --help\n"
+            f"  slipstream run {target} --input landing   # JSON lines files landing there",
+            file=out,
+        )
+        return 0
     if args.command == "demo":
         return _demo(args.demo_pipeline or args.pipeline, args, out)
     raise AssertionError(args.command)
