@@ -5,6 +5,7 @@ own parser's TRIM, no truncated plan."""
 from __future__ import annotations
 
 import io
+import os
 import re
 from pathlib import Path
 
@@ -37,9 +38,20 @@ def test_the_jvms_incubator_notice_is_dropped_and_every_other_line_passes() -> N
         b"WARNING: Using incubator modules: jdk.incubator.vector\n"
         b"Exception in thread main java.lang.OutOfMemoryError\n"
     )
-    target = io.StringIO()
-    forward_stderr(source, target)
-    assert target.getvalue() == "Exception in thread main java.lang.OutOfMemoryError\n"
+    read, write = os.pipe()
+    forward_stderr(source, write)
+    os.close(write)
+    with os.fdopen(read, "rb") as shown:
+        assert shown.read() == b"Exception in thread main java.lang.OutOfMemoryError\n"
+
+
+def test_the_jvms_stderr_is_drained_even_when_ours_is_closed() -> None:
+    read, write = os.pipe()
+    os.close(read)  # writing now fails (EPIPE): every line must still be read
+    source = io.BytesIO(b"a\n" * 1000)
+    forward_stderr(source, write)
+    os.close(write)
+    assert source.read() == b""  # read to the end
 
 
 @pytest.mark.spark

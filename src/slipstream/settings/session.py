@@ -70,6 +70,7 @@ Streaming defaults, each deliberate (see docs/architecture.md and docs/benchmark
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -246,23 +247,23 @@ def launch_jvm(settings: Mapping[str, str]) -> None:
     gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
     threading.Thread(
         target=forward_stderr,
-        args=(gateway.proc.stderr, sys.stderr),
+        args=(gateway.proc.stderr, 2),
         name="slipstream-jvm-stderr",
         daemon=True,
     ).start()
     SparkContext._ensure_initialized(gateway=gateway)
 
 
-def forward_stderr(source: IO[bytes], target: IO[str]) -> None:
-    """Copy the JVM's standard error to `target` line by line, but for `JVM_NOTICES`."""
+def forward_stderr(source: IO[bytes], target: int) -> None:
+    """Copy the JVM's standard error to the file descriptor `target` (this process's standard
+    error, whatever `sys.stderr` has become meanwhile) line by line, but for `JVM_NOTICES`.
+    It reads to the end whatever happens: a pipe nobody drains would block the JVM, and the
+    Python workers it starts, at their next write to standard error."""
     for line in iter(source.readline, b""):
         if line.startswith(JVM_NOTICES):
             continue
-        try:
-            target.write(line.decode(errors="replace"))
-            target.flush()
-        except (OSError, ValueError):  # our stderr closed: nothing left to show it on
-            return
+        with contextlib.suppress(OSError):  # our stderr closed: the line has nowhere to go
+            os.write(target, line)
 
 
 def submitted_master() -> str | None:
