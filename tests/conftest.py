@@ -149,4 +149,5 @@ def _no_spark_without_the_mark(
         raise RuntimeError(f"{request.node.nodeid} starts Spark: mark it with pytest.mark.spark")
 
     monkeypatch.setattr(SparkSession.Builder, "getOrCreate", refuse)
+    monkeypatch.setattr("slipstream.settings.session.launch_jvm", refuse)
     monkeypatch.setenv("JAVA_HOME", "/nonexistent-java-home-for-tests-without-the-spark-mark")

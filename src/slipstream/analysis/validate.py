@@ -214,7 +214,7 @@ def key_violations(
             f"NULL key never conflicts: {mode} mode would add a row each batch instead of "
             "updating one",
             "declare them never NULL in the pipeline: return not_null(frame, *KEY) "
-            "(slipstream.api.pipeline; a NULL then fails its batch loudly), or use --mode "
-            "append",
+            "(from slipstream.api import not_null; a NULL then fails its batch loudly), or use "
+            "--mode append",
         )
     ]

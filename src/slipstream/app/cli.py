@@ -12,11 +12,14 @@ slipstream stop PIPELINE               stop a running pipeline at a batch bounda
 slipstream dashboard [PIPELINE]        the live dashboard of a state directory
 slipstream generate trending --out DIR an event stream for a pipeline (see --help)
 slipstream demo [trending|mobile]      the quick-start demo (what `make demo` runs)
+slipstream init NAME [--dir DIR]       a new pipeline module and its test, from a template
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import logging
 import os
 import sys
@@ -58,6 +61,7 @@ def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
 
 
 PARAM_DEST = "param:"
+HELP = ("-h", "--help")
 PIPELINE_COMMANDS = ("check", "run", "reset", "generate")
 
 
@@ -91,7 +95,14 @@ def pipeline_of(argv: Sequence[str]) -> Pipeline | None:
     (its parameters are flags of that command). Raises its ConfigError when it cannot load."""
     if not argv or argv[0] not in PIPELINE_COMMANDS:
         return None
-    known, _ = build_parser().parse_known_args([a for a in argv if a not in ("-h", "--help")])
+    helping = any(a in ("-h", "--help") for a in argv)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()) if helping else contextlib.nullcontext():
+            known, _ = build_parser().parse_known_args([a for a in argv if a not in HELP])
+    except SystemExit:
+        if helping:  # `run --help` without a pipeline: the command's own help, flags only
+            return None
+        raise
     name = getattr(known, "workload" if argv[0] == "generate" else "pipeline", None)
     if not name:
         return None
@@ -109,6 +120,7 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
         description="Streaming pipelines on PySpark Structured Streaming, and the toolkit to "
         "build, test and operate them.",
     )
+    parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("list", help="list the pipelines")
     for name, text in (
@@ -161,8 +173,17 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", type=Path, metavar="DIR", help="the run's --checkpoint")
     p = sub.add_parser("feed", help="serve lines to the socket source (instead of netcat)")
     p.add_argument("file", nargs="?", type=Path, help="file of lines (default: standard input)")
-    p.add_argument("--port", type=values.flag_type(values.port), default=9999)
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument(
+        "--port",
+        type=values.flag_type(values.port),
+        default=9999,
+        help="the port to serve on; the socket source's --port (default 9999)",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to listen on (default 127.0.0.1: this machine only)",
+    )
     p.add_argument(
         "--to", metavar="kafka://HOST:PORT/TOPIC", help="send the lines to a Kafka topic instead"
     )
@@ -180,6 +201,11 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
     generator = None if pipeline is None else catalog.generator(pipeline.name)
     if generator is not None:
         generator.add_arguments(p)
+    p = sub.add_parser("init", help="write a new pipeline module and its test from a template")
+    p.add_argument("name", help="the pipeline's name, a Python module name (page_views)")
+    p.add_argument(
+        "--dir", type=Path, default=Path("."), help="where to write NAME.py and test_NAME.py"
+    )
     p = sub.add_parser("demo", help="the quick-start demo (default: live trending articles)")
     p.add_argument("--state-dir", type=Path, default=Path("demo-state"))
     p.add_argument(
@@ -203,6 +229,21 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
         "broker that the demo starts (needs Java and Maven; trending)",
     )
     return parser
+
+
+def version_text() -> str:
+    """`slipstream --version`: slipstream's version and the Spark it runs on."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("slipstream")
+    except PackageNotFoundError:  # a source checkout on PYTHONPATH, not installed
+        ours = "(not installed)"
+    try:
+        spark = version("pyspark")
+    except PackageNotFoundError:
+        spark = "not installed"
+    return f"slipstream {ours} (PySpark {spark}, Python {sys.version.split()[0]})"
 
 
 def _state_dir_flag(parser: argparse.ArgumentParser) -> None:
@@ -272,12 +313,17 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.ERROR)
     args: argparse.Namespace | None = None
     try:
-        args = build_parser(pipeline_of(argv)).parse_args(argv)
+        pipeline = pipeline_of(argv)
+        parser = build_parser(pipeline)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            refuse_unknown(parser, args, pipeline, unknown)
         return _dispatch(args, out)
     except SlipstreamError as exc:
         print(f"slipstream: refused {exc.render()}", file=sys.stderr)
         return EXIT_REFUSED
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C outside a run (runs handle it: runtime.interrupt)
+        print("\nslipstream: interrupted (Ctrl-C)", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - the last net: one line and a log, not a traceback
         where = write_traceback(exc, getattr(args, "state_dir", None))
@@ -309,6 +355,29 @@ def write_traceback(exc: BaseException, state_dir: Path | None) -> Path | str:
         except OSError:
             continue
     return "no file (neither STATE_DIR/logs nor the temp folder is writable)"
+
+
+def refuse_unknown(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    pipeline: Pipeline | None,
+    unknown: list[str],
+) -> NoReturn:
+    """A flag no parser knows: for a pipeline's command, say which parameters it has (another
+    pipeline's parameter is the usual mistake: `run mobile --slide 1m`); else argparse's error."""
+    from slipstream.errors import ConfigError
+
+    flag = next((a for a in unknown if a.startswith("--")), None)
+    if pipeline is not None and args.command in PIPELINE_COMMANDS and flag is not None:
+        flag = flag.split("=", 1)[0]
+        own = ", ".join(p.flag for p in pipeline.params)
+        raise ConfigError(
+            "CONFIG_UNKNOWN_KEY",
+            f"{pipeline.name} has no parameter {flag}",
+            (f"its parameters: {own}" if own else f"{pipeline.name} takes no parameters")
+            + f"; `slipstream {args.command} {pipeline.name} --help` lists every flag",
+        )
+    parser.error(f"unrecognized arguments: {' '.join(unknown)}")
 
 
 def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
@@ -357,6 +426,19 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
         if generator is None:
             _refuse_missing(pipeline.name, "generator")
         return int(generator.run(args, out))
+    if args.command == "init":
+        from slipstream.tools.scaffold import class_name, init
+
+        module, test = init(args.name, args.dir)
+        print(f"wrote {module} and {test}", file=out)
+        target = f"{args.name}:{class_name(args.name)}"
+        print(
+            f"next:\n  cd {args.dir}\n  python -m pytest {test.name}      # its test\n"
+            f"  slipstream run {target} --help\n"
+            f"  slipstream run {target} --input landing   # JSON lines files landing there",
+            file=out,
+        )
+        return 0
     if args.command == "demo":
         return _demo(args.demo_pipeline or args.pipeline, args, out)
     raise AssertionError(args.command)

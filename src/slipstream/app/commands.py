@@ -24,15 +24,22 @@ from slipstream.checkpoint.lifecycle import (
     refuse_interrupted_reset,
     require_writable,
 )
-from slipstream.errors import CheckpointError, SlipstreamError, find_error, out_of_memory
+from slipstream.errors import (
+    CheckpointError,
+    SlipstreamError,
+    ValidationError,
+    find_error,
+    out_of_memory,
+)
 from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
-from slipstream.monitor.listener import ConsoleReporter
+from slipstream.monitor.listener import ConsoleReporter, mostly_quarantined
 from slipstream.pipelines.registry import discover
 from slipstream.runtime import compat, runner
 from slipstream.runtime.bound import uses_kafka
 from slipstream.runtime.control import StopControl
 from slipstream.runtime.deadletter import late_is_ours, reset_late
 from slipstream.runtime.explain import explain
+from slipstream.runtime.interrupt import EXIT_INTERRUPTED, CtrlC, ctrl_c
 from slipstream.runtime.ownership import every_output, refuse_foreign_outputs
 from slipstream.settings.config import Settings
 from slipstream.tools.views import results_view
@@ -68,6 +75,11 @@ def check(settings: Settings, out: TextIO, spark: SparkSession | None = None) ->
 
     from slipstream.settings.session import build_session
 
+    try:  # what needs no plan is refused before Spark starts, as `run` does
+        runner.prepare(settings)
+    except ValidationError as problem:
+        print(f"refused {problem.render()}", file=out)
+        return EXIT_REFUSED
     prepared = runner.prepare(settings, check_rules=False)  # the rules need the plans
     s = prepared.settings
     print("building the queries to read their plans from Spark (no query starts)...", file=out)
@@ -116,6 +128,13 @@ def print_verdicts(verdicts: compat.Verdicts, out: TextIO) -> None:
 
 
 def run(settings: Settings, out: TextIO) -> int:
+    """Check, start and wait; Ctrl-C stops like `slipstream stop` (exit 130), a second one
+    at once (runtime.interrupt)."""
+    with ctrl_c() as interrupt:
+        return _run(settings, out, interrupt)
+
+
+def _run(settings: Settings, out: TextIO, interrupt: CtrlC) -> int:
     from slipstream.monitor.serve import start_monitoring
     from slipstream.settings.session import build_session
 
@@ -140,6 +159,8 @@ def run(settings: Settings, out: TextIO) -> int:
     # servers before Spark: a taken port fails fast (they are daemon threads if Spark fails)
     monitoring = start_monitoring(s, partial(results_view, prepared))
     monitoring.announce(out)
+    if not s.quiet:
+        print("starting Spark (Ctrl-C stops)...", file=out, flush=True)
     spark = build_session(
         s.master,
         s.conf,
@@ -148,12 +169,14 @@ def run(settings: Settings, out: TextIO) -> int:
         remote=s.remote,
         kafka=uses_kafka(prepared),
     )
+    interrupt.install()  # PySpark's SparkContext installed its own SIGINT handler
     handlers = [] if s.quiet else [ConsoleReporter(out, verbose=s.verbose)]
     bar = backfill_bar(prepared, out)
     if bar is not None and not s.verbose:
         handlers = [bar]  # the bar instead of one line per batch
     # metrics first: once a batch line is printed, /metrics shows that batch
     run_ = runner.start(spark, prepared, [*monitoring.handlers, *handlers], origin="cli")
+    interrupt.attach(run_.request_stop)
     try:
         with stop_on_sigterm(run_):
             run_.wait(s.duration)
@@ -175,7 +198,16 @@ def run(settings: Settings, out: TextIO) -> int:
         # callback server is gone. Only a session started here: a caller's (a test's) stays.
         if started_here:
             spark.stop()
+    if interrupt.interrupted:
+        print(f"stopped by Ctrl-C: {interrupted_where(run_)}", file=out, flush=True)
+        return EXIT_INTERRUPTED
     return EXIT_OK
+
+
+def interrupted_where(run_: runner.Run) -> str:
+    """Where a run stopped by Ctrl-C left its checkpoint, and how to go on."""
+    where = runner.batch_boundaries(run_.prepared.settings.checkpoint_root, run_.queries)
+    return f"{where or 'no batch had started'}; the same command resumes from there"
 
 
 def backfill_bar(prepared: runner.Prepared, out: TextIO) -> BackfillBar | None:
@@ -210,12 +242,26 @@ def stop_on_sigterm(run_: runner.Run) -> Iterator[None]:
 
 
 def summary(run_: runner.Run, out: TextIO) -> None:
+    warned = False
     for query, t in sorted(run_.totals.by_query.items()):
         extra = f", duplicates dropped {t['duplicates']:,}" if t.get("duplicates") else ""
         extra += "".join(f", {rule} {n:,}" for rule, n in t["expectations"].items())
         print(
-            f"summary {query}: {t['batches']} batches, {t['rows']:,} rows, quarantined "
+            f"summary {query}: {t['batches']} batch{'' if t['batches'] == 1 else 'es'}, "
+            f"{t['rows']:,} rows, quarantined "
             f"{t['quarantined']:,}, late (dropped by watermark) {t['late']:,}{extra}",
+            file=out,
+        )
+        warning = mostly_quarantined(t["quarantined"], t.get("checked", 0), t.get("reason"))
+        if warning and not warned:  # every output reads the same records: once is enough
+            warned = True
+            where = run_.prepared.settings.quarantine_root
+            print(f"WARNING {warning} (the records: {where})", file=out)
+    s = run_.prepared.settings
+    if s.trigger.finite and not any(t["rows"] for t in run_.totals.by_query.values()):
+        # a resume with nothing new ran no batch with rows: say so rather than nothing
+        print(
+            f"nothing new to do: no input that checkpoint {s.checkpoint_root} has not read",
             file=out,
         )
     late = run_.dead_letter
@@ -476,7 +522,7 @@ def status(state_dir: Path, pipeline: str | None, as_json: bool, out: TextIO) ->
             payload["latest_rows"] = latest
         print(json.dumps(payload, indent=2, default=str), file=out)
     elif not statuses:
-        print(format_status_table(statuses, now), file=out)
+        print(f"{format_status_table(statuses, now)} (read {state_dir / 'events'})", file=out)
     else:
         show(out, status_table(statuses, now))
         print("\n" + "\n".join(f"{s.pipeline}/{s.query}: {s.reason}" for s in statuses), file=out)

@@ -214,6 +214,7 @@ def clearing(root: Path) -> Iterator[bool]:
     if not checkpoint_is_ours(root):
         raise not_ours(root, "checkpoint")
     existed = root.is_dir() and any(p.name != LOCK_FILE for p in root.iterdir())
+    made = [p for p in (root, *root.parents) if not p.exists()]  # the lock makes them: undone
     lock = CheckpointLock(root).acquire()
     try:
         yield existed
@@ -230,6 +231,9 @@ def clearing(root: Path) -> Iterator[bool]:
         lock.release()
     with contextlib.suppress(OSError):  # not empty: a run started meanwhile; it keeps its root
         root.rmdir()
+    for folder in made[1:]:  # `reset` in an empty folder leaves it empty
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def mark_reset(root: Path, outputs: bool) -> None:

@@ -31,10 +31,13 @@ def accepted(parsed: DataFrame) -> DataFrame:
 
 
 def quality_metrics() -> list[Column]:
-    """Per-batch counts carried by `observe()` into the query's progress."""
+    """Per-batch counts carried by `observe()` into the query's progress, and one of the
+    batch's reasons (the least: a replayed batch shows the same one), so that a batch that
+    quarantines nearly everything can say why."""
     return [
         F.count(F.lit(1)).alias("input"),
         F.count(F.col(REASON)).alias("quarantined"),
+        F.min(F.col(REASON)).alias("reason"),
     ]
 
 

@@ -123,9 +123,39 @@ def progress_summary(progress: dict[str, Any]) -> dict[str, Any]:
             )
         ),
         "quarantined": int(_num(quality.get("quarantined"))),
+        "checked": int(_num(quality.get("input"))),
+        "reason": observed_reason(observed),
         "expectations": {k: int(v) for k, v in observed_sums(observed, "expectations").items()},
         "kafka_lag": total_lag(progress),  # records behind latest; None: no Kafka input
     }
+
+
+#: a batch (or run) of at least this many records, this share of them quarantined, says so
+MOSTLY_QUARANTINED_MIN, MOSTLY_QUARANTINED_SHARE = 10, 0.9
+
+
+def observed_reason(observed: Any) -> str | None:
+    """One quarantine reason of the batch (`quality.reason`, of any input), or None."""
+    if not isinstance(observed, dict):
+        return None
+    reasons = [
+        fields.get("reason")
+        for name, fields in sorted(observed.items())
+        if (name == "quality" or str(name).startswith("quality.")) and isinstance(fields, dict)
+    ]
+    return next((r for r in reasons if isinstance(r, str) and r), None)
+
+
+def mostly_quarantined(quarantined: int, checked: int, reason: str | None) -> str | None:
+    """The warning for a batch or run that quarantined all or nearly all of its records: most
+    often the input is bound to the wrong folder or read in the wrong format."""
+    if checked < MOSTLY_QUARANTINED_MIN or quarantined < MOSTLY_QUARANTINED_SHARE * checked:
+        return None
+    every = "every record" if quarantined == checked else f"{quarantined:,} of {checked:,} records"
+    return (
+        f"{every} quarantined: is the input bound to the right folder and format "
+        f"(--input NAME=PATH, --format)?" + (f" first reason: {reason}" if reason else "")
+    )
 
 
 class ConsoleReporter:
@@ -165,6 +195,9 @@ class ConsoleReporter:
         if s["kafka_lag"] is not None:
             parts.append(f"kafka lag {s['kafka_lag']:,}")
         parts += [f"{rule} {n:,}" for rule, n in s["expectations"].items() if n]
+        warning = mostly_quarantined(s["quarantined"], s["checked"], s["reason"])
+        if warning:
+            parts.append(f"WARNING {warning}")
         print(" | ".join(parts), file=self.stream, flush=True)
         if self.verbose:
             print(json.dumps(record["progress"], indent=1), file=self.stream, flush=True)
@@ -210,6 +243,8 @@ class RunTotals:
                 "batches": 0,
                 "rows": 0,
                 "quarantined": 0,
+                "checked": 0,
+                "reason": None,
                 "late": 0,
                 "duplicates": 0,
                 "expectations": {},
@@ -218,6 +253,8 @@ class RunTotals:
         t["batches"] += 1
         t["rows"] += s["rows"]
         t["quarantined"] += s["quarantined"]
+        t["checked"] += s["checked"]
+        t["reason"] = t["reason"] or s["reason"]
         t["late"] += s["late"]
         t["duplicates"] += s["duplicates"]
         for rule, n in s["expectations"].items():

@@ -268,8 +268,9 @@ class DeadLetter:
             if name not in self._warned:
                 self._warned.add(name)
                 log.warning("late-row dead-letter %s belongs to another checkpoint (query %s, "
-                            "this one %s): nothing written; `slipstream reset %s --outputs` "
-                            "starts both over", cover.folder, owner, qid,
+                            "this one %s): nothing written; give this run its own "
+                            "--dead-letter DIR, or `slipstream reset %s --outputs` starts both "
+                            "over", cover.folder, owner, qid,
                             self.prepared.pipeline.name)  # fmt: skip
             return
         name = cover.output.ctx.query_name

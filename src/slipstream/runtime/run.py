@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,6 +57,14 @@ class Run:
     _stopped: bool = False
     # queries this run stopped while they were running (see raise_failure)
     interrupted: set[str] = field(default_factory=set)
+    # a stop asked from this process (Ctrl-C: runtime.interrupt), whatever `stop_requested` is
+    _asked: threading.Event = field(default_factory=threading.Event)
+    _asked_reason: str | None = None
+
+    def request_stop(self, reason: str) -> None:
+        """Ask `wait` to stop at the next batch boundary (safe from a signal handler)."""
+        self._asked_reason = self._asked_reason or reason
+        self._asked.set()
 
     def process_all_available(self) -> None:
         """Block until every query has processed all input available now (tests, backfills)."""
@@ -115,6 +124,9 @@ class Run:
                     break
                 if self.landed is not None and self.landed.failure is not None:
                     self.stop_reason = f"stopped: {self.landed.failure.code}"
+                    break
+                if self._asked.is_set():
+                    self.stop_reason = self._asked_reason
                     break
                 if self.stop_requested():
                     reason = getattr(self.stop_requested, "reason", None)

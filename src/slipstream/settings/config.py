@@ -74,6 +74,7 @@ class Settings:
     checkpoint: Path | None = None
     state_dir: Path = Path("state")
     quarantine: Path | None = None
+    dead_letter: Path | None = None  # None: follows the checkpoint (late_root)
     duration: timedelta | None = None
     max_future: timedelta = DEFAULT_MAX_FUTURE
     max_past: timedelta | None = None
@@ -101,8 +102,15 @@ class Settings:
 
     @property
     def late_root(self) -> Path:
-        """The late-row dead-letter: one folder per output (quality/late.py)."""
-        return self.state_dir / "late" / self.pipeline
+        """The late-row dead-letter, one folder per output (runtime/deadletter.py): the
+        `dead_letter` given, else it follows the checkpoint, as a dead-letter belongs to the
+        checkpoint whose batches it records: STATE_DIR/late/PIPELINE for the default checkpoint,
+        STATE_DIR/late/NAME for a `--checkpoint .../NAME` (a new checkpoint, a new dead-letter)."""
+        if self.dead_letter is not None:
+            return self.dead_letter
+        return (
+            self.state_dir / "late" / (self.checkpoint.name if self.checkpoint else self.pipeline)
+        )
 
     @property
     def event_log(self) -> Path:
@@ -292,6 +300,7 @@ def load_settings(
             checkpoint=absolute(settings.checkpoint),
             state_dir=absolute(settings.state_dir),
             quarantine=absolute(settings.quarantine),
+            dead_letter=absolute(settings.dead_letter),
             sink={name: absolute_sink(spec) for name, spec in settings.sink.items()},
         )
     if settings.quiet and settings.verbose:

@@ -132,6 +132,14 @@ RUN_OPTIONS: tuple[Option, ...] = (
         metavar="DIR",
     ),
     Option(
+        "dead_letter",
+        values.path,
+        "where late rows go, one folder per output (default: STATE_DIR/late/PIPELINE, or "
+        "STATE_DIR/late/NAME beside a --checkpoint DIR named NAME)",
+        "a directory",
+        metavar="DIR",
+    ),
+    Option(
         "max_future",
         values.duration,
         "quarantine a record whose event time is more than this after the batch's time, before "

@@ -19,7 +19,16 @@ Streaming defaults, each deliberate (see docs/architecture.md and docs/benchmark
   warning on every start.
 - Spark UI off by default (a server nobody asked for);
   `--conf spark.ui.enabled=true` brings it back.
-- Log level WARN (ERROR with --quiet): slipstream prints its own one line per batch instead.
+- Spark's log is quiet: slipstream prints its own one line per batch instead. Every JVM started
+  here reads the package's `log4j2.properties` (`-Dlog4j2.configurationFile`, which must reach
+  the JVM's command line, so it is set in `spark.driver.extraJavaOptions` before the JVM starts;
+  the user's own options follow ours and win). Its level is the command's: ERROR, WARN with
+  `--verbose`. The JVM's standard error passes through a filter that drops the one line no
+  option turns off, the module system's `WARNING: Using incubator modules` (Spark 4 adds the
+  vector module); every other line passes.
+- `spark.sql.debug.maxToStringFields` 1000 (Spark: 25): slipstream reads each output's shape from
+  the analyzed plan's text, which Spark would otherwise cut ("Truncated the string
+  representation of a plan") for a wide record.
 - Driver memory follows the machine for local masters (where the driver JVM also runs the
   executors): a quarter of physical RAM, at least 1 GiB and at most 8 GiB (6 GiB on a 24 GiB
   machine instead of Spark's 1 GiB). It must be set before the JVM starts, so it applies only to
@@ -61,9 +70,14 @@ Streaming defaults, each deliberate (see docs/architecture.md and docs/benchmark
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
 import sys
+import threading
 from collections.abc import Mapping
+from pathlib import Path
+from typing import IO
 
 from pyspark.sql import SparkSession
 
@@ -73,6 +87,10 @@ from slipstream.settings.connect import session_conf
 from slipstream.settings.kafka_connector import connector_conf
 
 DEFAULT_MASTER = "local[*]"
+#: Spark's log configuration for every JVM started here (see the module docstring)
+LOG4J2 = Path(__file__).with_name("log4j2.properties")
+#: what the JVM writes to standard error at every start, whatever the log configuration
+JVM_NOTICES = (b"WARNING: Using incubator modules",)
 #: the driver's advertised host on a cluster master, when `--conf spark.driver.host` is not given
 DRIVER_HOST_ENV = "SLIPSTREAM_DRIVER_HOST"
 LOOPBACK = "127.0.0.1"
@@ -165,6 +183,7 @@ def streaming_defaults(
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.streaming.noDataProgressEventInterval": "10000",
         "spark.sql.adaptive.enabled": "false",
+        "spark.sql.debug.maxToStringFields": "1000",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         **driver_address(master, environ),
@@ -205,9 +224,11 @@ def build_session(
     settings["spark.jars"] = with_parser_jar(settings.get("spark.jars", ""))
     if kafka:
         settings.update(connector_conf(settings))
+    settings |= java_log_options(log_level, settings)
     builder = SparkSession.builder.appName(app_name)
     if not submitted:  # spark-submit's own master stands as it is
         builder = builder.master(master)
+        launch_jvm({**settings, "spark.master": master, "spark.app.name": app_name})
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -221,6 +242,47 @@ def with_parser_jar(jars: str) -> str:
     ConfigError JVM_PARSER_MISSING when it was not built (`make jvm`)."""
     jar = str(required_jar())
     return ",".join([jar, *[j for j in jars.split(",") if j.strip() and j.strip() != jar]])
+
+
+def java_log_options(log_level: str, settings: Mapping[str, str]) -> dict[str, str]:
+    """`spark.driver.extraJavaOptions` that point the JVM at slipstream's log configuration at
+    `log_level`, before the options `settings` already holds (a -D given twice: the last wins,
+    so a user's own -Dlog4j2.configurationFile stands)."""
+    ours = f"-Dlog4j2.configurationFile={LOG4J2.as_uri()} -Dslipstream.log.level={log_level}"
+    theirs = settings.get("spark.driver.extraJavaOptions", "").strip()
+    return {"spark.driver.extraJavaOptions": f"{ours} {theirs}".strip()}
+
+
+def launch_jvm(settings: Mapping[str, str]) -> None:
+    """Start the driver's JVM as PySpark would (spark-submit with `settings` on its command
+    line), with its standard error through `forward_stderr`. Nothing when a JVM is already up
+    (an earlier session of this process): the session then reuses it."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    threading.Thread(
+        target=forward_stderr,
+        args=(gateway.proc.stderr, 2),
+        name="slipstream-jvm-stderr",
+        daemon=True,
+    ).start()
+    SparkContext._ensure_initialized(gateway=gateway)
+
+
+def forward_stderr(source: IO[bytes], target: int) -> None:
+    """Copy the JVM's standard error to the file descriptor `target` (this process's standard
+    error, whatever `sys.stderr` has become meanwhile) line by line, but for `JVM_NOTICES`.
+    It reads to the end whatever happens: a pipe nobody drains would block the JVM, and the
+    Python workers it starts, at their next write to standard error."""
+    for line in iter(source.readline, b""):
+        if line.startswith(JVM_NOTICES):
+            continue
+        with contextlib.suppress(OSError):  # our stderr closed: the line has nowhere to go
+            os.write(target, line)
 
 
 def submitted_master() -> str | None:

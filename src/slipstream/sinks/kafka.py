@@ -20,6 +20,7 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from slipstream.core.kafka_url import KafkaTopic
 from slipstream.sinks.base import Sink, SinkContext
+from slipstream.sources.kafka import check_topic
 
 AT_LEAST_ONCE = (
     "at-least-once: a batch retried after a failure is written again; consumers upsert by key"
@@ -41,7 +42,6 @@ class KafkaSink(Sink):
         return frame.select(key.alias("key"), value.alias("value"))
 
     def attach(self, writer: DataStreamWriter, ctx: SinkContext) -> DataStreamWriter:
-        from slipstream.sources.kafka import check_topic
 
         check_topic(self.topic)  # before this query starts
         return writer.format("kafka").options(**self.topic.spark_options())

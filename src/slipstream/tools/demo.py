@@ -5,7 +5,6 @@ ledger) on the bundled sample files, in a fresh state directory."""
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import sys
 import time
@@ -24,6 +23,7 @@ from slipstream.pipelines import get_pipeline, pipelines
 from slipstream.runtime import runner
 from slipstream.runtime.deadletter import reset_late
 from slipstream.runtime.explain import explain
+from slipstream.runtime.interrupt import EXIT_INTERRUPTED, CtrlC, ctrl_c
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, load_settings
 from slipstream.settings.session import build_session
 from slipstream.sinks.sqlite import read_table
@@ -80,7 +80,15 @@ def demo(
     """Land the sample files one by one and show the table after each batch. `dashboard` is
     its port (0: any free port, None: no dashboard). With `linger` (default: when standard input
     is a terminal) the run and its dashboard stay up until Ctrl-C or `slipstream stop mobile`,
-    so more files dropped into the landing folder show up live."""
+    so more files dropped into the landing folder show up live. Ctrl-C stops it at a batch
+    boundary (exit 130), a second one at once (runtime.interrupt)."""
+    with ctrl_c() as interrupt:
+        return _demo(state_dir, out, dashboard, linger, interrupt)
+
+
+def _demo(
+    state_dir: Path, out: TextIO, dashboard: int | None, linger: bool | None, interrupt: CtrlC
+) -> int:
 
     state_dir = Path(state_dir).resolve()
     landing = state_dir / "landing" / "mobile"
@@ -95,22 +103,27 @@ def demo(
     monitoring = start_monitoring(prepared.settings, partial(results_view, prepared))
     print("", file=out)
     monitoring.announce(out)
-    print("\nstarting Spark (about 10 s)...", file=out, flush=True)
+    print("\nstarting Spark (Ctrl-C stops)...", file=out, flush=True)
     spark = build_session(
         settings.master, settings.conf, app_name="slipstream-demo", log_level="ERROR"
     )
+    interrupt.install()  # PySpark's SparkContext installed its own SIGINT handler
     run = runner.start(spark, prepared, [*monitoring.handlers, ConsoleReporter(out)], origin="demo")
+    interrupt.attach(run.request_stop)
     db = prepared.sink.path  # type: ignore[attr-defined]
     columns = ["window_start", "window_end", "action", "count"]
     try:
         for source in get_pipeline("mobile").sample_files():
+            if interrupt.interrupted:
+                break
             name, lines = source.name, source.read_text().splitlines()
             write_atomically(landing, name, lines)
             print(f"\n>>> {name} landed ({len(lines)} events)", file=out, flush=True)
             run.process_all_available()
             rows = read_table(db, prepared.ctx.table, order_by="window_start, action")
             print(format_table(rows, columns), file=out, flush=True)
-        if monitoring.dashboard is not None and (sys.stdin.isatty() if linger is None else linger):
+        lingers = sys.stdin.isatty() if linger is None else linger
+        if monitoring.dashboard is not None and lingers and not interrupt.interrupted:
             print(
                 f"\nthe run and its dashboard ({monitoring.dashboard.url}) stay up: drop more "
                 f"JSON lines files into {landing}\nCtrl-C (or `slipstream stop mobile "
@@ -118,8 +131,7 @@ def demo(
                 file=out,
                 flush=True,
             )
-            with contextlib.suppress(KeyboardInterrupt):
-                run.wait()
+            run.wait()
     finally:
         run.stop()
         monitoring.close()
@@ -129,4 +141,7 @@ def demo(
         f"checkpoint: {settings.checkpoint_root}  quarantine: {settings.quarantine_root}", file=out
     )
     print(f"try: sqlite3 {db} 'select * from {prepared.ctx.table}'", file=out)
+    if interrupt.interrupted:
+        print("stopped by Ctrl-C at a batch boundary.", file=out, flush=True)
+        return EXIT_INTERRUPTED
     return 0

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from slipstream.errors import ConfigError
+from slipstream.tools.kafka_broker import BrokerError, KafkaBroker
 
 TOPIC = "trending-events"
 PARTITIONS = 2
@@ -22,7 +23,6 @@ PARTITIONS = 2
 def start_broker(state_dir: Path, out: TextIO) -> tuple[object, str, str]:
     """A started broker with the demo's topic, the topic's kafka:// URL for `--input` (from
     the earliest offset) and for the generator's `--to`."""
-    from slipstream.tools.kafka_broker import BrokerError, KafkaBroker
 
     base = Path(state_dir) / "kafka"
     shutil.rmtree(base, ignore_errors=True)

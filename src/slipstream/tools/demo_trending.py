@@ -29,7 +29,6 @@ from collections.abc import Iterator
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
-from types import FrameType
 from typing import Any, TextIO
 
 from rich.console import Group, RenderableType
@@ -44,9 +43,11 @@ from slipstream.monitor.serve import start_monitoring
 from slipstream.pipelines.trending import TrendingPipeline
 from slipstream.runtime import runner
 from slipstream.runtime.explain import explain
+from slipstream.runtime.interrupt import EXIT_INTERRUPTED, CtrlC, ctrl_c
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, load_settings
 from slipstream.settings.session import build_session
 from slipstream.tools.demo import fresh_start
+from slipstream.tools.demo_kafka import start_broker
 from slipstream.tools.generators.trending import TrendingSpec, write_catalog
 from slipstream.tools.serving.trending import top_articles
 from slipstream.tools.views import results_view
@@ -244,15 +245,11 @@ def stop_generator(child: subprocess.Popen[bytes], timeout: float = 10.0) -> int
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def _sigterm_as_ctrl_c(interrupt: CtrlC) -> Iterator[None]:
     """`kill PID` stops the demo like Ctrl-C, so the generator is cleaned up."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:
         yield
@@ -274,7 +271,26 @@ def demo(
 ) -> int:
     """Run the demo; `max_batches` stops it after that many batches with data (smoke tests).
     `dashboard` is the live dashboard's port (0: any free one; None: none). `source` kafka:
-    a local broker (demo_kafka.py) carries the events instead of landing files."""
+    a local broker (demo_kafka.py) carries the events instead of landing files. Ctrl-C stops it
+    at a batch boundary (exit 130), a second one at once (runtime.interrupt)."""
+    with ctrl_c() as interrupt:
+        return _demo(
+            state_dir, out, interrupt, duration, rate, seed, top, max_batches, dashboard, source
+        )
+
+
+def _demo(
+    state_dir: Path,
+    out: TextIO,
+    interrupt: CtrlC,
+    duration: str | timedelta | None,
+    rate: float,
+    seed: int,
+    top: int,
+    max_batches: int | None,
+    dashboard: int | None,
+    source: str,
+) -> int:
 
     state_dir = Path(state_dir).resolve()
     try:
@@ -293,8 +309,6 @@ def demo(
     write_catalog(catalog, spec)
     broker = topic = send_to = None
     if source == "kafka":
-        from slipstream.tools.demo_kafka import start_broker
-
         broker, topic, send_to = start_broker(state_dir, out)
     settings = load_settings(
         PIPELINE,
@@ -321,7 +335,8 @@ def demo(
     db_path = prepared.settings.default_database
     print(explain(prepared), file=out)
     print(
-        f"\ngenerator: {rate:,.0f} events/s into {topic or landing}; starting Spark (10-20 s)...",
+        f"\ngenerator: {rate:,.0f} events/s into {topic or landing}; starting Spark: the first "
+        "top 10 follows the first batch (20-60 s on 2 cores, longer on a loaded machine)...",
         file=out,
         flush=True,
     )
@@ -330,10 +345,9 @@ def demo(
     view.dashboard_url = monitoring.dashboard.url if monitoring.dashboard else None
     child = start_generator(landing, catalog, report, log, rate, seed, to=send_to)
     run_ = None
-    interrupted = False
     failure: Exception | None = None
     try:
-        with _sigterm_as_interrupt():
+        with _sigterm_as_ctrl_c(interrupt):
             spark = build_session(
                 settings.master,
                 settings.conf,
@@ -341,10 +355,12 @@ def demo(
                 log_level="ERROR",
                 kafka=broker is not None,
             )
+            interrupt.install()  # PySpark's SparkContext installed its own SIGINT handler
             handlers = [*monitoring.handlers, view]
             if broker is None:
                 handlers.append(LandingJanitor(landing))
             run_ = runner.start(spark, prepared, handlers, origin="demo")
+            interrupt.attach(run_.request_stop)
 
             def stop_when() -> bool:
                 if child.poll() not in (None, 0):  # the generator failed: nothing more comes
@@ -359,8 +375,6 @@ def demo(
                     f"the demo's generator stopped (exit {child.returncode}); its log: {log}",
                     f"read {log}",
                 )
-    except KeyboardInterrupt:
-        interrupted = True
     except Exception as exc:  # noqa: BLE001 - reported below, after the cleanup
         failure = exc
     finally:
@@ -373,8 +387,8 @@ def demo(
             broker.destroy()
     t = view.throughput()
     print("", file=out)
-    if interrupted:
-        print("stopped (Ctrl-C).", file=out)
+    if interrupt.interrupted:
+        print("stopped by Ctrl-C at a batch boundary.", file=out)
     if view.first_batch_at is not None:
         print(f"first top 10 after {view.first_batch_at:.1f} s", file=out)
     print(
@@ -404,4 +418,4 @@ def demo(
     if failure is not None:
         print(f"slipstream: the demo failed: {str(failure).splitlines()[0]}", file=sys.stderr)
         return 1
-    return 0
+    return EXIT_INTERRUPTED if interrupt.interrupted else 0

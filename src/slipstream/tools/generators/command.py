@@ -31,6 +31,7 @@ from typing import Any, TextIO
 from slipstream.core.specs import DURATION_HELP, parse_duration
 from slipstream.errors import ConfigError
 from slipstream.tools.generators import streams
+from slipstream.tools.generators.kafka_out import topic_writer
 from slipstream.tools.generators.streams import moment
 from slipstream.tools.generators.trending import (
     SpecError,
@@ -156,8 +157,6 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     spec, live = spec_from_args(args)
     writer = None
     if args.to is not None:  # a topic: catalog and report in the working directory
-        from slipstream.tools.generators.kafka_out import topic_writer
-
         writer = topic_writer(args.to)
         out_dir = Path(".")
         catalog_path = args.catalog or Path(CATALOG_NAME)

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 from slipstream.core.kafka_url import KafkaTopic
 from slipstream.errors import ConfigError
+from slipstream.sources.kafka import check_topic, client_settings
 
 #: records between two flushes inside one file (bounds the producer's queue)
 FLUSH_EVERY = 50_000
@@ -21,7 +22,6 @@ class TopicWriter:
     """`write(name, lines)` for `generators.trending.generate`: each line one record."""
 
     def __init__(self, topic: KafkaTopic) -> None:
-        from slipstream.sources.kafka import check_topic, client_settings
 
         try:
             from confluent_kafka import Producer

@@ -1,0 +1,72 @@
+"""Without --verbose, no line of Spark's or the JVM's reaches the terminal (issue 30, item 5):
+no log4j profile line, no NativeCodeLoader, no incubator-module warning, no deprecation of our
+own parser's TRIM, no truncated plan."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from slipstream.settings.session import LOG4J2, forward_stderr, java_log_options
+from slipstream.tools.demo import copy_samples
+from tests.helpers import slipstream
+
+#: a line of Spark's log (its pattern or ours), or of the JVM's start
+SPARK_LINE = re.compile(
+    r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d |WARNING: Using incubator modules|log4j|"
+    r"Setting default log level|To adjust logging level|NativeCodeLoader",
+    re.MULTILINE,
+)
+
+
+def test_the_jvm_reads_the_packaged_log_configuration_at_the_commands_level() -> None:
+    assert LOG4J2.is_file()
+    options = java_log_options("ERROR", {})["spark.driver.extraJavaOptions"]
+    assert f"-Dlog4j2.configurationFile={LOG4J2.as_uri()}" in options
+    assert "-Dslipstream.log.level=ERROR" in options
+    # the user's own options come last: a -D given twice, the last wins
+    mine = java_log_options("WARN", {"spark.driver.extraJavaOptions": "-Dx=1"})
+    assert mine["spark.driver.extraJavaOptions"].endswith("-Dx=1")
+
+
+def test_the_jvms_incubator_notice_is_dropped_and_every_other_line_passes() -> None:
+    source = io.BytesIO(
+        b"WARNING: Using incubator modules: jdk.incubator.vector\n"
+        b"Exception in thread main java.lang.OutOfMemoryError\n"
+    )
+    read, write = os.pipe()
+    forward_stderr(source, write)
+    os.close(write)
+    with os.fdopen(read, "rb") as shown:
+        assert shown.read() == b"Exception in thread main java.lang.OutOfMemoryError\n"
+
+
+def test_the_jvms_stderr_is_drained_even_when_ours_is_closed() -> None:
+    read, write = os.pipe()
+    os.close(read)  # writing now fails (EPIPE): every line must still be read
+    source = io.BytesIO(b"a\n" * 1000)
+    forward_stderr(source, write)
+    os.close(write)
+    assert source.read() == b""  # read to the end
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_default_run_shows_no_spark_log_line(tmp_path: Path) -> None:
+    copy_samples(tmp_path / "landing", "mobile")
+    args = ("run", "mobile", "--input", "landing", "--trigger", "available-now")
+    result = slipstream(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    terminal = result.stdout + result.stderr
+    assert "summary mobile.counts: 2 batches" in terminal
+    assert not SPARK_LINE.search(terminal), terminal
+    assert result.stderr.strip() == "", result.stderr
+    # --verbose shows Spark's warnings, but none of these ever: they were ours to fix
+    result = slipstream(*args, "--verbose", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    for never in ("TRIM", "Truncated the string representation", "incubator", "NativeCodeLoader"):
+        assert never not in result.stderr, result.stderr
