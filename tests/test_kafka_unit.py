@@ -174,6 +174,7 @@ def test_the_connector_is_the_users_when_they_name_one(tmp_path) -> None:  # noq
 
 
 @pytest.mark.slow
+@pytest.mark.spark  # spark-submit starts a JVM to resolve
 def test_a_connector_that_cannot_be_resolved_is_one_line_not_a_jvm_trace(tmp_path) -> None:  # noqa: ANN001
     """The session builder resolves the connector first (a spark-submit of an empty script,
     its output captured): Ivy's reason in one line and the --conf to use, before any JVM of
