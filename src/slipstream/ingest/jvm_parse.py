@@ -69,8 +69,24 @@ def supports(schema: StructType) -> bool:
 
 
 def available(spark: SparkSession) -> bool:
-    """Whether `spark` is a classic session (a JVM here to register the function in)."""
-    return getattr(spark, "_jvm", None) is not None and hasattr(spark, "_jsparkSession")
+    """Whether `spark` is a classic session (a JVM here to register the function in) whose
+    driver can load the parser. A JVM that spark-submit started before the session was built
+    takes jars from `--jars` only: without it, the expression parser reads the records (the
+    same fates, slower; content after the root value is not caught there)."""
+    if getattr(spark, "_jvm", None) is None or not hasattr(spark, "_jsparkSession"):
+        return False
+    known = spark.__dict__.get("_slipstream_jvm_parser")
+    if known is None:
+        entry = spark._jvm  # type: ignore[attr-defined]
+        for part in ENTRY_CLASS.split("."):
+            entry = getattr(entry, part)
+        try:
+            entry.version()
+            known = True
+        except Exception:  # noqa: BLE001 - py4j: the class is not on the driver's classpath
+            known = False
+        spark.__dict__["_slipstream_jvm_parser"] = known
+    return bool(known)
 
 
 def function_name(spark: SparkSession, schema: StructType, required: tuple[str, ...]) -> str:

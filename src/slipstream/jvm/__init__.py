@@ -6,6 +6,9 @@ The session builder puts it on Spark's classpath (`spark.jars`) without the user
 
 from __future__ import annotations
 
+import hashlib
+import os
+from importlib import resources
 from pathlib import Path
 
 from slipstream.errors import ConfigError
@@ -30,8 +33,23 @@ def missing_jar_error() -> Exception:
 
 
 def required_jar() -> Path:
-    """The jar, or ConfigError JVM_PARSER_MISSING saying how to build it."""
+    """The jar as a file, or ConfigError JVM_PARSER_MISSING saying how to build it. Imported
+    from a zip (`spark-submit --py-files slipstream-*.whl`), the package's jar is copied out
+    once into ~/.cache/slipstream/jvm (Spark needs a file to put on its classpath)."""
     path = jar_path()
-    if not path.is_file():
+    if path.is_file():
+        return path
+    if path.parent.is_dir():  # an installed or checked-out package: the jar was not built
         raise missing_jar_error()
-    return path
+    packed = resources.files(__package__) / JAR_NAME
+    if not packed.is_file():
+        raise missing_jar_error()
+    data = packed.read_bytes()
+    cache = Path.home() / ".cache" / "slipstream" / "jvm"
+    out = cache / f"slipstream-parse-{hashlib.sha256(data).hexdigest()[:16]}.jar"
+    if not out.is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        partial = out.with_name(f".{out.name}.{os.getpid()}")
+        partial.write_bytes(data)
+        os.replace(partial, out)
+    return out
