@@ -106,6 +106,7 @@ def test_a_checkpoint_from_before_the_ingest_stage_is_refused(
 
 
 def _stream(root: Path, spec: TrendingSpec) -> tuple[Path, Path]:
+    root.mkdir(parents=True, exist_ok=True)
     catalog = write_catalog(root / "catalog.csv", spec)
     generate(spec, root / "files")
     start = time.time() - 600  # distinct mtimes: the file source's order

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import sys
 import threading
@@ -208,6 +209,8 @@ def reset(
             f"stop it first: slipstream stop {s.pipeline}",
         )
     targets = [f"checkpoint {root}"]
+    if s.bronze_root.is_dir():
+        targets.append(f"the ingest stage's typed rows {s.bronze_root}")
     every = every_output(prepared) if outputs else []  # also those earlier runs recorded
     if outputs:
         targets += [f"output {out.name}: {out.sink.describe(out.ctx)}" for out in every]
@@ -234,6 +237,11 @@ def reset(
             raise not_ours(s.late_root, "late-row dead-letter")
     removed: list[str] = []
     with clearing(root) as existed:  # the lock held while anything is deleted
+        # the ingest stage's typed rows belong to its checkpoint: a batch N found there would
+        # be taken for a replay of the new checkpoint's batch N (runtime/ingest_stage.py)
+        if s.bronze_root.is_dir():
+            shutil.rmtree(s.bronze_root)
+            removed.append(str(s.bronze_root))
         if outputs:
             for out_ in every:
                 removed += out_.sink.reset(out_.ctx)
