@@ -23,7 +23,12 @@ from slipstream.errors import CheckpointError
 from slipstream.ingest.quarantine import read_quarantine
 from slipstream.sinks.sqlite import read_table
 from slipstream.testing import PipelineHarness, fault
-from slipstream.tools.generators.trending import TrendingSpec, generate, write_catalog
+from slipstream.tools.generators.trending import (
+    GenerationReport,
+    TrendingSpec,
+    generate,
+    write_catalog,
+)
 from tests.helpers import mobile_counts
 from tests.test_quarantine import MALFORMED, VALID
 from tests.trending_reference import article_views, counted_events, table_rows
@@ -105,21 +110,21 @@ def test_a_checkpoint_from_before_the_ingest_stage_is_refused(
         h.process()
 
 
-def _stream(root: Path, spec: TrendingSpec) -> tuple[Path, Path]:
+def _stream(root: Path, spec: TrendingSpec) -> tuple[Path, Path, GenerationReport]:
     root.mkdir(parents=True, exist_ok=True)
     catalog = write_catalog(root / "catalog.csv", spec)
-    generate(spec, root / "files")
+    report = generate(spec, root / "files")
     start = time.time() - 600  # distinct mtimes: the file source's order
     for i, path in enumerate(sorted((root / "files").iterdir())):
         os.utime(path, (start + i, start + i))
-    return root / "files", catalog
+    return root / "files", catalog, report
 
 
 def test_trending_available_now_equals_an_independent_computation(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     spec = replace(STREAM, seed=21, events=1500, rate=500.0)
-    files, catalog = _stream(tmp_path, spec)
+    files, catalog, _ = _stream(tmp_path, spec)
     shutil.copytree(files, tmp_path / "input")
     with PipelineHarness(
         spark, "trending", tmp_path, sink="sqlite", trigger="available-now", catalog=catalog,
@@ -148,7 +153,7 @@ def test_trending_available_now_equals_an_independent_computation(
 def test_a_sigkill_between_bronze_and_quarantine_loses_and_doubles_nothing(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    files, catalog = _stream(tmp_path / "gen", STREAM)
+    files, catalog, report = _stream(tmp_path / "gen", STREAM)
     shutil.copytree(files, tmp_path / "input")
     command = [
         sys.executable, "-m", "slipstream", "run", "trending", "--quiet",
@@ -182,6 +187,18 @@ def test_a_sigkill_between_bronze_and_quarantine_loses_and_doubles_nothing(
             os.replace(h.input / f".{path.name}", h.input / path.name)
         h.process()
         clean_quarantine = read_quarantine(spark, h.prepared.inputs["events"].quarantine).collect()
+        totals = h.totals
+    # one bronze batch per output batch (--max-files-per-trigger): late rows are judged at the
+    # same boundaries as without the stage, and every line is accounted for
+    ingest, views = totals["trending.quarantine.events"], totals["trending.views"]
+    assert report.late > 0 and report.duplicates > 0 and report.malformed > 0
+    assert ingest["rows"] == report.total_lines
+    assert (ingest["quarantined"], views["duplicates"], views["late"]) == (
+        report.malformed,
+        report.duplicates,
+        report.late,
+    )
+    assert views["rows"] + ingest["quarantined"] == ingest["rows"]
     clean = read_table(tmp_path / "clean" / "state" / "slipstream.db", "article_views")
     assert table_rows(table) == table_rows(clean)
     assert sorted(r["raw"] for r in quarantine) == sorted(r["raw"] for r in clean_quarantine)

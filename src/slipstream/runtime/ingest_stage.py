@@ -78,10 +78,21 @@ def bronze_schema(valid: DataFrame) -> StructType:
     return StructType([*valid.schema.fields, StructField(BATCH, LongType(), True)])
 
 
-def read_bronze(spark: SparkSession, folder: Path, schema: StructType) -> DataFrame:
-    """The typed stream of an input, as its outputs read it (a stream of `batch=N` folders)."""
+def per_batch(bound: BoundInput) -> bool:
+    """A source that bounds its batches (`--max-files-per-trigger`): bronze is then written one
+    file per batch and read one file per output batch, so the outputs' batches are the ingest
+    query's, and the watermark judges late rows at the same boundaries as without the stage."""
+    return bool(bound.source_options.get("max_files_per_trigger"))
+
+
+def read_bronze(spark: SparkSession, folder: Path, schema: StructType, one: bool) -> DataFrame:
+    """The typed stream of an input, as its outputs read it (a stream of `batch=N` folders);
+    `one`: one bronze batch per output batch (`per_batch`)."""
     folder.mkdir(parents=True, exist_ok=True)
-    return spark.readStream.schema(schema).parquet(str(folder))
+    reader = spark.readStream.schema(schema)
+    if one:
+        reader = reader.option("maxFilesPerTrigger", 1)
+    return reader.parquet(str(folder))
 
 
 def typed_rows(bronze: DataFrame) -> DataFrame:
@@ -112,6 +123,7 @@ class IngestBatch:
 
     bronze: Path
     quarantine: Path
+    one_file: bool = False  # `per_batch`: batch N is one Parquet file (from the cache)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         self.bronze.mkdir(parents=True, exist_ok=True)
@@ -124,6 +136,8 @@ class IngestBatch:
             if not done_bronze.exists():
                 tmp = self.bronze / f".tmp-{BATCH}={batch_id}-{uuid.uuid4().hex}"
                 valid = batch.filter(F.col(REASON).isNull()).drop(REASON)
+                if self.one_file:
+                    valid = valid.coalesce(1)
                 valid.write.parquet(str(tmp))
                 os.replace(tmp, done_bronze)
             _fault("after-bronze", batch_id)
@@ -151,7 +165,7 @@ def ingest_batch(settings: Settings, bound: BoundInput) -> IngestBatch:
     for where in (folder, bound.quarantine):
         if where.is_dir():
             _sweep(where, ".tmp-")
-    return IngestBatch(folder, bound.quarantine)
+    return IngestBatch(folder, bound.quarantine, per_batch(bound))
 
 
 def quality(parsed: DataFrame) -> DataFrame:

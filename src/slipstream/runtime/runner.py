@@ -38,6 +38,7 @@ from slipstream.runtime.ingest_stage import (
     check_checkpoints,
     ingest_batch,
     mark_checkpoints,
+    per_batch,
     quality,
     read_bronze,
     typed_rows,
@@ -86,7 +87,8 @@ def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
             staged[bound.name] = quality(checked)
             schema = bronze_schema(checked.filter(F.col(REASON).isNull()).drop(REASON))
             prepared.bronze[bound.name] = schema
-            bronze = read_bronze(spark, bronze_dir(prepared.settings, bound), schema)
+            where = bronze_dir(prepared.settings, bound)
+            bronze = read_bronze(spark, where, schema, per_batch(bound))
             valid[bound.name] = typed_rows(bronze)
             continue
         # expectations: counted (and `fail` enforced) on the branch the outputs read; `drop`
