@@ -143,3 +143,24 @@ def test_a_reserved_table_name_is_refused_before_spark_starts(tmp_path: Path, ta
     assert not (tmp_path / "slipstream.db").exists()  # refused before the database was touched
     ok = load_settings("mobile", {"state_dir": tmp_path, "table": "slipstream_batches"}, environ={})
     runner.prepare(ok, check_source=False)  # a name that only looks alike is taken
+
+
+def test_checkpoint_of_the_other_kind_is_refused_both_ways(tmp_path: Path) -> None:
+    """No Spark: the checks before any query starts (runtime/ingest_stage.py)."""
+    from slipstream.runtime import runner
+    from slipstream.runtime.ingest_stage import MARK, check_checkpoints
+    from slipstream.settings.config import load_settings
+
+    (tmp_path / "in").mkdir()
+    flags = {"input": str(tmp_path / "in"), "state_dir": tmp_path / "state"}
+    plain = runner.prepare(load_settings("mobile", flags, environ={}))
+    checkpoint = plain.outputs["counts"].ctx.checkpoint
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "metadata").write_text("{}")  # a run without the ingest stage made it
+    check_checkpoints(plain, set())  # the same kind: it goes on
+    assert code_of(lambda: check_checkpoints(plain, {"actions"})) == (
+        "CHECKPOINT_FROM_OLDER_VERSION"
+    )
+    (checkpoint / MARK).write_text("")  # one made with the ingest stage
+    check_checkpoints(plain, {"actions"})
+    assert code_of(lambda: check_checkpoints(plain, set())) == "CHECKPOINT_FROM_INGEST_STAGE"

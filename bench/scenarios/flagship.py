@@ -97,6 +97,7 @@ def run_streaming(
     label: str,
     conf: dict[str, str] | None = None,
     late: str = "skip",
+    ingest_stage: bool = False,
 ) -> dict[str, Any]:
     """`late`: the dead-letter as it is ("skip": a batch Spark dropped nothing in is not read
     again), "reread" (every batch read again, as before that skip) or "off" (`--late-rows
@@ -119,6 +120,8 @@ def run_streaming(
         flags["max_files_per_trigger"] = max_files
     if late == "off":
         flags["late_rows"] = False
+    if ingest_stage:
+        flags["ingest_stage"] = True
     prepared = runner.prepare(load_settings("trending", flags, environ={}))
     unknown = mock.patch("slipstream.runtime.deadletter._dropped", lambda progress: None)
     with unknown if late == "reread" else contextlib.nullcontext():
@@ -183,7 +186,10 @@ def run(ctx: Context) -> Result:
         "streaming, dead-letter reads every batch again": "reread",
         "streaming, --late-rows false": "off",
     }
-    variants = ["streaming", "batch job", slip_batch, capped, *by_partitions, *dead_letter]
+    staged = "streaming, ingest stage"
+    variants = [
+        "streaming", staged, "batch job", slip_batch, capped, *by_partitions, *dead_letter
+    ]  # fmt: skip
     variants = [v for v in variants if v in ctx.param("variants", variants, variants)]
 
     def one(variant: str, rep: int) -> dict[str, Any]:
@@ -192,6 +198,8 @@ def run(ctx: Context) -> Result:
             return run_streaming(ctx, landing, data, None, "partitions", conf)
         if variant == "streaming":
             return run_streaming(ctx, landing, data, None, "stream")
+        if variant == staged:
+            return run_streaming(ctx, landing, data, None, "staged", ingest_stage=True)
         if variant in dead_letter:
             return run_streaming(ctx, landing, data, None, "late", late=dead_letter[variant])
         if variant == "batch job":
@@ -220,6 +228,8 @@ def run(ctx: Context) -> Result:
     default_partitions = inproc.session().conf.get(inproc.PARTITIONS_KEY)
     pairs = [
         ("streaming", "batch job", "streaming / batch job"),
+        (staged, "batch job", "streaming with the ingest stage / batch job"),
+        (staged, "streaming", "ingest stage / without"),
         (slip_batch, "batch job", "batch job: slipstream parser / Spark's JSON reader"),
         ("streaming", slip_batch, "streaming / batch job with the same (slipstream) parser"),
         (capped, "streaming", f"{cap} files/batch / one batch"),
@@ -231,7 +241,9 @@ def run(ctx: Context) -> Result:
             result.headline[f"{label}, events/s"] = summarize_ratio(
                 paired_ratios(runs, "events_per_s", a, b)
             )
-    one_batch = [v for v in ("streaming", "batch job", slip_batch, *dead_letter) if v in tables]
+    one_batch = [
+        v for v in ("streaming", staged, "batch job", slip_batch, *dead_letter) if v in tables
+    ]
     same = all(tables[v] == tables[one_batch[0]] for v in one_batch)
     if len(one_batch) > 1:
         result.headline[f"rows identical across {', '.join(one_batch)}"] = same

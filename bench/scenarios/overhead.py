@@ -92,12 +92,16 @@ def run_mobile(ctx: Context, variant: str, input_dir: Path, lines: int) -> dict[
     spark = inproc.session()
     scratch = ctx.scratch("mobile") / f"{variant}-{inproc.unique()}"
     watch = Stopwatch()
-    if variant == "slipstream":
+    if variant in ("slipstream", "slipstream+ingest-stage"):
         flags = {"input": input_dir, "sink": "noop", "mode": "update", "trigger": "available-now"}
+        staged = variant == "slipstream+ingest-stage"
+        if staged:  # one read and parse per line: the ingest query counts what it read
+            flags["ingest_stage"] = True
         run = inproc.start_run(spark, "mobile", {**flags, "state_dir": scratch})
         run.wait()
         seconds = watch.seconds()
-        results = run.totals.by_query.get("mobile.counts", {})
+        counted = "mobile.quarantine.actions" if staged else "mobile.counts"
+        results = run.totals.by_query.get(counted, {})
         rows = int(results.get("rows", 0))
         quarantined = int(results.get("quarantined", 0))
     else:
@@ -201,13 +205,22 @@ def run(ctx: Context) -> Result:
     input_dir = ctx.scratch("mobile-input")
     lines = write_mobile_files(input_dir, files, per_file)
     ctx.log(f"  mobile workload: {lines:,} lines in {files} files")
-    variants = ["slipstream", "plain", "plain+variant-parse", "plain+guarantees"]
+    variants = [
+        "slipstream",
+        "slipstream+ingest-stage",
+        "plain",
+        "plain+variant-parse",
+        "plain+guarantees",
+    ]
+    variants = [v for v in variants if v in ctx.param("mobile_variants", variants, variants)]
     file_metrics = {"rows_per_s": "lines_per_s", "ms_per_batch": None, "seconds": "seconds"}
     pairs = [
         ("slipstream", "plain"),
         ("plain+variant-parse", "plain"),
         ("slipstream", "plain+variant-parse"),
         ("slipstream", "plain+guarantees"),
+        ("slipstream+ingest-stage", "plain+guarantees"),
+        ("slipstream+ingest-stage", "slipstream"),
     ]
     by = Comparison(file_metrics, "lines_per_s", pairs, "lines/s", prefix="mobile: ")
     runs = by.run(
@@ -222,7 +235,8 @@ def run(ctx: Context) -> Result:
     kept = {r["variant"]: r["quarantined"] for r in runs if r["quarantined"] is not None}
     result.notes.append(
         f"mobile input: {lines:,} lines, of which about 0.5% malformed; quarantined per run: "
-        f"slipstream {kept.get('slipstream', '?')}, by hand with Spark's reader "
+        f"slipstream {kept.get('slipstream', '?')}, with the ingest stage "
+        f"{kept.get('slipstream+ingest-stage', '?')}, by hand with Spark's reader "
         f"{kept.get('plain+guarantees', '?')}"
     )
     result.notes.append(

@@ -312,6 +312,8 @@ def reset(
         print("an interrupted reset --outputs is finished first (its outputs too)", file=out)
         outputs = True
     targets = [f"checkpoint {root}"]
+    if s.bronze_root.is_dir():
+        targets.append(f"the ingest stage's typed rows {s.bronze_root}")
     every = every_output(prepared) if outputs else []  # also those earlier runs recorded
     if outputs:
         targets += [f"output {out.name}: {out.sink.describe(out.ctx)}" for out in every]
@@ -339,6 +341,11 @@ def reset(
     removed: list[str] = []
     with deferred_sigterm(), clearing(root) as existed:  # the lock held while anything goes
         mark_reset(root, outputs)  # before the first delete: an interrupted reset is known
+        # the ingest stage's typed rows belong to its checkpoint: a batch N found there would
+        # be taken for a replay of the new checkpoint's batch N (runtime/ingest_stage.py)
+        if s.bronze_root.is_dir():
+            shutil.rmtree(s.bronze_root)
+            removed.append(str(s.bronze_root))
         if outputs:
             for out_ in every:
                 removed += out_.sink.reset(out_.ctx)

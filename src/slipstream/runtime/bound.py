@@ -67,6 +67,8 @@ class Prepared:
     outputs: dict[str, BoundOutput]  # the pipeline's outputs that are on, then quarantines
     plans: dict[str, Plan] = field(default_factory=dict)  # read from Spark by runner.build
     late: dict[str, LatePlan] = field(default_factory=dict)  # the dead-letter's rules, by build
+    # the ingest stage: each staged input's bronze read schema, by build (runtime/ingest_stage.py)
+    bronze: dict[str, Any] = field(default_factory=dict)
 
     @property
     def primary(self) -> BoundOutput:

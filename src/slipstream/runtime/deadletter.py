@@ -43,6 +43,7 @@ from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from slipstream.analysis.late import LatePlan, LateRule
 from slipstream.checkpoint.lifecycle import not_ours
@@ -55,6 +56,7 @@ from slipstream.checkpoint.logs import (
 )
 from slipstream.ingest.expectations import route
 from slipstream.ingest.parse import RAW, REASON, SOURCE
+from slipstream.runtime.ingest_stage import applies, bronze_dir
 from slipstream.runtime.inputs import parse_input
 from slipstream.sinks.base import local_rows
 from slipstream.sources.parquet_files import parquet_rows
@@ -87,13 +89,18 @@ def _gone(path: str) -> bool:
 
 def late_rows(
     spark: SparkSession, bound: BoundInput, rule: LateRule, files: list[str], at: BatchOffsets,
-    watermark_ms: int,
+    watermark_ms: int, bronze: StructType | None = None,
 ) -> DataFrame:  # fmt: skip
     """The rows of `files` that `rule` drops against `watermark_ms`: the input parsed,
-    guarded at the batch's time and routed by its `drop` expectations as in the query."""
+    guarded at the batch's time and routed by its `drop` expectations as in the query; with
+    the ingest stage (`bronze`: the schema its typed rows are read with), `files` are the
+    batch's bronze files, judged once already."""
 
     spec = bound.spec
     reader = spark.read.option("ignoreMissingFiles", "true")
+    if bronze is not None:  # the ingest stage judged them once: typed rows, by batch
+        valid = reader.schema(bronze).parquet(*files)
+        return _late(valid, rule, watermark_ms)
     if bound.binding.format == "parquet":  # judged as the stream judged them
         assert spec.schema is not None
         raw = parquet_rows(reader.format("binaryFile").load(files), spec.schema, spec.required)
@@ -106,6 +113,10 @@ def late_rows(
     if bound.guard is not None:
         records = bound.guard.apply(records, F.timestamp_millis(F.lit(at.timestamp_ms)))
     valid = route(records, bound.expectations).filter(F.col(REASON).isNull())
+    return _late(valid, rule, watermark_ms)
+
+
+def _late(valid: DataFrame, rule: LateRule, watermark_ms: int) -> DataFrame:
     time = F.col(rule.column)
     watermark = F.timestamp_micros(F.lit(watermark_ms * 1000))
     if rule.window is not None:
@@ -308,11 +319,17 @@ class DeadLetter:
         frames: list[tuple[LateRule, DataFrame]] = []
         for rule in cover.plan.rules:
             bound = self.prepared.inputs[rule.input]
-            folder = _local(str(bound.binding.path))
+            settings = self.prepared.settings
+            staged = applies(settings, bound)
+            where = bronze_dir(settings, bound) if staged else bound.binding.path
+            folder = _local(str(where))
             # a file deleted since (the query skipped it if it was gone before its read)
             mine = [f for f in files if folder in _local(f).parents and not _gone(f)]
+            schema = self.prepared.bronze.get(rule.input) if staged else None
             if mine:
-                frames.append((rule, late_rows(self.spark, bound, rule, mine, at, watermark_ms)))
+                frames.append(
+                    (rule, late_rows(self.spark, bound, rule, mine, at, watermark_ms, schema))
+                )
         if not frames:
             return 0
         lines = self._lines(cover, batch, frames, watermark_ms)

@@ -31,6 +31,7 @@ from slipstream.analysis.plan import (
     watermark,
 )
 from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared
+from slipstream.runtime.ingest_stage import applies, bronze_dir
 
 _FILE_SOURCE = re.compile(r"FileSource\[(?P<path>[^\]]*)\]")
 
@@ -53,6 +54,8 @@ def _input_of(prepared: Prepared, relation: PlanNode) -> BoundInput | None:
     path = Path(found.group("path")).resolve()
     for bound in prepared.inputs.values():
         given = bound.binding.path
+        if applies(prepared.settings, bound):  # its outputs read the ingest stage's bronze
+            given = bronze_dir(prepared.settings, bound)
         if bound.source is not None and given is not None and Path(given).resolve() == path:
             return bound
     return None

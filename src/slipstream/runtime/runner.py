@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from slipstream.analysis.plan import analyzed_text, read_plan
@@ -28,6 +29,7 @@ from slipstream.checkpoint.lifecycle import (
 from slipstream.core.specs import TriggerSpec, spark_interval
 from slipstream.errors import ValidationError
 from slipstream.ingest.expectations import enforce, route
+from slipstream.ingest.parse import REASON
 from slipstream.ingest.quarantine import QUALITY_METRICS, accepted, quality_metrics, rejected
 from slipstream.monitor.listener import Handler, RunListener, RunTotals
 from slipstream.monitor.recorder import RunRecorder
@@ -36,6 +38,19 @@ from slipstream.runtime.bound import BoundOutput, Prepared
 from slipstream.runtime.compat import Verdicts, judge_all, refuse_or_record
 from slipstream.runtime.control import StopControl
 from slipstream.runtime.deadletter import dead_letter
+from slipstream.runtime.ingest_stage import (
+    IngestBatch,
+    applies,
+    bronze_dir,
+    bronze_schema,
+    check_checkpoints,
+    ingest_batch,
+    mark_checkpoints,
+    per_batch,
+    quality,
+    read_bronze,
+    typed_rows,
+)
 from slipstream.runtime.inputs import read_guarded, read_table
 from slipstream.runtime.landed import LandedFilesCheck
 from slipstream.runtime.late_plan import late_plan
@@ -61,6 +76,7 @@ class Query:
     output: BoundOutput
     frame: DataFrame
     tree: str = ""  # Spark's analyzed plan, as text
+    ingest: IngestBatch | None = None  # the ingest stage's query of an input (ingest_stage.py)
 
 
 def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
@@ -71,6 +87,7 @@ def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
     several = len(streams) > 1
     valid: dict[str, DataFrame] = {}
     records: dict[str, DataFrame] = {}
+    staged: dict[str, DataFrame] = {}  # the ingest stage's query of each staged input
     for bound in prepared.inputs.values():
         if bound.source is None:
             valid[bound.name] = read_table(spark, bound)
@@ -79,6 +96,17 @@ def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
         records[bound.name] = parsed
         if not bound.parses:
             valid[bound.name] = parsed
+            continue
+        if applies(prepared.settings, bound):
+            # parsed, guarded and routed once, in the ingest query; the outputs read bronze
+            rules = bound.expectations
+            checked = route(enforce(parsed, rules), rules)
+            staged[bound.name] = quality(checked)
+            schema = bronze_schema(checked.filter(F.col(REASON).isNull()).drop(REASON))
+            prepared.bronze[bound.name] = schema
+            where = bronze_dir(prepared.settings, bound)
+            bronze = read_bronze(spark, where, schema, per_batch(bound))
+            valid[bound.name] = typed_rows(bronze)
             continue
         # expectations: counted (and `fail` enforced) on the branch the outputs read; `drop`
         # rules set a reason on both branches, so the quarantine query receives those rows.
@@ -91,7 +119,12 @@ def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
     frames = pipeline.build(spark, valid, prepared.params)
     queries: list[Query] = []
     for name, output in prepared.outputs.items():
-        if output.spec is None:  # a quarantine
+        ingest = None
+        if output.spec is None and output.reads[0] in staged:  # the ingest query
+            bound = prepared.inputs[output.reads[0]]
+            frame = staged[bound.name]
+            ingest = ingest_batch(prepared.settings, bound)
+        elif output.spec is None:  # a quarantine
             bound = prepared.inputs[output.reads[0]]
             frame = rejected(route(records[bound.name], bound.expectations))
         elif name in frames:
@@ -103,8 +136,9 @@ def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
         prepared.plans[name] = plan
         if output.spec is not None and plan.watermark_column is not None:
             prepared.late[name] = late_plan(prepared, output, tree, plan)
-        queries.append(Query(output, frame, tree))
-    return queries
+        queries.append(Query(output, frame, tree, ingest))
+    # the ingest queries first: they feed the outputs (harness and available-now order)
+    return sorted(queries, key=lambda q: q.ingest is None)
 
 
 def check(prepared: Prepared, queries: list[Query]) -> list[ValidationError]:
@@ -202,12 +236,15 @@ def start(
             sweep_interrupted_writes(out.ctx.checkpoint)
         refuse_interrupted_reset(settings.checkpoint_root, pipeline.name)
         refuse_damaged(checkpoints_of(prepared))  # logs that disagree: before any query
+        staged = {b.name for b in prepared.inputs.values() if applies(settings, b)}
+        check_checkpoints(prepared, staged)  # never a silent restart from zero
         built = build(spark, prepared)
         refused = check(prepared, built)
         if refused:
             raise refused[0]
         # before any query starts: the state each checkpoint holds must fit this run's queries
         refuse_or_record(prepared, restart_verdicts(spark, prepared, built), _say)
+        mark_checkpoints(prepared, staged)
         record_outputs(prepared)
         recorder.run_started([q.output.ctx.query_name for q in built], origin)
         # before the queries start: it tells this run's batches from earlier ones
@@ -222,10 +259,17 @@ def start(
             writer = frame.writeStream.queryName(out.ctx.query_name)
             writer = writer.outputMode(out.ctx.mode)
             writer = writer.option("checkpointLocation", str(out.ctx.checkpoint))
-            trigger = query_trigger(settings, quarantine=out.spec is None)
-            started = start_query(apply_trigger(out.sink.attach(writer, out.ctx), trigger))
+            if query.ingest is not None:
+                # the ingest stage feeds the outputs: it runs at the run's trigger
+                writer = writer.foreachBatch(query.ingest)
+                started = start_query(apply_trigger(writer, settings.trigger))
+            else:
+                trigger = query_trigger(settings, quarantine=out.spec is None)
+                started = start_query(apply_trigger(out.sink.attach(writer, out.ctx), trigger))
             listener.register(str(started.id), out.ctx.query_name)
             queries[out.name] = started
+            if query.ingest is not None and settings.trigger.kind in ("available-now", "once"):
+                started.awaitTermination()  # the outputs then read all of what it wrote
     except BaseException as exc:
         for started in queries.values():
             started.stop()

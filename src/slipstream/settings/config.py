@@ -63,6 +63,7 @@ class Settings:
     input: dict[str, Path | KafkaTopic] = field(default_factory=dict)  # "" = the one input
     format: str | None = None
     late_rows: bool = True  # the late-row dead-letter (runtime/deadletter.py)
+    ingest_stage: bool = False  # parse once, outputs read bronze (runtime/ingest_stage.py)
     #: the sources' own settings given (`--host`, `--max-files-per-trigger`, ...), parsed by the
     #: declarations each source keeps (sources/); `Source.given` fills in the defaults
     source_options: dict[str, Any] = field(default_factory=dict)
@@ -99,6 +100,11 @@ class Settings:
     @property
     def quarantine_root(self) -> Path:
         return self.quarantine or self.state_dir / "quarantine" / self.pipeline
+
+    @property
+    def bronze_root(self) -> Path:
+        """The ingest stage's typed rows, one folder per input (runtime/ingest_stage.py)."""
+        return self.state_dir / "bronze" / self.pipeline
 
     @property
     def late_root(self) -> Path:

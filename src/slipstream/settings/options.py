@@ -54,6 +54,16 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "one of " + ", ".join(FILE_FORMATS),
     ),
     Option(
+        "ingest_stage",
+        values.boolean,
+        "read and parse each stream input once, in one ingest query that writes the valid typed "
+        "rows to STATE_DIR/bronze and the rejected ones to the quarantine; every output reads "
+        "the typed rows (runtime/ingest_stage.py)",
+        "true or false",
+        default=False,
+        metavar="BOOL",
+    ),
+    Option(
         "late_rows",
         values.boolean,
         "write the rows Spark drops as late to STATE_DIR/late (each batch's files are read "
