@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.slow]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 FILE_MINUTES = 4  # activity: event time per landing
 ADS_FILE_MINUTES = 20  # ads: more, so the 3-hour watermark passes some unclicked impressions
-KILLS = ("random", "random", "random", "random")
+KILLS = ("random", "random", "random")
 
 
 def _ts(moment: datetime) -> str:

@@ -133,8 +133,11 @@ def test_check_refuses_a_wrong_mode_in_the_example_naming_the_rule_and_the_outpu
     out = io.StringIO()
     assert cli.main([*argv, "--mode", "paid_orders=update"], out) == cli.EXIT_REFUSED
     text = out.getvalue()
-    assert "refused [STREAM_JOIN_APPEND_ONLY] output orders.paid_orders" in text
-    assert "join        stream-stream Inner (bounded by watermarks)" in text
-    assert "join        stream-stream LeftOuter (bounded by watermarks)" in text
+    # the output declares the modes a stream-stream join allows: refused before Spark plans
+    assert "refused [MODE_NOT_SUPPORTED] output orders.paid_orders" in text
+    assert "fix: use --mode append" in text
     out = io.StringIO()
     assert cli.main(argv, out) == cli.EXIT_OK, out.getvalue()
+    text = out.getvalue()  # the plans read from the real queries name both joins
+    assert "join        stream-stream Inner (bounded by watermarks)" in text
+    assert "join        stream-stream LeftOuter (bounded by watermarks)" in text

@@ -39,6 +39,9 @@ def live_instances(spark: SparkSession, class_name: str) -> int:
     assert jcmd, "jcmd (JDK 17) is needed: scripts/install-services.sh installs it"
     gc.collect()  # Python's share: DataFrames it no longer uses release their JVM objects
     jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    # Events still queued for the listeners hold their plans (SparkListenerSQLExecutionEnd
+    # carries its QueryExecution); on a slow machine the queue lags, so drain it first.
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(120_000)  # type: ignore[attr-defined]
     pid = int(jvm.java.lang.ProcessHandle.current().pid())
     out = subprocess.run(
         [jcmd, str(pid), "GC.class_histogram"], capture_output=True, text=True, check=True
@@ -80,8 +83,9 @@ def test_database_sink_keeps_no_plan_per_batch(spark: SparkSession, tmp_path: Pa
     finally:
         query.stop()
     assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]][-1] == 20
-    # each retained plan holds one exchange and its canonical copy: 4 per batch before the fix
-    assert after - before < MEASURED // 2, (
+    # each retained plan holds one exchange and its canonical copy: 4 per batch before the fix;
+    # fewer than one per batch is noise (a plan the UI or the last execution still holds)
+    assert after - before < MEASURED, (
         f"{after - before} more live {PLAN_CLASS} after {MEASURED} batches: each batch's plan "
         "is retained"
     )
