@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import io
 import json
+import struct
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from slipstream.app import commands
-from slipstream.checkpoint.integrity import damages, refuse_damaged
+from slipstream.checkpoint.integrity import as_state_damage, damages, refuse_damaged
 from slipstream.errors import CheckpointError
 from slipstream.runtime import runner
 from slipstream.settings.config import load_settings
@@ -110,13 +112,70 @@ def test_a_run_on_a_damaged_checkpoint_is_refused_before_spark_starts(tmp_path: 
     assert refused.value.code == "CHECKPOINT_DAMAGED" and "sources/0/0" in refused.value.message
 
 
+def with_checksum(path: Path, data: bytes, chunk: int = 512) -> Path:
+    """`data` at `path` and Hadoop's checksum file beside it, as Spark's local file system
+    writes them (`.NAME.crc`: magic, bytes per checksum, a CRC32 per chunk)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    sums = [zlib.crc32(data[i : i + chunk]) for i in range(0, len(data), chunk)]
+    crc = b"crc\x00" + struct.pack(">i", chunk) + b"".join(struct.pack(">I", c) for c in sums)
+    path.with_name(f".{path.name}.crc").write_bytes(crc)
+    return path
+
+
+@pytest.mark.parametrize("damage", ["cut", "cut within a chunk", "garbled", "grown"])
+def test_a_state_file_that_fails_its_checksum_is_named(tmp_path: Path, damage: str) -> None:
+    checkpoint = spark_checkpoint(tmp_path / "ck")
+    state = checkpoint / "state" / "0"
+    sound = with_checksum(state / "0" / "1.changelog", bytes(range(256)) * 5)
+    victim = with_checksum(state / "1" / "2.changelog", bytes(range(200)) * 7)
+    with_checksum(state / "1" / "1.zip", b"")  # an empty file has no chunk
+    assert damages(checkpoint) == []
+    data = victim.read_bytes()
+    victim.write_bytes(
+        {
+            "cut": data[:600],
+            "cut within a chunk": data[:1100],
+            "garbled": data[:700] + bytes([data[700] ^ 1]) + data[701:],
+            "grown": data + b"more",
+        }[damage]
+    )
+    found = damages(checkpoint)
+    assert [d.file for d in found] == [victim], found
+    assert sound not in [d.file for d in found]
+    with pytest.raises(CheckpointError) as refused:
+        refuse_damaged({"mobile.counts": checkpoint})
+    assert refused.value.code == "CHECKPOINT_DAMAGED"
+    assert "state/0/1/2.changelog" in refused.value.message and "reset" in refused.value.fix
+
+
+def test_a_state_load_failure_from_spark_becomes_checkpoint_damaged(tmp_path: Path) -> None:
+    """Spark's CANNOT_LOAD_STATE_STORE names no file: the code, the checkpoint's state folder
+    (or the file a checksum shows) and the way out; any other failure is left alone."""
+    checkpoint = spark_checkpoint(tmp_path / "ck")
+    spark_error = RuntimeError(
+        "py4j.Py4JException: An exception was raised by the Python Proxy.\n"
+        "org.apache.spark.SparkException: [CANNOT_LOAD_STATE_STORE.UNCATEGORIZED] An error "
+        "occurred during loading state.  SQLSTATE: 58030\n\tat org.apache.spark..."
+    )
+    mapped = as_state_damage(spark_error, "mobile.counts", checkpoint)
+    assert mapped is not None and mapped.code == "CHECKPOINT_DAMAGED"
+    assert "[CANNOT_LOAD_STATE_STORE.UNCATEGORIZED] An error occurred during loading state." in (
+        mapped.message
+    )
+    assert str(checkpoint / "state") in mapped.message and "reset" in mapped.fix
+    assert as_state_damage(RuntimeError("[DIVIDE_BY_ZERO]"), "mobile.counts", checkpoint) is None
+
+
 @pytest.mark.spark
-def test_a_real_checkpoint_passes_and_its_cut_source_log_is_refused_then_reset_is_exact(
-    spark: object, tmp_path: Path
+@pytest.mark.parametrize("damage", ["source log", "state changelog"])
+def test_a_real_checkpoint_passes_and_its_damage_is_refused_then_reset_is_exact(
+    spark: object, tmp_path: Path, damage: str
 ) -> None:
-    """A checkpoint Spark wrote (two batches of a files source) is sound; its `sources/0/0` cut
-    is refused before start; the way out (`reset --outputs`, run again) counts every record
-    once (the issue: 6,700 of 6,000)."""
+    """A checkpoint Spark wrote (two batches of a files source, a windowed count) is sound; its
+    `sources/0/0` cut, or its newest state changelog cut, is refused before start naming the
+    file; the way out (`reset --outputs`, run again) counts every record once (the issue:
+    6,700 of 6,000 for the source log; a Java stack naming no file for the changelog)."""
     from slipstream.testing import PipelineHarness
 
     def harness() -> PipelineHarness:
@@ -137,10 +196,19 @@ def test_a_real_checkpoint_passes_and_its_cut_source_log_is_refused_then_reset_i
     checkpoint = Path(h.prepared.primary.ctx.checkpoint)
     for out in h.prepared.outputs.values():  # the outputs' and the quarantine's
         assert damages(Path(out.ctx.checkpoint)) == [], out.name
-    truncate(checkpoint / "sources" / "0" / "0", 0.6)
+    if damage == "source log":
+        victim = checkpoint / "sources" / "0" / "0"
+    else:
+        changelogs = sorted(
+            (checkpoint / "state").rglob("*.changelog"),
+            key=lambda p: (int(p.stem), p.stat().st_size),
+        )
+        victim = changelogs[-1]
+    truncate(victim, 0.6)
     with pytest.raises(CheckpointError) as refused:
         harness().start()
-    assert refused.value.code == "CHECKPOINT_DAMAGED" and "sources/0/0" in refused.value.message
+    assert refused.value.code == "CHECKPOINT_DAMAGED"
+    assert str(victim.relative_to(checkpoint)) in refused.value.message
     settings = h.settings
     assert commands.reset(settings, outputs=True, yes=True, out=io.StringIO()) == 0
     again = harness().start()

@@ -11,13 +11,18 @@ and the way out (CHECKPOINT_DAMAGED):
 - every `commits/N` is a version line and a JSON object;
 - the last commit has its offsets (Spark plans batch N in offsets/N before it commits it), and
   the offsets run at most one batch past the last commit;
-- each file source's log (`sources/I`) holds, whole, every log offset the offsets name.
-
-Not checked: the state store's files (binary; Spark's CANNOT_LOAD_STATE_STORE names them)."""
+- each file source's log (`sources/I`) holds, whole, every log offset the offsets name;
+- every state store file (`state/OP/PART/N.changelog`, `.zip`, `.delta`, `.snapshot`) matches
+  the checksum Hadoop wrote beside it (`.N.changelog.crc`: CRC32 per 512 bytes). Spark does not
+  check these when it loads state: a cut changelog fails as `CANNOT_LOAD_STATE_STORE` naming no
+  file, inside a Java stack. A cut file is found from its size alone; the content of files up to
+  64 MiB is checked too (larger ones, RocksDB snapshots, by size only)."""
 
 from __future__ import annotations
 
 import json
+import struct
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,6 +92,53 @@ def _source_log_has(folder: Path, log_offset: int) -> Damage | None:
     return Damage(covering, problem) if problem else None
 
 
+CRC_MAGIC = b"crc\x00"
+CONTENT_CHECKED_BYTES = 64 << 20
+
+
+def _checksum_problem(path: Path, crc: Path) -> str | None:
+    """What is wrong with `path` against its Hadoop checksum file `crc`, or None."""
+    try:
+        sums = crc.read_bytes()
+        size = path.stat().st_size
+    except OSError as error:
+        return f"cannot be read ({error.strerror})"
+    if len(sums) < 8 or sums[:4] != CRC_MAGIC or (len(sums) - 8) % 4:
+        return None  # not a checksum file this check knows: Spark's own reading decides
+    (chunk,) = struct.unpack(">i", sums[4:8])
+    if chunk <= 0:
+        return None
+    want = (len(sums) - 8) // 4
+    have = -(-size // chunk)
+    if have != want:
+        return f"is cut or grown: {size} bytes where its checksum file describes {want} chunks"
+    if size > CONTENT_CHECKED_BYTES:
+        return None
+    with open(path, "rb") as data:
+        for index in range(want):
+            got = zlib.crc32(data.read(chunk))
+            (expected,) = struct.unpack(">I", sums[8 + 4 * index : 12 + 4 * index])
+            if got != expected:
+                first = index * chunk
+                return f"is cut or garbled: bytes {first}-{first + chunk - 1} fail its checksum"
+    return None
+
+
+def state_damages(checkpoint: Path) -> list[Damage]:
+    """State store files that disagree with their checksums (empty for a stateless query)."""
+    found: list[Damage] = []
+    state = Path(checkpoint) / "state"
+    if not state.is_dir():
+        return found
+    for crc in sorted(state.rglob(".*.crc")):
+        path = crc.with_name(crc.name[1:-4])
+        if path.is_file():
+            problem = _checksum_problem(path, crc)
+            if problem:
+                found.append(Damage(path, problem))
+    return found
+
+
 def damages(checkpoint: Path) -> list[Damage]:
     """Every disagreement in one query checkpoint (empty when sound or new)."""
     checkpoint = Path(checkpoint)
@@ -135,7 +187,7 @@ def damages(checkpoint: Path) -> list[Damage]:
                     if damage is not None:
                         found.append(damage)
                         break
-    return found
+    return found + state_damages(checkpoint)
 
 
 def _earliest_log_offset(path: Path, index: int) -> int:
@@ -143,6 +195,33 @@ def _earliest_log_offset(path: Path, index: int) -> int:
     text = lines[2 + index] if len(lines) > 2 + index else "-"
     offset = _json(text) if text.strip() != "-" else None
     return int(offset["logOffset"]) if isinstance(offset, dict) else 0
+
+
+STATE_LOAD_FAILED = "CANNOT_LOAD_STATE_STORE"
+WAY_OUT = (
+    "restore the file from a backup if you have one; otherwise start the pipeline "
+    "over from its landed files: `slipstream reset PIPELINE --outputs`, then run "
+    "(outputs are rebuilt exactly from the landing folder)"
+)
+
+
+def as_state_damage(error: BaseException, name: str, checkpoint: Path) -> CheckpointError | None:
+    """CHECKPOINT_DAMAGED for a query that failed loading its state (Spark's
+    CANNOT_LOAD_STATE_STORE, which names no file): the damaged file when a checksum shows it."""
+    text = str(error)
+    at = text.find(STATE_LOAD_FAILED)
+    if at < 0:
+        return None
+    at = text.rfind("[", 0, at) if text[max(at - 1, 0)] == "[" else at
+    spark_says = text[at:].splitlines()[0].split(" SQLSTATE")[0].strip()
+    found = state_damages(checkpoint)
+    state = Path(checkpoint) / "state"
+    where = f": {found[0].file} {found[0].what}" if found else f" under {state}"
+    return CheckpointError(
+        "CHECKPOINT_DAMAGED",
+        f"the state of {name} cannot be loaded{where} (Spark: {spark_says})",
+        WAY_OUT,
+    )
 
 
 def refuse_damaged(checkpoints: dict[str, Path]) -> None:
@@ -157,7 +236,5 @@ def refuse_damaged(checkpoints: dict[str, Path]) -> None:
                 "CHECKPOINT_DAMAGED",
                 f"the checkpoint of {name} is damaged: {first.file} {first.what}{more}; "
                 "Spark would fail on it, or read files again and count records twice",
-                "restore the file from a backup if you have one; otherwise start the pipeline "
-                "over from its landed files: `slipstream reset PIPELINE --outputs`, then run "
-                "(outputs are rebuilt exactly from the landing folder)",
+                WAY_OUT,
             )

@@ -19,6 +19,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from slipstream.checkpoint.integrity import as_state_damage
 from slipstream.checkpoint.lifecycle import (
     CheckpointLock,
     last_committed_batch,
@@ -164,7 +165,13 @@ class Run:
                 continue
             error = query.exception()
             if error is not None:
-                raise as_expectation_failure(error) or error
+                checkpoint = query_checkpoint(self.prepared.settings.checkpoint_root, name)
+                pipeline_query = f"{self.prepared.pipeline.name}.{name}"
+                raise (
+                    as_expectation_failure(error)
+                    or as_state_damage(error, pipeline_query, checkpoint)
+                    or error
+                )
 
     def stop(self, reason: str | None = None) -> None:
         """Stop every query at a batch boundary, record `run_stopped`, release the checkpoint.
