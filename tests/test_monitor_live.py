@@ -40,6 +40,8 @@ FAMILIES = {
     "slipstream_watermark_lag_seconds",
     "slipstream_state_rows",
     "slipstream_state_memory_bytes",
+    "slipstream_state_operator_rows",
+    "slipstream_state_operator_memory_bytes",
     "slipstream_rows_dropped_by_watermark",
     "slipstream_quarantined_rows",
     "slipstream_expectation_violations",
@@ -121,6 +123,16 @@ def test_metrics_endpoint_matches_the_running_querys_progress(
     assert value(families, "slipstream_state_memory_bytes") == sum(
         o["memoryUsedBytes"] for o in ops
     )
+    for index, op in enumerate(ops):  # each operator, labelled ID:NAME
+        label = f"{index}:{op['operatorName']}"
+        assert (
+            value(families, "slipstream_state_operator_rows", operator=label)
+            == (op["numRowsTotal"])
+        )
+        assert (
+            value(families, "slipstream_state_operator_memory_bytes", operator=label)
+            == (op["memoryUsedBytes"])
+        )
     stamp = parse_ts(last["timestamp"])
     assert stamp is not None
     assert value(families, "slipstream_last_progress_timestamp_seconds") == stamp.timestamp()
@@ -225,6 +237,16 @@ def test_live_dashboard_follows_a_running_pipeline(spark: SparkSession, tmp_path
                     .every(c => Number(c.dataset.points) >= 2)"""
             )
             assert page.inner_text(f'{card} [data-fact="quarantined"]') == "1"
+            # each stateful operator of the last batch, as `slipstream status` reports it
+            query = h.run.queries["views"]  # type: ignore[union-attr]
+            ops = query.lastProgress["stateOperators"]
+            shown = page.eval_on_selector_all(
+                f"{card} [data-operators] li", "items => items.map(i => i.textContent)"
+            )
+            assert [line.split(" ", 1)[0] for line in shown] == [
+                f"{i}:{op['operatorName']}" for i, op in enumerate(ops)
+            ]
+            assert ops and all(" rows, " in line and "in memory" in line for line in shown)
 
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "dashboard-live.png"), full_page=True)

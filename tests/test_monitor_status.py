@@ -29,7 +29,7 @@ from slipstream.monitor.status import (
     load_status,
     query_status,
 )
-from slipstream.monitor.status_view import format_status_table, to_json
+from slipstream.monitor.status_view import format_status_table, state_line, to_json
 
 FIXTURES = Path(__file__).parent / "fixtures" / "eventlogs"
 
@@ -89,6 +89,18 @@ def test_healthy_log_is_healthy_and_totals_match_the_raw_progress() -> None:
         fmean(p["processedRowsPerSecond"] for p in raw[-5:])
     )
     assert windows.state_rows == raw[-1]["stateOperators"][0]["numRowsTotal"]
+    # per operator, in plan order: what Spark reported for the last batch
+    assert [
+        (op.operator_id, op.operator, op.rows, op.memory_bytes) for op in windows.state_operators
+    ] == [
+        (i, op["operatorName"], op["numRowsTotal"], op["memoryUsedBytes"])
+        for i, op in enumerate(raw[-1]["stateOperators"])
+    ]
+    assert windows.to_dict()["state_operators"][0]["rows"] == windows.state_rows
+    line = state_line(windows)
+    assert line is not None and line.startswith("trending/trending.windows state: 0:")
+    assert f"{windows.state_rows:,} rows" in line
+    assert state_line(statuses["trending.ingest"]) is None  # stateless: no line
     watermark = datetime.fromisoformat(raw[-1]["eventTime"]["watermark"])
     assert windows.watermark == watermark
     assert windows.watermark_lag == now - watermark

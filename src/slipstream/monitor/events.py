@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal
 
 from slipstream.errors import SlipstreamError
+from slipstream.monitor.state import OperatorState, live_operators
 
 EventKind = Literal["run_started", "run_stopped", "started", "progress", "idle", "terminated"]
 
@@ -269,6 +270,11 @@ class QueryProgress(_QueryEvent):
     @property
     def state_rows(self) -> int:
         return sum(_int(op.get("numRowsTotal")) for op in _operators(self.progress))
+
+    @property
+    def state_operators(self) -> list[OperatorState]:
+        """Each stateful operator: rows held and memory used (``slipstream state``'s type)."""
+        return live_operators(self.progress)
 
     @property
     def state_memory_bytes(self) -> int:

@@ -36,6 +36,7 @@ from slipstream.monitor.events import (
 )
 from slipstream.monitor.hosts import IDLE_TIMEOUT, BoundedServer, guarded
 from slipstream.monitor.kafka_lag import partition_lag
+from slipstream.monitor.state import operator_label
 
 LABELS = ("pipeline", "query")
 
@@ -78,8 +79,8 @@ class SlipstreamMetrics:
     def __init__(self, registry: CollectorRegistry, clock: Clock = utc_now) -> None:
         self.registry = registry
 
-        def gauge(name: str, doc: str) -> Gauge:
-            return Gauge(name, doc, LABELS, registry=registry)
+        def gauge(name: str, doc: str, extra: tuple[str, ...] = ()) -> Gauge:
+            return Gauge(name, doc, (*LABELS, *extra), registry=registry)
 
         def counter(name: str, doc: str, extra: tuple[str, ...] = ()) -> Counter:
             return Counter(name, doc, (*LABELS, *extra), registry=registry)
@@ -97,6 +98,16 @@ class SlipstreamMetrics:
         self.state_rows = gauge("slipstream_state_rows", "Rows held in state, all operators")
         self.state_memory = gauge(
             "slipstream_state_memory_bytes", "Memory used by state stores, all operators"
+        )
+        self.operator_rows = gauge(
+            "slipstream_state_operator_rows",
+            "Rows held in state by one stateful operator (ID:NAME), last batch",
+            ("operator",),
+        )
+        self.operator_memory = gauge(
+            "slipstream_state_operator_memory_bytes",
+            "Memory used by one stateful operator's store (ID:NAME), last batch",
+            ("operator",),
         )
         self.last_progress = gauge(
             "slipstream_last_progress_timestamp_seconds",
@@ -132,6 +143,9 @@ class SlipstreamMetrics:
         self.batch_input_rows.labels(*labels).set(progress.input_rows)
         self.state_rows.labels(*labels).set(progress.state_rows)
         self.state_memory.labels(*labels).set(progress.state_memory_bytes)
+        for op in progress.state_operators:
+            self.operator_rows.labels(*labels, operator_label(op)).set(op.rows or 0)
+            self.operator_memory.labels(*labels, operator_label(op)).set(op.memory_bytes or 0)
         stamp = progress.batch_timestamp or progress.ts
         self.last_progress.labels(*labels).set(stamp.timestamp())
         if progress.watermark is not None:

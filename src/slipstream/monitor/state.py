@@ -5,10 +5,15 @@ partitions, the batches it holds state for); its `statestore` reader loads one o
 as of a batch (`key`, `value`, `partition_id`). Neither needs the query to run (a running one is
 fine: they read committed versions). Bytes on disk are the files under `state/<operator id>`;
 the watermark is the one the batch's offset log carries; the oldest and newest event time held
-are the smallest and largest timestamps in the keys (a window's start and end)."""
+are the smallest and largest timestamps in the keys (a window's start and end).
+
+A running query reports the same operators in each batch's progress (`stateOperators`):
+`live_operators` reads them into the same `OperatorState`, with the rows held and the memory
+the store uses, for `status`, `/metrics` and the dashboard."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,9 +36,42 @@ class OperatorState:
     newest_event_time: str | None = None
     sample: list[str] = field(default_factory=list)  # --keys N: key and value as JSON
     error: str | None = None  # what the reader said, when it could not read the rows
+    memory_bytes: int | None = None  # a running query's report: memory the store uses
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) and value == value else 0
+
+
+def live_operators(progress: Mapping[str, Any]) -> list[OperatorState]:
+    """The stateful operators of one batch's progress report, in plan order (their ids)."""
+    found = []
+    ops = progress.get("stateOperators")
+    for index, op in enumerate(ops if isinstance(ops, list) else []):
+        if not isinstance(op, Mapping):
+            continue
+        custom = op.get("customMetrics")
+        rocksdb = isinstance(custom, Mapping) and any(k.startswith("rocksdb") for k in custom)
+        found.append(
+            OperatorState(
+                operator_id=index,
+                operator=str(op.get("operatorName") or "state"),
+                store="rocksdb" if rocksdb else "default",
+                partitions=_count(op.get("numStateStoreInstances")),
+                latest_batch=_count(progress.get("batchId")),
+                rows=_count(op.get("numRowsTotal")),
+                memory_bytes=_count(op.get("memoryUsedBytes")),
+            )
+        )
+    return found
+
+
+def operator_label(op: OperatorState) -> str:
+    """`0:stateStoreSave`: an operator's id and Spark's name, as /metrics labels it."""
+    return f"{op.operator_id}:{op.operator}"
 
 
 def _bytes(folder: Path) -> int:

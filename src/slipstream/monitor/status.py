@@ -36,6 +36,7 @@ from slipstream.monitor.health import (
     pid_alive,
     summarize_error,
 )
+from slipstream.monitor.state import OperatorState
 
 Health = Literal["healthy", "falling_behind", "stalled", "failed", "stopped"]
 PidCheck = Callable[[int], bool]
@@ -71,6 +72,7 @@ class QueryStatus:
     expectation_violations: dict[str, int] = field(default_factory=dict)
     error: str | None = None
     error_class: str | None = None
+    state_operators: tuple[OperatorState, ...] = ()  # of the last batch, in plan order
 
     def to_dict(self) -> dict[str, Any]:
         def ts(value: datetime | None) -> str | None:
@@ -105,6 +107,16 @@ class QueryStatus:
             "expectation_violations": dict(self.expectation_violations),
             "error": self.error,
             "error_class": self.error_class,
+            "state_operators": [
+                {
+                    "operator_id": op.operator_id,
+                    "operator": op.operator,
+                    "store": op.store,
+                    "rows": op.rows,
+                    "memory_bytes": op.memory_bytes,
+                }
+                for op in self.state_operators
+            ],
         }
 
 
@@ -249,6 +261,7 @@ class StatusTracker:
             expectation_violations=dict(st.violations),
             error=term.exception if term else None,
             error_class=term.error_class if term else None,
+            state_operators=tuple(last.state_operators) if last else (),
         )
 
     def _verdict(self, st: _QueryState, now: datetime) -> tuple[Health, str, bool]:

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from slipstream.monitor.console import render, table
 from slipstream.monitor.events import format_ts
+from slipstream.monitor.state import operator_label
 from slipstream.monitor.status import Health, QueryStatus, human_duration
 
 
@@ -73,7 +74,28 @@ def format_status_table(statuses: Sequence[QueryStatus], now: datetime) -> str:
     if not statuses:
         return "no pipelines have an event log yet"
     reasons = [f"{s.pipeline}/{s.query}: {s.reason}" for s in statuses]
-    return "\n".join([render(status_table(statuses, now)), "", *reasons])
+    state = [line for s in statuses if (line := state_line(s))]
+    return "\n".join([render(status_table(statuses, now)), "", *reasons, *state])
+
+
+def state_line(status: QueryStatus) -> str | None:
+    """`mobile/counts state: 0:stateStoreSave 2 rows, 8.3 KiB in memory` (None: stateless)."""
+    if not status.state_operators:
+        return None
+    parts = [
+        f"{operator_label(op)} {op.rows or 0:,} rows, {human_bytes(op.memory_bytes or 0)} in memory"
+        for op in status.state_operators
+    ]
+    return f"{status.pipeline}/{status.query} state: " + "; ".join(parts)
+
+
+def human_bytes(count: int) -> str:
+    value = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return f"{count} B"
 
 
 def _rate(value: float | None) -> str:

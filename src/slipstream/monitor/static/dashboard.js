@@ -45,6 +45,14 @@
     return trim(n, a >= 100 ? 0 : a >= 10 ? 1 : 2);
   }
 
+  function bytes(n) {
+    if (n === null || n === undefined || !Number.isFinite(n)) return "–";
+    for (const [size, unit] of [[2 ** 30, "GiB"], [2 ** 20, "MiB"], [2 ** 10, "KiB"]]) {
+      if (n >= size) return `${(n / size).toFixed(1)} ${unit}`;
+    }
+    return `${n} B`;
+  }
+
   function seconds(s) {
     if (s === null || s === undefined || !Number.isFinite(s)) return "–";
     const a = Math.abs(s);
@@ -231,6 +239,15 @@
     setFact(el, "out", compact(q.processed_rows_per_second));
     setFact(el, "lag", seconds(q.watermark_lag_seconds));
     setFact(el, "state", compact(q.state_rows));
+    // each stateful operator, from the same report as `slipstream status`
+    const ops = el.querySelector("[data-operators]");
+    ops.replaceChildren(
+      ...(q.state_operators || []).map((op) => {
+        const li = document.createElement("li");
+        li.textContent = `${op.operator_id}:${op.operator} ${compact(op.rows)} rows, ${bytes(op.memory_bytes)} in memory`;
+        return li;
+      })
+    );
     setFact(el, "rows", compact(q.total_input_rows));
     setFact(el, "quarantined", compact(q.total_quarantined));
     setFact(el, "late", compact(q.total_dropped_by_watermark));
