@@ -3,8 +3,9 @@ checkpoint, over a stream of generated files. At the end every output equals an 
 computation over all the files: no row lost, none doubled.
 
 One `CrashCase` per pipeline (its generator, its independent expected results and how to read its
-outputs); the suite runs each case into SQLite, PostgreSQL and Parquet, each with its own
-checkpoint, concurrently. Adding a pipeline is one more CrashCase subclass in CASES.
+outputs); the suite runs each case into SQLite, PostgreSQL and Parquet (the heavier cases
+into the two databases), each with its own checkpoint, concurrently. Adding a pipeline is one
+more CrashCase subclass in CASES.
 
 Kills come in three kinds:
 - `after-write`: SLIPSTREAM_FAULT makes the process SIGKILL itself after the sink committed a
@@ -63,8 +64,7 @@ FULL_PLANS = {
 SHORT_PLANS = {
     "sqlite": ("after-write", "random"),
     "postgresql": ("random", "before-commit"),
-    "parquet": ("random",),
-}  # 5 kills
+}  # 4 kills, the databases only
 
 
 class CrashCase:
@@ -106,7 +106,9 @@ class CrashCase:
 
 class HeavyCase(CrashCase):
     """A pipeline heavier per batch than mobile: fewer kills keep the suite within minutes
-    (mobile's run carries the 8 kills and every kind of them), more files per run."""
+    (mobile's run carries the 8 kills and every kind of them), more files per run, and the two
+    databases only (mobile's run covers the Parquet sink; two processes on two cores, not
+    three)."""
 
     plans = SHORT_PLANS
     min_kills = 4
@@ -581,6 +583,7 @@ def test_outputs_survive_sigkills_exactly_once(
         ),
     }  # fmt: skip
     plans = case.plans
+    chains = {name: chain for name, chain in chains.items() if name in plans}
     started = time.monotonic()
 
     def drive(name: str) -> None:
@@ -596,8 +599,9 @@ def test_outputs_survive_sigkills_exactly_once(
     outputs = {
         "sqlite": read_sqlite(db, table),
         "postgresql": read_pg(postgres, pg_database, table),
-        "parquet": read_committed_files(spark, tmp_path / "parquet" / "out", "parquet"),
     }
+    if "parquet" in chains:
+        outputs["parquet"] = read_committed_files(spark, tmp_path / "parquet" / "out", "parquet")
     finals = {"parquet"}
     if case.archive:
         outputs["sqlite archive"] = read_committed_files(spark, archive, "parquet")

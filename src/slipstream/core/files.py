@@ -21,7 +21,12 @@ _FILE_MODE = 0o644
 
 
 def write_atomically(
-    directory: Path, name: str, lines: Iterable[str], *, mtime: float | None = None
+    directory: Path,
+    name: str,
+    lines: Iterable[str],
+    *,
+    mtime: float | None = None,
+    mode: int = _FILE_MODE,
 ) -> Path:
     """Write ``lines`` to ``directory / name`` so that readers see either nothing or the whole file.
 
@@ -34,6 +39,9 @@ def write_atomically(
     ``mtime`` (seconds since the epoch) is set on the temporary file before the rename, so a
     reader never lists the file with any other modification time (Spark takes new files in
     modification-time order).
+
+    ``mode``: the file's permissions (0644 by default, as landing files are; 0600 for what a
+    run keeps private in its state folder).
 
     Returns the final path.
     """
@@ -49,7 +57,7 @@ def write_atomically(
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             # mkstemp creates 0600; published files should read like any other file.
             if hasattr(os, "fchmod"):
-                os.fchmod(handle.fileno(), _FILE_MODE)
+                os.fchmod(handle.fileno(), mode)
             handle.writelines(f"{line}\n" for line in lines)
             handle.flush()
             os.fsync(handle.fileno())

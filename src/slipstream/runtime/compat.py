@@ -124,7 +124,8 @@ def write_build(checkpoint: Path, build: dict[str, Any], old: dict[str, Any] | N
         seen.append(build["sink"]["target"])
     record["sinks_seen"] = seen
     Path(checkpoint).mkdir(parents=True, exist_ok=True)
-    return write_atomically(Path(checkpoint), BUILD, json.dumps(record, indent=1).splitlines())
+    lines = json.dumps(record, indent=1).splitlines()
+    return write_atomically(Path(checkpoint), BUILD, lines, mode=0o600)  # private, as the state
 
 
 @dataclass
