@@ -212,7 +212,8 @@ def as_state_damage(error: BaseException, name: str, checkpoint: Path) -> Checkp
     at = text.find(STATE_LOAD_FAILED)
     if at < 0:
         return None
-    at = text.rfind("[", 0, at) if text[max(at - 1, 0)] == "[" else at
+    if at > 0 and text[at - 1] == "[":
+        at -= 1  # Spark's bracketed error class, whole
     spark_says = text[at:].splitlines()[0].split(" SQLSTATE")[0].strip()
     found = state_damages(checkpoint)
     state = Path(checkpoint) / "state"
