@@ -138,6 +138,7 @@ def test_wordcount_in_real_time_mode_into_sqlite_and_postgresql_follows_the_topi
             produce(kafka.bootstrap, topic, more)
             produced += more
             _until(table, counts(produced), f"{sink[:6]}: produced while it runs", _running(h))
+            assert bound.sink.owns(bound.ctx)  # the ledger's mark: `reset --outputs` may drop it
 
 
 @pytest.mark.slow
@@ -208,6 +209,8 @@ def test_a_run_with_too_few_slots_is_refused_before_start(
     refused = [line for line in out.getvalue().splitlines() if line.startswith("refused")]
     assert len(refused) == 1 and "REAL_TIME_NEEDS_SLOTS" in refused[0], out.getvalue()
     assert "hold 4 task slots" in refused[0] and "Spark has 2" in refused[0], refused
+    assert "  real-time   yes: each row upserted on the output's key" in out.getvalue()
+    assert "  real-time   no: rejected records go to files" in out.getvalue()
 
 
 def test_check_names_what_stops_trending_in_real_time_mode(
@@ -234,3 +237,4 @@ def test_check_names_what_stops_trending_in_real_time_mode(
     refused = [line for line in text.splitlines() if line.startswith("refused")]
     assert refused and all("REAL_TIME_NOT_ELIGIBLE" in line for line in refused), text
     assert "dropDuplicatesWithinWatermark" in refused[0], text
+    assert "  real-time   no: operator dropDuplicatesWithinWatermark" in text
