@@ -204,9 +204,7 @@ class PostgresSink(DatabaseSink):
         return without_nul(with_iso_timestamps(frame, nested_as_json=True))
 
     def row_connection(self) -> partial[psycopg.Connection]:
-        """Real-time mode: each task's connection (sinks/rows.py); the target is pickled with
-        its password in a Secret, as the staging tasks carry it."""
-        return partial(connect, self.target)
+        return partial(connect, self.target)  # pickled as the staging tasks carry it
 
     def clear_stage(self, conn: psycopg.Connection, info: BatchInfo) -> None:
         """Leftovers of an earlier attempt of this batch (a crash before its merge), or of any
