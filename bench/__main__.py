@@ -2,7 +2,7 @@
 
 Scenarios (by name or number): 1 ceiling, 2 overhead, 3 flagship, 4 sustained, 5 recovery,
 6 state, 7 startup, 8 parsing, 9 soak, 10 sensors, 11 activity, 12 ads, 13 cluster, 14 peers,
-15 parquet, 16 filesage,
+15 parquet, 16 filesage, 17 realtime (a Kafka broker; real-time mode vs micro-batches),
 or `all` (all but the soak, which runs for an hour: `python -m bench soak --minutes 60 --rate
 2000`, and the peers, which need `make bench-peers`). `--quick` shrinks every size so that
 `all` takes a few minutes; its figures show the shape, the full run gives the numbers for
@@ -51,6 +51,7 @@ SCENARIOS = (
     "peers",
     "parquet",
     "filesage",
+    "realtime",
 )
 IN_ALL = tuple(s for s in SCENARIOS if s not in ("soak", "peers"))  # `all` leaves out the
 # hour-long soak and the peers (their own environments, `make bench-peers`)

@@ -97,11 +97,48 @@ def test_continuous_trigger_eligibility() -> None:
 
 
 def test_real_time_trigger_eligibility() -> None:
+    """What Spark 4.3's real-time mode was seen to run (analysis/realtime.py): update mode from
+    Kafka, stateless or aggregated, into console, foreach, kafka and the database sinks."""
     rt = TriggerSpec.parse("real-time:5s")
-    assert codes(STATELESS, "append", SinkSpec("console"), rt, "kafka") == []
-    assert codes(STATELESS, "append", SinkSpec("console"), rt, "rate") == ["REAL_TIME_NOT_ELIGIBLE"]
-    assert codes(STATELESS, "append", SinkSpec("memory"), rt, "kafka") == ["REAL_TIME_NOT_ELIGIBLE"]
-    assert codes(WINDOWED, "update", SinkSpec("console"), rt, "kafka") == ["REAL_TIME_NOT_ELIGIBLE"]
+    assert codes(STATELESS, "update", SinkSpec("console"), rt, "kafka") == []
+    assert codes(WINDOWED, "update", SinkSpec("sqlite"), rt, "kafka") == []
+    assert codes(WINDOWED, "update", SinkSpec("postgresql"), rt, "kafka") == []
+    assert codes(replace(WINDOWED, dedup=True), "update", SinkSpec("kafka"), rt, "kafka") == []
+    refused = "REAL_TIME_NOT_ELIGIBLE"
+    assert codes(STATELESS, "update", SinkSpec("console"), rt, "rate") == [refused]
+    assert codes(STATELESS, "update", SinkSpec("memory"), rt, "kafka") == [refused]
+    assert codes(STATELESS, "append", SinkSpec("console"), rt, "kafka") == [refused]
+    assert codes(WINDOWED, "complete", SinkSpec("sqlite"), rt, "kafka") == [refused]
+    within = replace(WINDOWED, dedup=True, dedup_within_watermark=True)
+    assert codes(within, "update", SinkSpec("sqlite"), rt, "kafka") == [refused]
+
+
+def test_real_time_blockers_name_each_cause() -> None:
+    from slipstream.analysis.realtime import blockers, describe
+
+    trending = replace(WINDOWED, dedup=True, dedup_within_watermark=True)
+    found = blockers(trending, "append", "parquet", "files")
+    assert [line.split(" ")[0] for line in found] == ["source", "sink", "--mode", "operator"]
+    assert "dropDuplicatesWithinWatermark" in found[3]
+    assert blockers(replace(STATELESS, python_map=True), "update", "kafka", "kafka") == [
+        "operator mapInArrow / mapInPandas (a Python worker: "
+        "STREAMING_REAL_TIME_MODE.OPERATOR_OR_SINK_NOT_IN_ALLOWLIST)"
+    ]
+    assert describe(WINDOWED, "update", "sqlite", "kafka").startswith("yes: each row upserted")
+    assert describe(WINDOWED, "append", "sqlite", "kafka").startswith("no: --mode append")
+
+
+def test_real_time_slots() -> None:
+    from slipstream.analysis.realtime import slot_blocker, slots_needed
+
+    assert slots_needed(STATELESS, 3, 4) == 3  # no shuffle: a task per topic partition
+    assert slots_needed(WINDOWED, 1, 4) == 5
+    assert slot_blocker({"m.counts": 2}, 0, 2) is None
+    assert slot_blocker({"m.counts": 2}, 1, 3) is None
+    assert slot_blocker({"m.counts": 2}, 1, 2) == (
+        "the real-time queries hold 3 task slots at once (m.counts 2 + 1 for the 1 "
+        "micro-batch query) and Spark has 2"
+    )
 
 
 def test_seed_append_on_running_count_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -158,13 +195,14 @@ def test_kafka_without_a_broker_is_refused_before_start(monkeypatch) -> None:  #
     assert err.value.code == "KAFKA_UNREACHABLE"
 
 
-def test_parsed_input_is_not_eligible_for_continuous_or_real_time() -> None:
-    """Spark refuses Generate and CollectMetrics under these triggers; say so before start."""
+def test_parsed_input_is_not_eligible_for_continuous_but_is_for_real_time() -> None:
+    """Spark refuses Generate and CollectMetrics under the continuous trigger; real-time mode
+    runs them (measured: `inline` and `observe` from Kafka into a ForeachWriter)."""
     parsed = replace(STATELESS, quarantine=True)
     cont = TriggerSpec.parse("continuous:1s")
     rt = TriggerSpec.parse("real-time:5s")
     assert codes(parsed, "append", SinkSpec("console"), cont, "rate") == ["CONTINUOUS_NOT_ELIGIBLE"]
-    assert codes(parsed, "append", SinkSpec("console"), rt, "kafka") == ["REAL_TIME_NOT_ELIGIBLE"]
+    assert codes(parsed, "update", SinkSpec("console"), rt, "kafka") == []
     assert codes(parsed, "append", SinkSpec("console"), TriggerSpec.parse("1s"), "rate") == []
 
 

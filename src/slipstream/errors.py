@@ -43,7 +43,13 @@ CODES: dict[str, str] = {
         "processing-time timers run a batch every trigger: an available-now run never ends"
     ),
     "REAL_TIME_NOT_ELIGIBLE": (
-        "the real-time trigger supports only stateless queries from kafka to console/foreach/kafka"
+        "Spark's real-time mode runs update mode from Kafka into console, foreach, kafka and "
+        "the database sinks, without dropDuplicatesWithinWatermark, stream-stream joins, "
+        "stateful processors, session windows or Python maps"
+    ),
+    "REAL_TIME_NEEDS_SLOTS": (
+        "real-time queries hold a task slot per source and shuffle partition for their whole "
+        "run: Spark has too few for all of them"
     ),
     "SOURCE_NOT_SUPPORTED": "the pipeline cannot read from this source kind",
     "SOURCE_NOT_AVAILABLE": "the source's connector is not installed",

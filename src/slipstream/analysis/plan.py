@@ -30,6 +30,10 @@ class Plan:
     watermark_delay: timedelta | None = None
     watermark_before_aggregation: bool = True
     dedup: bool = False
+    # dropDuplicatesWithinWatermark (Spark's real-time mode refuses its operator)
+    dedup_within_watermark: bool = False
+    # a Python function on the rows (mapInArrow, mapInPandas): real-time mode refuses it
+    python_map: bool = False
     stream_static_join: bool = False
     stream_stream_join: bool = False
     # limit / distinct / sort applied to the stream (sort after an aggregation is allowed in
@@ -146,6 +150,8 @@ STATE_OPS = (
     "TransformWithState",
     "TransformWithStateInPySpark",
 )
+
+PYTHON_MAPS = ("MapInArrow", "MapInPandas", "PythonMapInArrow")
 
 
 @dataclass(frozen=True)
@@ -278,6 +284,8 @@ def read_plan(text: str) -> Plan:
         watermark_delay=watermark_delay,
         watermark_before_aggregation=before,
         dedup=any(n.name.startswith("Deduplicate") for n in streaming),
+        dedup_within_watermark=any(n.name == "DeduplicateWithinWatermark" for n in streaming),
+        python_map=any(n.name in PYTHON_MAPS for n in streaming),
         stream_static_join=bool(joins) and not stream_stream,
         stream_stream_join=stream_stream,
         stream_ops=tuple(ops),

@@ -9,19 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from slipstream.analysis import realtime
 from slipstream.analysis.plan import Plan
 from slipstream.core.specs import OutputMode, SinkSpec, TriggerSpec
 from slipstream.errors import ValidationError
 
 CONTINUOUS_SOURCES = frozenset({"rate", "kafka"})
 CONTINUOUS_SINKS = frozenset({"console", "memory", "kafka", "foreach"})
-REAL_TIME_SOURCES = frozenset({"kafka"})
-REAL_TIME_SINKS = frozenset({"console", "foreach", "kafka"})
-# trigger kind -> (error code, sources, sinks) it accepts
-ELIGIBLE = {
-    "continuous": ("CONTINUOUS_NOT_ELIGIBLE", CONTINUOUS_SOURCES, CONTINUOUS_SINKS),
-    "real-time": ("REAL_TIME_NOT_ELIGIBLE", REAL_TIME_SOURCES, REAL_TIME_SINKS),
-}
 
 
 def violations(
@@ -116,8 +110,16 @@ def violations(
             "use --trigger once (one batch), or a micro-batch trigger stopped by --duration or "
             "Ctrl-C, or event-time timers (activity: --timeout event)",
         )
-    if trigger.kind in ELIGIBLE:
-        code, sources, sinks = ELIGIBLE[trigger.kind]
+    if trigger.kind == "real-time":
+        reasons = realtime.blockers(plan, mode, sink.kind, source)
+        if reasons:
+            refuse(
+                "REAL_TIME_NOT_ELIGIBLE",
+                "Spark's real-time mode cannot run this output: " + "; ".join(reasons),
+                "use a micro-batch trigger (default or an interval such as 1s) for it",
+            )
+    if trigger.kind == "continuous":
+        code, sources, sinks = "CONTINUOUS_NOT_ELIGIBLE", CONTINUOUS_SOURCES, CONTINUOUS_SINKS
         reasons = []
         if not plan.map_like:
             reasons.append("the query is stateful or joins (only map-like queries are allowed)")

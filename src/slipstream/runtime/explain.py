@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from slipstream.analysis import realtime
 from slipstream.core.specs import format_duration
 from slipstream.runtime.bound import BoundInput, Prepared
 
@@ -23,7 +24,9 @@ def explain(prepared: Prepared) -> str:
     if prepared.params:
         shown = ", ".join(f"{k}={show_value(v)}" for k, v in prepared.params.items())
         lines.append(f"params      {shown}")
+    streams = [b.source.kind for b in prepared.inputs.values() if b.source is not None]
     for out in prepared.outputs.values():
+        kinds = (out.sink.spec.kind, streams[0] if streams else "files")
         lines.append(
             f"output      {out.name}: {out.ctx.mode} to {out.sink.describe(out.ctx)}"
             f"  (checkpoint {out.ctx.checkpoint})"
@@ -31,6 +34,11 @@ def explain(prepared: Prepared) -> str:
         plan = prepared.plans.get(out.name)
         if plan is not None:
             lines += [f"  {line}" for line in plan.describe(out.ctx.mode)]
+        if s.trigger.kind == "real-time" and plan is not None:
+            if out.spec is None:
+                lines.append("  real-time   no: rejected records go to files; micro-batches")
+            else:
+                lines.append(f"  real-time   {realtime.describe(plan, out.ctx.mode, *kinds)}")
         late = prepared.late.get(out.name)
         if late is not None:
             lines += [f"  late rows {rule.describe()}" for rule in late.rules]

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from slipstream.analysis.plan import analyzed_text, read_plan
+from slipstream.analysis.realtime import slot_blocker, slots_needed
 from slipstream.analysis.validate import key_violations, violations
 from slipstream.checkpoint.integrity import refuse_damaged
 from slipstream.checkpoint.lifecycle import (
@@ -58,6 +59,9 @@ from slipstream.runtime.ownership import record_outputs, refuse_foreign_outputs
 from slipstream.runtime.run import Run, batch_boundaries
 from slipstream.settings.config import Settings
 from slipstream.settings.connect import sink_violations, start_query
+from slipstream.sinks.base import DatabaseSink
+from slipstream.sinks.rows import attach_rows, mark_real_time
+from slipstream.sources.kafka import bound_topic, check_topic
 
 _log = logging.getLogger("slipstream")
 
@@ -150,7 +154,8 @@ def check(prepared: Prepared, queries: list[Query]) -> list[ValidationError]:
         plan = prepared.plans[out.name]
         offered = out.spec.modes if out.spec is not None else None
         source = _source_of(prepared, out)
-        found = violations(plan, out.ctx.mode, out.sink.spec, s.trigger, source, offered)
+        trigger = query_trigger(s, quarantine=out.spec is None)
+        found = violations(plan, out.ctx.mode, out.sink.spec, trigger, source, offered)
         if out.spec is not None:
             nullable = {f.name: f.nullable for f in query.frame.schema.fields}
             found += key_violations(out.ctx.mode, out.sink.spec, out.ctx.key, nullable)
@@ -160,7 +165,42 @@ def check(prepared: Prepared, queries: list[Query]) -> list[ValidationError]:
             problems.append(
                 ValidationError(v.code, f"output {out.ctx.query_name}: {v.message}", v.fix)
             )
+    if s.trigger.kind == "real-time" and not problems:
+        problems += real_time_slots(prepared, queries)
     return problems
+
+
+def real_time_slots(prepared: Prepared, queries: list[Query]) -> list[ValidationError]:
+    """REAL_TIME_NEEDS_SLOTS when the run's real-time queries cannot all run at once."""
+    topics = [
+        check_topic(bound_topic(b.binding, b.source_options))
+        for b in prepared.inputs.values()
+        if b.source is not None and b.source.kind == "kafka"
+    ]
+    if not queries or not topics:
+        return []
+    spark = queries[0].frame.sparkSession
+    try:
+        cores = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect: the cluster's size is not the client's to read
+        return []
+    shuffle = int(spark.conf.get("spark.sql.shuffle.partitions") or 1)
+    real_time = [q for q in queries if q.output.spec is not None]
+    needs = {
+        q.output.ctx.query_name: slots_needed(prepared.plans[q.output.name], sum(topics), shuffle)
+        for q in real_time
+    }
+    blocker = slot_blocker(needs, len(queries) - len(real_time), cores)
+    if blocker is None:
+        return []
+    return [
+        ValidationError(
+            "REAL_TIME_NEEDS_SLOTS",
+            blocker,
+            "give Spark more cores (--master local[N]), fewer shuffle partitions "
+            "(--conf spark.sql.shuffle.partitions=1) or a topic with fewer partitions",
+        )
+    ]
 
 
 def restart_verdicts(spark: SparkSession, prepared: Prepared, queries: list[Query]) -> Verdicts:
@@ -196,11 +236,22 @@ def apply_trigger(writer: Any, trigger: TriggerSpec) -> Any:
 
 def query_trigger(settings: Settings, quarantine: bool) -> TriggerSpec:
     """A quarantine query takes `--quarantine-trigger` while the outputs run micro-batches on
-    and on; with a finite trigger (available-now, once) every query takes the run's."""
+    and on, and micro-batches (or `--quarantine-trigger`) while they run in real-time mode;
+    with a finite trigger (available-now, once) every query takes the run's."""
     own = settings.quarantine_trigger
     if quarantine and own is not None and settings.trigger.kind in ("default", "interval"):
         return own
+    if quarantine and settings.trigger.kind == "real-time":
+        # rejected records go to files, which real-time mode cannot write: micro-batches
+        return own or TriggerSpec()
     return settings.trigger
+
+
+def row_by_row(settings: Settings, output: BoundOutput) -> DatabaseSink | None:
+    """The database sink of an output that real-time mode writes row by row (sinks/rows.py)."""
+    if settings.trigger.kind != "real-time" or output.spec is None:
+        return None
+    return output.sink if isinstance(output.sink, DatabaseSink) else None
 
 
 def checkpoints_of(prepared: Prepared) -> dict[str, Path]:
@@ -256,6 +307,11 @@ def start(
         for query in built:
             out = query.output
             frame = out.sink.shape(query.frame, out.ctx)
+            attach = out.sink.attach
+            rows = row_by_row(settings, out)
+            if rows is not None:  # real-time mode into a database: a ForeachWriter
+                frame, foreach = attach_rows(rows, frame, out.ctx)
+                attach = lambda stream, _ctx, foreach=foreach: foreach(stream)  # noqa: E731
             writer = frame.writeStream.queryName(out.ctx.query_name)
             writer = writer.outputMode(out.ctx.mode)
             writer = writer.option("checkpointLocation", str(out.ctx.checkpoint))
@@ -265,7 +321,9 @@ def start(
                 started = start_query(apply_trigger(writer, settings.trigger))
             else:
                 trigger = query_trigger(settings, quarantine=out.spec is None)
-                started = start_query(apply_trigger(out.sink.attach(writer, out.ctx), trigger))
+                started = start_query(apply_trigger(attach(writer, out.ctx), trigger))
+                if rows is not None:
+                    mark_real_time(rows, out.ctx, str(started.id))
             listener.register(str(started.id), out.ctx.query_name)
             queries[out.name] = started
             if query.ingest is not None and settings.trigger.kind in ("available-now", "once"):

@@ -285,6 +285,15 @@ class DatabaseSink(BatchSink):
         """Whether the database has slipstream's ledger table."""
         raise NotImplementedError
 
+    # real-time mode: rows upserted one at a time by a ForeachWriter (sinks/rows.py)
+    def row_frame(self, frame: DataFrame) -> DataFrame:
+        """The rows as this database binds them (timestamps as ISO-8601 UTC text, ...)."""
+        return with_iso_timestamps(frame, nested_as_json=True)
+
+    def row_connection(self) -> Any:
+        """A picklable function that opens a connection on an executor."""
+        raise NotImplementedError
+
     def foreign_batches(self, ctx: SinkContext) -> str | None:
         """Ledger rows of another query id for this table, while this checkpoint has
         committed no batch (new, or reset without its outputs): the new query's batch ids

@@ -57,6 +57,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -198,6 +199,12 @@ class PostgresSink(DatabaseSink):
                 conn.execute(
                     f"CREATE INDEX ON {quote_ident(staging)} (_query_id, _batch_id, _attempt)"
                 )
+
+    def row_frame(self, frame: DataFrame) -> DataFrame:
+        return without_nul(with_iso_timestamps(frame, nested_as_json=True))
+
+    def row_connection(self) -> partial[psycopg.Connection]:
+        return partial(connect, self.target)  # pickled as the staging tasks carry it
 
     def clear_stage(self, conn: psycopg.Connection, info: BatchInfo) -> None:
         """Leftovers of an earlier attempt of this batch (a crash before its merge), or of any

@@ -16,6 +16,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -131,10 +132,17 @@ class SqliteSink(DatabaseSink):
     def staged(self, batch: DataFrame, info: BatchInfo) -> Iterator[Any]:
         """The batch as SQLite can bind it: timestamps, dates and decimals as text (exact),
         nested values as JSON text. Converted on the executors, before any row is read."""
-        frame = with_iso_timestamps(batch, nested_as_json=True)
+        yield self.row_frame(batch)
+
+    def row_frame(self, frame: DataFrame) -> DataFrame:
+        frame = with_iso_timestamps(frame, nested_as_json=True)
         if any(isinstance(f.dataType, DecimalType | DateType) for f in frame.schema.fields):
             frame = frame.select(*[_as_text(f) for f in frame.schema.fields])
-        yield frame
+        return frame
+
+    def row_connection(self) -> partial[sqlite3.Connection]:
+        """Real-time mode: each task's connection (sinks/rows.py), WAL like the driver's."""
+        return partial(row_connect, str(self.path))
 
     def merge(self, conn: sqlite3.Connection, info: BatchInfo, staged: DataFrame) -> int:
         """The batch's rows, read partition by partition on the driver, inserted or upserted."""
@@ -218,6 +226,16 @@ class SqliteSink(DatabaseSink):
             )
             conn.execute(f"DELETE FROM {LEDGER_TABLE} WHERE target_table = ?", (ctx.table,))
         return [f"table {ctx.table} in {self.path}"]
+
+
+def row_connect(path: str) -> sqlite3.Connection:
+    """A connection for a real-time task: WAL, so readers never wait for it, and a busy
+    timeout, so the tasks of one query take turns on the file."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=30, isolation_level="DEFERRED")
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
 
 
 @contextmanager

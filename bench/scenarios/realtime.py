@@ -1,0 +1,156 @@
+"""17b. Latency from a Kafka topic: a record produced -> its count visible in SQLite, `mobile`
+in Spark's real-time mode against micro-batches (issue 27 item 8).
+
+One broker (slipstream.tools.kafka_broker), a one-partition topic, and per variant a
+`slipstream run mobile --input kafka://... --sink sqlite:DB` of its own (`local[3]`, one
+shuffle partition: the real-time query holds two slots, its quarantine needs a third). After a
+warm-up record is visible, a producer sends `rate` actions a second for `seconds` seconds, each
+with `ts` = now (so every record lands in the open 10-minute window) and one of four actions,
+and notes when it handed each record to the client (`linger.ms` 0). The main thread reads the
+table every `poll_ms`: when the count of (window, action) reaches c, the first c records of
+that key sent are visible, and each one's latency is the read's time minus its send time (a
+record's latency includes up to one poll interval). p50/p95/p99 over all records."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import statistics
+import threading
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.core import Context, Result
+from bench.procs import Proc, slipstream_command
+
+NAME = "realtime"
+TITLE = "Kafka -> SQLite latency, mobile: real-time mode vs micro-batches"
+ACTIONS = ("open", "close", "crash", "swipe")
+#: Maven Central here serves Spark's Kafka connector up to 4.2.0 (README, Kafka)
+CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
+TRIGGERS = {"real-time (5s epochs)": "real-time:5s", "micro-batches (default trigger)": "default"}
+
+
+def counts(db: Path) -> dict[tuple[str, str], int]:
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
+            rows = conn.execute("SELECT window_start, action, count FROM mobile_action_counts")
+            return {(w, a): int(c) for w, a, c in rows}
+    except sqlite3.Error:  # not yet created
+        return {}
+
+
+def window_of(moment: datetime) -> str:
+    start = moment.replace(minute=moment.minute - moment.minute % 10, second=0, microsecond=0)
+    return start.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def record(action: str, moment: datetime, index: int) -> str:
+    ts = moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return json.dumps({"id": f"phone{index % 50}", "action": action, "ts": ts})
+
+
+def measure(ctx: Context, broker: Any, variant: str, trigger: str) -> dict[str, Any]:
+    from confluent_kafka import Producer
+
+    rate, seconds = int(ctx.param("rate", 1000, 1000)), float(ctx.param("seconds", 20, 60))
+    poll_s = float(ctx.param("poll_ms", 5, 5)) / 1000
+    topic = broker.create_topic(f"actions-{int(time.time() * 1000)}", 1)
+    work = ctx.scratch(NAME) / topic
+    db = work / "out.db"
+    argv = slipstream_command(
+        *("run", "mobile", "--input", broker.url(topic, startingOffsets="earliest")),
+        *("--trigger", trigger, "--mode", "update", "--sink", f"sqlite:{db}"),
+        *("--master", "local[3]", "--conf", "spark.sql.shuffle.partitions=1"),
+        *("--state-dir", work / "state"),
+    )
+    env = {"SLIPSTREAM_KAFKA_CONNECTOR": os.environ.get("SLIPSTREAM_KAFKA_CONNECTOR", CONNECTOR)}
+    proc = Proc(argv, work / "run.log", env)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": 1})
+    try:
+        warm = datetime.now(UTC)
+        producer.produce(topic, record("warmup", warm, 0).encode())
+        producer.flush(30)
+        deadline = time.monotonic() + 300
+        while not counts(db):
+            if not proc.alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"{variant}: no row after the warm-up\n{proc.tail()}")
+            time.sleep(0.05)
+        base = counts(db)
+        sent: dict[tuple[str, str], list[float]] = defaultdict(list)
+        lock = threading.Lock()
+        total = int(rate * seconds)
+
+        def produce() -> None:
+            began = time.monotonic()
+            for i in range(total):
+                wait = began + i / rate - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                now = datetime.now(UTC)
+                key = (window_of(now), ACTIONS[i % len(ACTIONS)])
+                with lock:
+                    sent[key].append(time.monotonic())
+                producer.produce(topic, record(key[1], now, i).encode())
+                producer.poll(0)
+            producer.flush(30)
+
+        sender = threading.Thread(target=produce, name="bench-realtime-producer")
+        sender.start()
+        latencies: list[float] = []
+        seen: dict[tuple[str, str], int] = defaultdict(int)
+        deadline = time.monotonic() + seconds + 60
+        while len(latencies) < total and time.monotonic() < deadline:
+            now_counts, at = counts(db), time.monotonic()
+            with lock:
+                for key, count in now_counts.items():
+                    visible = min(count - base.get(key, 0), len(sent.get(key, ())))
+                    for i in range(seen[key], visible):
+                        latencies.append(at - sent[key][i])
+                    seen[key] = max(seen[key], visible)
+            time.sleep(poll_s)
+        sender.join()
+    finally:
+        proc.stop()
+    cuts = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [float("nan")] * 99
+    return {
+        "variant": variant,
+        "events": total,
+        "visible": len(latencies),
+        "p50_ms": round(cuts[49] * 1000),
+        "p95_ms": round(cuts[94] * 1000),
+        "p99_ms": round(cuts[98] * 1000),
+        "max_ms": round(max(latencies, default=float("nan")) * 1000),
+    }
+
+
+def run(ctx: Context) -> Result:
+    from slipstream.tools.kafka_broker import BrokerError, KafkaBroker
+
+    result = Result(NAME, TITLE)
+    result.params = {
+        "rate_per_s": ctx.param("rate", 1000, 1000),
+        "seconds": ctx.param("seconds", 20, 60),
+        "poll_ms": ctx.param("poll_ms", 5, 5),
+        "master": "local[3], spark.sql.shuffle.partitions=1",
+    }
+    try:
+        broker = KafkaBroker(base=Path(ctx.scratch("broker"))).start()
+    except (BrokerError, OSError) as exc:
+        result.skipped = f"no Kafka broker: {exc}"
+        return result
+    try:
+        for variant, trigger in TRIGGERS.items():
+            ctx.log(f"  {variant}")
+            result.add(**measure(ctx, broker, variant, trigger))
+    finally:
+        broker.stop()
+    result.notes.append(
+        "latency = the first read of the table (every poll_ms) that shows the record counted, "
+        "minus when the producer was handed the record; one run per variant"
+    )
+    return result

@@ -1,0 +1,108 @@
+"""What Spark's real-time mode (`--trigger real-time:5s`) runs, read from an output's plan.
+
+Measured on Spark 4.3.0 with the 4.2.0 Kafka connector (local[2], a KRaft broker), each case
+below a query started with `trigger(realTime="5 seconds")`:
+
+runs      Kafka -> projections and filters; `explode` and `inline` (generators); `observe`;
+          `groupBy().count()` with and without event-time windows (tumbling and sliding) and a
+          watermark; `dropDuplicates` with a watermark; a stream-static broadcast join; into
+          `foreach` (a ForeachWriter), Kafka and console sinks, update mode.
+refused   append and complete modes (STREAMING_REAL_TIME_MODE.OUTPUT_MODE_NOT_SUPPORTED, at
+          start), so stream-stream joins (append only) too; memory and noop sinks
+          (STREAMING_REAL_TIME_MODE.OPERATOR_OR_SINK_NOT_IN_ALLOWLIST, at start);
+          `dropDuplicatesWithinWatermark` (StreamingDeduplicateWithinWatermarkExec) and Python
+          UDFs (ArrowEvalPythonExec) with the same code, when the first epoch runs; session
+          windows (update mode: STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION); `foreachBatch`.
+
+slipstream's database sinks are micro-batch sinks (`foreachBatch` and a batch ledger); in
+real-time mode they write through a ForeachWriter that upserts each row on the output's key
+(sinks/rows.py), so they take part. Each blocker comes back as one line that names it."""
+
+from __future__ import annotations
+
+from slipstream.analysis.plan import Plan
+from slipstream.core.specs import OutputMode
+
+SOURCES = frozenset({"kafka"})
+#: Spark's allow-list (console, foreach, kafka) and the database sinks, which write through a
+#: ForeachWriter in this mode
+SINKS = frozenset({"console", "foreach", "kafka", "sqlite", "postgresql"})
+ALLOWLIST = "STREAMING_REAL_TIME_MODE.OPERATOR_OR_SINK_NOT_IN_ALLOWLIST"
+
+
+def blockers(plan: Plan, mode: OutputMode, sink: str, source: str) -> list[str]:
+    """Why Spark's real-time mode cannot run this output; empty when it can."""
+    found = []
+    if source not in SOURCES:
+        found.append(f"source {source}: real-time mode reads Kafka only")
+    if sink not in SINKS:
+        found.append(
+            f"sink {sink}: real-time mode writes to {', '.join(sorted(SINKS))} only "
+            f"(Spark: {ALLOWLIST})"
+        )
+    if mode != "update":
+        found.append(
+            f"--mode {mode}: real-time mode runs update mode only "
+            "(Spark: STREAMING_REAL_TIME_MODE.OUTPUT_MODE_NOT_SUPPORTED)"
+        )
+    if plan.dedup_within_watermark:
+        found.append(
+            "operator dropDuplicatesWithinWatermark (StreamingDeduplicateWithinWatermarkExec "
+            f"is not in Spark's real-time allow-list: {ALLOWLIST})"
+        )
+    if plan.stream_stream_join:
+        found.append("operator stream-stream join (it emits in append mode only)")
+    if plan.arbitrary_state:
+        found.append(
+            "operator transformWithState / flatMapGroupsWithState (not in Spark's real-time "
+            "allow-list)"
+        )
+    if plan.window == "session":
+        found.append("operator session window (no update mode)")
+    if plan.python_map:
+        found.append(f"operator mapInArrow / mapInPandas (a Python worker: {ALLOWLIST})")
+    for op in plan.stream_ops:
+        found.append(f"operator {op} on a stream")
+    return found
+
+
+def slots_needed(plan: Plan, source_partitions: int, shuffle_partitions: int) -> int:
+    """Task slots one real-time query holds for its whole run: Spark schedules the stages of
+    an epoch together, a task per source partition and one per shuffle partition when the
+    query shuffles (an aggregation or a deduplication; a broadcast join does not)."""
+    shuffles = plan.aggregation or plan.dedup
+    return source_partitions + (shuffle_partitions if shuffles else 0)
+
+
+def slot_blocker(needs: dict[str, int], micro_batch_queries: int, cores: int) -> str | None:
+    """Why the real-time queries of a run cannot all hold their slots at once (Spark fails
+    such a query with CONCURRENT_SCHEDULER_INSUFFICIENT_SLOT once it starts), or None. A
+    micro-batch query beside them (a quarantine) needs a slot of its own to ever run."""
+    total = sum(needs.values()) + (1 if micro_batch_queries else 0)
+    if total <= cores:
+        return None
+    each = ", ".join(f"{name} {n}" for name, n in needs.items())
+    beside = f" + 1 for the {micro_batch_queries} micro-batch quer" + (
+        "y" if micro_batch_queries == 1 else "ies"
+    )
+    return (
+        f"the real-time queries hold {total} task slots at once ({each}"
+        f"{beside if micro_batch_queries else ''}) and Spark has {cores}"
+    )
+
+
+def describe(plan: Plan, mode: OutputMode, sink: str, source: str) -> str:
+    """What `check` says of one output under `--trigger real-time:...`."""
+    found = blockers(plan, mode, sink, source)
+    if found:
+        return "no: " + "; ".join(found)
+    if sink in ("sqlite", "postgresql"):
+        how = (
+            "each row upserted on the output's key as it arrives, by a ForeachWriter "
+            "(at-least-once delivery; a replayed epoch converges to the same rows)"
+        )
+    elif sink == "kafka":
+        how = "Spark's Kafka sink (at-least-once: a replayed epoch writes its records again)"
+    else:
+        how = f"Spark's {sink} sink"
+    return f"yes: {how}"
