@@ -86,6 +86,10 @@ class LandedFilesCheck:
             out.ctx.query_name: Path(out.ctx.checkpoint) for out in prepared.outputs.values()
         }
         self.failure: SlipstreamError | None = None
+        # files another checkpoint read (--from-checkpoint): listed here, never opened
+        self.skipped = frozenset(
+            f for bound in prepared.inputs.values() for f in bound.binding.skip_files
+        )
         self.reported: dict[str, SlipstreamError] = {}  # problem files only
         self._lock = threading.Lock()
 
@@ -121,7 +125,7 @@ class LandedFilesCheck:
             self._report(entry.path, judge(entry))
 
     def _report(self, path: str, problem: SlipstreamError | None) -> None:
-        if problem is None:
+        if problem is None or path in self.skipped:
             return
         with self._lock:
             if path in self.reported:

@@ -40,6 +40,15 @@ from slipstream.sources.parquet_files import LISTING, parquet_rows
 MAX_FILE_AGE = "365000d"
 
 
+def skipping(frame: DataFrame, binding: Binding) -> DataFrame:
+    """Leave out the files another checkpoint read (`--from-checkpoint`). A filter on
+    `_metadata.file_path` only: Spark applies it to the file index of each batch (the plan's
+    `DataFilters`), so a skipped file is listed and logged as seen, but not opened."""
+    if not binding.skip_files:
+        return frame
+    return frame.filter(~F.col("_metadata.file_path").isin(sorted(binding.skip_files)))
+
+
 class FilesSource(Source):
     kind = "files"
     options = (
@@ -91,8 +100,8 @@ class FilesSource(Source):
                     "parquet input needs a declared schema",
                     "declare the pipeline's input schema",
                 )
-            listing = reader.format("binaryFile").schema(LISTING).load(path)
+            listing = skipping(reader.format("binaryFile").schema(LISTING).load(path), binding)
             return RawInput(parquet_rows(listing, schema, binding.required), "parquet", True)
-        frame = reader.format("text").load(path)
+        frame = skipping(reader.format("text").load(path), binding)
         frame = frame.select(F.col("value"), F.col("_metadata.file_path").alias(SOURCE))
         return RawInput(frame, fmt, True)
