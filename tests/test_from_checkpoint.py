@@ -123,9 +123,9 @@ def test_kafka_starts_at_the_old_checkpoints_offsets(
     kafka_spark: SparkSession, kafka: Any, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     """The same over a Kafka topic of 2 partitions: the new checkpoint starts at OLD's
-    committed end offsets, and a restart carries on from its own."""
+    committed end offsets (without them it would start at `latest` and read nothing)."""
     topic = kafka.create_topic("t-from-checkpoint", 2)
-    lines = sorted(_mobile_lines(700), key=lambda line: json.loads(line)["ts"])
+    lines = sorted(_mobile_lines(600), key=lambda line: json.loads(line)["ts"])
     produce(kafka.bootstrap, topic, lines[:300])
 
     def run(state: str, url: str, **settings: Any) -> None:
@@ -137,9 +137,7 @@ def test_kafka_starts_at_the_old_checkpoints_offsets(
     produce(kafka.bootstrap, topic, lines[300:600])
     run("new", kafka.url(topic), window="5m", from_checkpoint=tmp_path / "old")
     assert table(tmp_path / "new" / "slipstream.db") == expected(lines[300:600], "5min")
-    produce(kafka.bootstrap, topic, lines[600:])
-    run("new", kafka.url(topic), window="5m")  # a restart, no flag
-    assert table(tmp_path / "new" / "slipstream.db") == expected(lines[300:], "5min")
+    # (a restart is the files test's: Spark reads startingOffsets on a new checkpoint only)
 
 
 def _mobile_lines(count: int) -> list[str]:
