@@ -247,9 +247,15 @@ def begin(prepared: Prepared, say: Callable[[str], None]) -> None:
     for out in prepared.outputs.values():
         if out.spec is None:
             continue
+        plan = prepared.plans.get(out.name)
+        windowed = plan is not None and plan.window != "none"
         say(
             f"output {out.ctx.query_name} is rebuilt on a new checkpoint, not continued: "
             f"{out.sink.describe(out.ctx)} holds what this version computes over the records "
-            f"OLD had not read ({start.old}); a window still open at that point counts only "
-            "its records from there"
+            f"OLD had not read ({start.old})"
+            + (
+                "; a window still open at that point counts only its records from there"
+                if windowed
+                else ""
+            )
         )
