@@ -108,6 +108,18 @@ def test_a_recorded_start_is_kept_and_another_old_refused(tmp_path: Path, landin
     with pytest.raises(CheckpointError) as err:
         prepare(landing, tmp_path / "new", from_checkpoint=other)
     assert err.value.code == "FROM_CHECKPOINT_NOT_NEW"
+    # once every query of the new checkpoint committed a batch that listed a file, Spark never
+    # lists it again: the filter carries only the others (here b.json)
+    root = tmp_path / "new" / "checkpoints" / "mobile"
+    for query in ("counts", "quarantine.actions"):
+        _log(root / query / "offsets" / "0", {"batchTimestampMs": 1}, {"logOffset": 0})
+        _log(root / query / "commits" / "0", {})
+        entry = {"path": f"file://{landing / 'a.json'}", "timestamp": 1, "batchId": 0}
+        _log(root / query / "sources" / "0" / "0", entry)
+    restarted = prepare(landing, tmp_path / "new")
+    assert restarted.start_from is not None and len(restarted.start_from.skips("actions")) == 4
+    skip = restarted.inputs["actions"].binding.skip_files
+    assert {Path(f).name for f in skip} == {"b.json"}
 
 
 def test_kafka_starts_at_the_committed_end_offsets(tmp_path: Path, landing: Path) -> None:
@@ -119,7 +131,7 @@ def test_kafka_starts_at_the_committed_end_offsets(tmp_path: Path, landing: Path
     bound = replace(files_input, binding=replace(files_input.binding, path=None, topic=topic))
     where = InputStart("actions", "kafka", offsets={"actions": {"0": 7, "1": 3}})
     start = StartFrom(old, "now", {"counts": 0}, {"actions": where})
-    binding = apply({"actions": bound}, start)["actions"].binding
+    binding = apply({"actions": bound}, start, [])["actions"].binding
     assert binding.topic is not None
     options = binding.topic.option_map
     assert json.loads(options["startingOffsets"]) == {"actions": {"0": 7, "1": 3}}
@@ -128,5 +140,5 @@ def test_kafka_starts_at_the_committed_end_offsets(tmp_path: Path, landing: Path
     given = KafkaTopic.parse("kafka://127.0.0.1:9092/actions?startingOffsets=earliest")
     clash = replace(bound, binding=replace(bound.binding, topic=given))
     with pytest.raises(ConfigError) as err:
-        apply({"actions": clash}, start)
+        apply({"actions": clash}, start, [])
     assert err.value.code == "CONFIG_BAD_VALUE"

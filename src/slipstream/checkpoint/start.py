@@ -54,6 +54,12 @@ class StartFrom:
     inputs: dict[str, InputStart]
     recorded: bool = False  # False: taken by this run, written when its queries start
 
+    def skips(self, name: str) -> frozenset[str]:
+        """Every file input `name` skips (the dead-letter and the landed-files check leave
+        them out; the query's filter may carry fewer: runtime.from_checkpoint.still_to_skip)."""
+        where = self.inputs.get(name)
+        return frozenset() if where is None else where.skip_forms()
+
     def describe(self) -> list[str]:
         at = ", ".join(f"{q} batch {b}" for q, b in sorted(self.batches.items()))
         return [

@@ -60,7 +60,6 @@ def prepare(
     if check_source:
         pipeline.validate(params, {n: b.binding.path for n, b in inputs.items()})
     start = start_from(settings, pipeline.name, inputs) if check_source else None
-    inputs = apply(inputs, start)
     for flag in ("sink", "table", "mode"):
         _refuse_unknown(pipeline, getattr(settings, flag), "output", f"--{flag}")
     outputs: dict[str, BoundOutput] = {}
@@ -87,6 +86,7 @@ def prepare(
                 reads=(bound_input.name,),
             )
     _refuse_shared_targets(outputs)
+    inputs = apply(inputs, start, [Path(o.ctx.checkpoint) for o in outputs.values()])
     prepared = Prepared(pipeline, settings, params, inputs, outputs, start_from=start)
     problems = [
         ValidationError(v.code, f"output {out.ctx.query_name}: {v.message}", v.fix)

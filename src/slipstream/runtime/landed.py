@@ -87,9 +87,10 @@ class LandedFilesCheck:
         }
         self.failure: SlipstreamError | None = None
         # files another checkpoint read (--from-checkpoint): listed here, never opened
-        self.skipped = frozenset(
-            f for bound in prepared.inputs.values() for f in bound.binding.skip_files
-        )
+        start = prepared.start_from
+        self.skipped: frozenset[str] = frozenset()
+        if start is not None:
+            self.skipped = frozenset().union(*(start.skips(n) for n in start.inputs))
         self.reported: dict[str, SlipstreamError] = {}  # problem files only
         self._lock = threading.Lock()
 
