@@ -83,6 +83,12 @@ def test_wrong_uses_are_refused_before_spark(tmp_path: Path, landing: Path) -> N
             prepare(landing, state, from_checkpoint=given)
         assert err.value.code == code, err.value.render()
         assert err.value.fix
+    # OLD's logs cannot be read: said before Spark starts, not a traceback
+    damaged = old_checkpoint(tmp_path / "damaged", landing)
+    (damaged / "checkpoints" / "mobile" / "counts" / "offsets" / "0").write_text("v1\n{oops\n")
+    with pytest.raises(CheckpointError) as err:
+        prepare(landing, tmp_path / "new", from_checkpoint=damaged)
+    assert err.value.code == "CHECKPOINT_DAMAGED"
     # OLD read another folder: its position means nothing in this one
     build = {"inputs": [{"name": "actions", "source": "files", "path": str(tmp_path)}]}
     query = old / "checkpoints" / "mobile" / "counts"

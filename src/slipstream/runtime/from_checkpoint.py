@@ -121,8 +121,16 @@ def take_position(old: Path, inputs: dict[str, BoundInput]) -> StartFrom:
     read: set[str] = set()
     offsets: dict[str, dict[str, int]] = {}
     for name, path in queries.items():
-        read.update(files_read_by(path, batches[name]))
-        for topic, partitions in kafka_positions(path, batches[name]).items():
+        try:
+            read.update(files_read_by(path, batches[name]))
+            positions = kafka_positions(path, batches[name])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError(
+                "CHECKPOINT_DAMAGED",
+                f"{FLAG}: the logs of {path} cannot be read ({exc}); nothing was started",
+                f"run `slipstream check` on the old version, or give another {FLAG}",
+            ) from None
+        for topic, partitions in positions.items():
             mine = offsets.setdefault(topic, {})
             for partition, at in partitions.items():
                 mine[partition] = max(at, mine.get(partition, 0))
