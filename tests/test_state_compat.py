@@ -112,7 +112,7 @@ def test_mobile_window_change_is_refused_and_state_counts_the_open_windows(
     assert "--window 10m -> 5m changes the aggregation's state" in error.message
     assert "output mobile.counts" in error.message
     assert "slipstream reset mobile --outputs counts" in error.fix
-    assert "new checkpoint" in error.fix
+    assert "--from-checkpoint" in error.fix
     assert mobile_table(db) == expected(lines)  # untouched
 
     # the way out: start this output over, then the new window counts everything once

@@ -80,6 +80,12 @@ CODES: dict[str, str] = {
         "a checkpoint's state was built for another query (window, slide, key, operators, "
         "output mode, source): restarting on it would mix or lose results"
     ),
+    "FROM_CHECKPOINT_NOT_FOUND": "--from-checkpoint names no checkpoint with a committed batch",
+    "FROM_CHECKPOINT_SAME": "--from-checkpoint names the run's own checkpoint",
+    "FROM_CHECKPOINT_NOT_NEW": (
+        "--from-checkpoint starts a new checkpoint, and this one has run (or started elsewhere)"
+    ),
+    "FROM_CHECKPOINT_OTHER_INPUT": "--from-checkpoint's old version read another input",
     "STOP_TIMEOUT": "a run asked to stop did not stop in time",
     "LOCK_HOLDER_UNKNOWN": "a checkpoint is locked, but the lock file names no running process",
     "OUT_OF_MEMORY": "a query ran out of memory (the driver's, or an executor's on a cluster)",

@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from slipstream.checkpoint import start as checkpoint_start
 from slipstream.checkpoint.integrity import refuse_damaged
 from slipstream.checkpoint.lifecycle import (
     checkpoint_is_ours,
@@ -104,6 +105,8 @@ def check(settings: Settings, out: TextIO, spark: SparkSession | None = None) ->
     print(f"(Spark analyzed the plans in {time.monotonic() - began:.1f} s)\n", file=out)
     print(explain(prepared), file=out)
     print_verdicts(verdicts, out)
+    for line in checkpoint_start.report(prepared.start_from):
+        print(line, file=out)
     problems += [compat.refusal(prepared, v) for v, _ in verdicts.values() if v.refused]
     if not problems:
         print("\nok: no rule refuses these queries", file=out)
@@ -472,6 +475,9 @@ def state(
         payload = {q: [op.to_dict() for op in ops] for q, ops in found.items()}
         print(json.dumps(payload, indent=2), file=out)
         return EXIT_OK
+    started = checkpoint_start.read_record(root)  # a new version's start (--from-checkpoint)
+    for line in checkpoint_start.report(started)[1:]:
+        print(line.strip(), file=out)
     for query, ops in found.items():
         print(f"{query} ({query_checkpoint(root, query.split('.', 1)[1])})", file=out)
         if not ops:

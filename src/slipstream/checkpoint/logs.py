@@ -103,19 +103,52 @@ def committed(checkpoint: Path) -> list[int]:
     return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
 
 
+def _source_entries(folder: Path) -> Iterator[dict[str, Any]]:
+    """Every entry of one file source's log: the newest compacted file (it holds every entry
+    up to its number) and the files after it."""
+    numbered = [p for p in folder.iterdir() if p.name.split(".")[0].isdigit()]
+    compacts = [p for p in numbered if p.name.endswith(".compact")]
+    newest = max((int(p.name.split(".")[0]) for p in compacts), default=-1)
+    for path in sorted(numbered, key=lambda p: int(p.name.split(".")[0])):
+        number = int(path.name.split(".")[0])
+        if number < newest or (number == newest and not path.name.endswith(".compact")):
+            continue
+        if "." in path.name and not path.name.endswith(".compact"):
+            continue  # .crc and temp files
+        for line in _log_lines(path):
+            yield json.loads(line)
+
+
 def logged_files(checkpoint: Path) -> Iterator[LoggedFile]:
-    """Every file the query's file sources recorded as read, from each source's log: the
-    newest compacted file (it holds every entry up to its number) and the files after it."""
+    """Every file the query's file sources recorded as read, from each source's log."""
     for folder in sorted((Path(checkpoint) / "sources").glob("*")):
-        numbered = [p for p in folder.iterdir() if p.name.split(".")[0].isdigit()]
-        compacts = [p for p in numbered if p.name.endswith(".compact")]
-        newest = max((int(p.name.split(".")[0]) for p in compacts), default=-1)
-        for path in sorted(numbered, key=lambda p: int(p.name.split(".")[0])):
-            number = int(path.name.split(".")[0])
-            if number < newest or (number == newest and not path.name.endswith(".compact")):
-                continue
-            if "." in path.name and not path.name.endswith(".compact"):
-                continue  # .crc and temp files
-            for line in _log_lines(path):
-                entry = json.loads(line)
-                yield LoggedFile(str(entry["path"]), int(entry.get("timestamp", 0)))
+        for entry in _source_entries(folder):
+            yield LoggedFile(str(entry["path"]), int(entry.get("timestamp", 0)))
+
+
+def files_read_by(checkpoint: Path, batch: int) -> list[str]:
+    """Every file the query's file sources read in batches 0 to `batch` (entries a later,
+    uncommitted batch logged are left out: a restart reads them again)."""
+    files: list[str] = []
+    for index, offset in enumerate(batch_offsets(checkpoint, batch).sources):
+        if not (isinstance(offset, dict) and "logOffset" in offset):
+            continue
+        folder = Path(checkpoint) / "sources" / str(index)
+        last = int(offset["logOffset"])
+        files += [str(e["path"]) for e in _source_entries(folder) if int(e["batchId"]) <= last]
+    return files
+
+
+def kafka_positions(checkpoint: Path, batch: int) -> dict[str, dict[str, int]]:
+    """Where the query's Kafka sources stand after batch `batch`: topic -> partition -> the
+    next offset to read (Spark logs a batch's end offsets, exclusive)."""
+    found: dict[str, dict[str, int]] = {}
+    for offset in batch_offsets(checkpoint, batch).sources:
+        if not isinstance(offset, dict) or "logOffset" in offset:
+            continue
+        for topic, partitions in offset.items():
+            if isinstance(partitions, dict):
+                mine = found.setdefault(str(topic), {})
+                for partition, next_offset in partitions.items():
+                    mine[str(partition)] = max(int(next_offset), mine.get(str(partition), 0))
+    return found

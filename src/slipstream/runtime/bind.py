@@ -21,6 +21,7 @@ from slipstream.ingest.expectations import check_expectations
 from slipstream.ingest.guard import EventTimeGuard
 from slipstream.pipelines import Pipeline, get_pipeline
 from slipstream.runtime.bound import QUARANTINE, BoundInput, BoundOutput, Prepared
+from slipstream.runtime.from_checkpoint import apply, start_from
 from slipstream.settings.config import Settings
 from slipstream.settings.connect import sink_violations
 from slipstream.sinks import Sink, SinkContext, make_sink
@@ -58,6 +59,7 @@ def prepare(
     }
     if check_source:
         pipeline.validate(params, {n: b.binding.path for n, b in inputs.items()})
+    start = start_from(settings, pipeline.name, inputs) if check_source else None
     for flag in ("sink", "table", "mode"):
         _refuse_unknown(pipeline, getattr(settings, flag), "output", f"--{flag}")
     outputs: dict[str, BoundOutput] = {}
@@ -84,7 +86,8 @@ def prepare(
                 reads=(bound_input.name,),
             )
     _refuse_shared_targets(outputs)
-    prepared = Prepared(pipeline, settings, params, inputs, outputs)
+    inputs = apply(inputs, start, [Path(o.ctx.checkpoint) for o in outputs.values()])
+    prepared = Prepared(pipeline, settings, params, inputs, outputs, start_from=start)
     problems = [
         ValidationError(v.code, f"output {out.ctx.query_name}: {v.message}", v.fix)
         for out in outputs.values()

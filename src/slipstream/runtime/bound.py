@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slipstream.analysis.late import LatePlan
 from slipstream.analysis.plan import Plan
@@ -18,6 +18,9 @@ from slipstream.pipelines import Pipeline
 from slipstream.settings.config import Settings
 from slipstream.sinks import Sink, SinkContext
 from slipstream.sources.base import Binding, Source
+
+if TYPE_CHECKING:
+    from slipstream.checkpoint.start import StartFrom
 
 QUARANTINE = "quarantine"
 
@@ -69,6 +72,8 @@ class Prepared:
     late: dict[str, LatePlan] = field(default_factory=dict)  # the dead-letter's rules, by build
     # the ingest stage: each staged input's bronze read schema, by build (runtime/ingest_stage.py)
     bronze: dict[str, Any] = field(default_factory=dict)
+    # where a new checkpoint started (`--from-checkpoint`, runtime/from_checkpoint.py)
+    start_from: StartFrom | None = None
 
     @property
     def primary(self) -> BoundOutput:

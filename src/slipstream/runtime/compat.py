@@ -268,8 +268,10 @@ def judge(checkpoint: Path, new: dict[str, Any], query: str) -> Verdict:
         verdict.notices.append(
             f"output {query}: its sink {n_sink['target']} is new to this checkpoint (which "
             f"wrote to {o_sink.get('target')}): it will hold only what is written from now on "
-            "(rows already emitted are not emitted again). To have it all, run the new "
-            "version on a new checkpoint (--checkpoint NEW_DIR)"
+            "(rows already emitted are not emitted again). To have it all, run it on a new "
+            "checkpoint: `--state-dir NEW_DIR` reads the input from the beginning; "
+            "`--state-dir NEW_DIR --from-checkpoint OLD` from where this one stands (README, "
+            "Changing a pipeline)"
         )
     elif o_sink.get("target") != n_sink["target"]:
         verdict.changed.append(f"sink {o_sink.get('target')} -> {n_sink['target']}")
@@ -299,8 +301,9 @@ def refusal(prepared: Prepared, verdict: Verdict) -> CheckpointError:
         f"output {verdict.output}: its checkpoint {verdict.checkpoint} holds state built for "
         f"another query: {'; '.join(verdict.refused)}; nothing was started",
         f"revert the change; or start this output over: `slipstream reset {pipeline} "
-        f"--outputs {output}` (deletes its checkpoint and results); or run the new version on "
-        "a new checkpoint beside the old one (--checkpoint NEW_DIR, with a new --sink/--table)",
+        f"--outputs {output}` (deletes its checkpoint and results); or run the new version "
+        f"beside the old one, from where its checkpoint stands: `--state-dir NEW_DIR "
+        f"--from-checkpoint {verdict.checkpoint.parent}` (its outputs are rebuilt from there)",
     )
 
 

@@ -324,7 +324,11 @@ class DeadLetter:
             where = bronze_dir(settings, bound) if staged else bound.binding.path
             folder = _local(str(where))
             # a file deleted since (the query skipped it if it was gone before its read)
-            mine = [f for f in files if folder in _local(f).parents and not _gone(f)]
+            start = self.prepared.start_from  # --from-checkpoint: never read by this query
+            skip = start.skips(rule.input) if start is not None else frozenset()
+            mine = [
+                f for f in files if folder in _local(f).parents and not _gone(f) and f not in skip
+            ]
             schema = self.prepared.bronze.get(rule.input) if staged else None
             if mine:
                 frames.append(

@@ -86,6 +86,11 @@ class LandedFilesCheck:
             out.ctx.query_name: Path(out.ctx.checkpoint) for out in prepared.outputs.values()
         }
         self.failure: SlipstreamError | None = None
+        # files another checkpoint read (--from-checkpoint): listed here, never opened
+        start = prepared.start_from
+        self.skipped: frozenset[str] = frozenset()
+        if start is not None:
+            self.skipped = frozenset().union(*(start.skips(n) for n in start.inputs))
         self.reported: dict[str, SlipstreamError] = {}  # problem files only
         self._lock = threading.Lock()
 
@@ -121,7 +126,7 @@ class LandedFilesCheck:
             self._report(entry.path, judge(entry))
 
     def _report(self, path: str, problem: SlipstreamError | None) -> None:
-        if problem is None:
+        if problem is None or path in self.skipped:
             return
         with self._lock:
             if path in self.reported:

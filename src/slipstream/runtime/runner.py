@@ -39,6 +39,7 @@ from slipstream.runtime.bound import BoundOutput, Prepared
 from slipstream.runtime.compat import Verdicts, judge_all, refuse_or_record
 from slipstream.runtime.control import StopControl
 from slipstream.runtime.deadletter import dead_letter
+from slipstream.runtime.from_checkpoint import begin
 from slipstream.runtime.ingest_stage import (
     IngestBatch,
     applies,
@@ -295,6 +296,7 @@ def start(
             raise refused[0]
         # before any query starts: the state each checkpoint holds must fit this run's queries
         refuse_or_record(prepared, restart_verdicts(spark, prepared, built), _say)
+        begin(prepared, _say)  # a new checkpoint's start (--from-checkpoint), recorded
         mark_checkpoints(prepared, staged)
         record_outputs(prepared)
         recorder.run_started([q.output.ctx.query_name for q in built], origin)

@@ -76,6 +76,7 @@ class Settings:
     state_dir: Path = Path("state")
     quarantine: Path | None = None
     dead_letter: Path | None = None  # None: follows the checkpoint (late_root)
+    from_checkpoint: Path | None = None  # a new checkpoint starts where this one stands
     duration: timedelta | None = None
     max_future: timedelta = DEFAULT_MAX_FUTURE
     max_past: timedelta | None = None
@@ -307,6 +308,7 @@ def load_settings(
             state_dir=absolute(settings.state_dir),
             quarantine=absolute(settings.quarantine),
             dead_letter=absolute(settings.dead_letter),
+            from_checkpoint=absolute(settings.from_checkpoint),
             sink={name: absolute_sink(spec) for name, spec in settings.sink.items()},
         )
     if settings.quiet and settings.verbose:

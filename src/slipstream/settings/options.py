@@ -150,6 +150,16 @@ RUN_OPTIONS: tuple[Option, ...] = (
         metavar="DIR",
     ),
     Option(
+        "from_checkpoint",
+        values.path,
+        "start a NEW checkpoint (a new --state-dir or --checkpoint) where OLD stands: a files "
+        "input skips every file OLD read, a Kafka input starts at OLD's offsets; every output "
+        "is rebuilt from there (README, Changing a pipeline). Recorded in the new checkpoint: "
+        "a restart needs no flag",
+        "the old version's state dir or checkpoint folder",
+        metavar="OLD",
+    ),
+    Option(
         "max_future",
         values.duration,
         "quarantine a record whose event time is more than this after the batch's time, before "

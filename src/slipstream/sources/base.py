@@ -41,6 +41,9 @@ class Binding:
     schema: StructType | None = None  # the input's declared schema (None: text lines)
     required: tuple[str, ...] = ()  # its required fields (a parquet file lacking one: rejected)
     topic: KafkaTopic | None = None  # bound to a Kafka topic (`kafka://...`) instead of a path
+    #: files another checkpoint read, never read here (`--from-checkpoint`, as Spark names them:
+    #: file:///..., file:/...); runtime/from_checkpoint.py
+    skip_files: frozenset[str] = frozenset()
 
     def existing(self, needs: str, give: str, *, directory: bool = False) -> Path:
         """The bound path, which must be there (a folder with `directory`): otherwise a
