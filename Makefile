@@ -2,6 +2,7 @@
 #   make demo   the flagship job on embedded defaults (local Spark, files, SQLite)
 #   make test   lint + the whole suite (installs and starts what the tests need)
 #   make test-fast   lint + every test without Spark or a service (your own loop)
+#   make docs   the documentation site, strict, into site/ (tests/test_docs_site.py builds it too)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -14,7 +15,7 @@ JAVA_SRC := $(wildcard java/src/slipstream/jvm/*.java)
 
 FAST := not spark and not cluster and not postgres and not browser and not slow and not kafka
 
-.PHONY: venv jvm demo test test-fast lint format services bench bench-quick bench-peers soak clean check-java wheel
+.PHONY: venv jvm docs demo test test-fast lint format services bench bench-quick bench-peers soak clean check-java wheel
 
 venv: $(STAMP) $(JAR)
 
@@ -22,7 +23,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "slipstream needs Python 3.11+"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,docs]'
 	touch $(STAMP)
 
 jvm: $(JAR)
@@ -40,6 +41,10 @@ check-java:
 
 demo: venv check-java
 	$(VENV)/bin/slipstream demo
+
+# the documentation site (mkdocs.yml): strict, so a broken link or a missing page fails it
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 lint: venv
 	$(VENV)/bin/ruff check src tests bench examples

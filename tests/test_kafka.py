@@ -369,8 +369,9 @@ def test_the_batch_line_shows_the_consumer_lag_as_a_capped_backfill_catches_up(
 def test_the_readme_kafka_commands_run_as_a_user_types_them(
     kafka_spark: SparkSession, kafka: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """README "## Kafka": the broker line's topics on the session's broker, then every command
-    as written (the port replaced; `run` finite with --trigger available-now)."""
+    """docs/howto/kafka.md (once the README's "## Kafka"): the broker line's topics on the
+    session's broker, then every command as written (the port replaced; `run` finite with
+    --trigger available-now)."""
     import re
     import shlex
     import sqlite3
@@ -378,7 +379,7 @@ def test_the_readme_kafka_commands_run_as_a_user_types_them(
     from slipstream.app.cli import main
     from tests.helpers import REPO
 
-    section = (REPO / "README.md").read_text().split("\n## Kafka\n", 1)[1].split("\n## ", 1)[0]
+    section = (REPO / "docs" / "howto" / "kafka.md").read_text()
     broker, commands = re.findall(r"```text\n(.*?)```", section, re.S)[:2]
     assert "python -m slipstream.tools.kafka_broker start --port 9092" in broker
     for topic in re.findall(r"--topic (\S+)", broker):

@@ -1,7 +1,7 @@
-"""Every name a message or the README tells a person to import imports (issue 30, item 3):
-`from X import a, b` and `import X` in the README (code and prose) and in every string of the
-package's source (error messages and their fixes), and every dotted `slipstream.x.y` name the
-README or a message points at."""
+"""Every name a message, the README or a documentation page tells a person to import imports
+(issue 30, item 3): `from X import a, b` and `import X` in the README and docs/**/*.md (code and
+prose) and in every string of the package's source (error messages and their fixes), and every
+dotted `slipstream.x.y` name the README, a page or a message points at."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ def strings_of(path: Path) -> list[str]:
 
 def told() -> dict[str, set[str]]:
     """Where each import or dotted name was found -> the texts that name it."""
-    texts = {"README.md": [(REPO / "README.md").read_text()]}
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    texts = {str(p.relative_to(REPO)): [p.read_text()] for p in pages}
     for path in sorted((SRC / "slipstream").rglob("*.py")):
         texts[str(path.relative_to(REPO))] = strings_of(path)
     found: dict[str, set[str]] = {}
@@ -43,7 +44,7 @@ def told() -> dict[str, set[str]]:
                     found.setdefault(f"from {module} import {name}", set()).add(where)
             for module in IMPORT.findall(text):
                 found.setdefault(f"import {module}", set()).add(where)
-            for dotted in DOTTED.findall(text) if where == "README.md" else ():
+            for dotted in DOTTED.findall(text) if where.endswith(".md") else ():
                 found.setdefault(dotted.rstrip("."), set()).add(where)
     return found
 

@@ -1,4 +1,6 @@
-"""The README's commands and code, run as a new user would."""
+"""The README's commands and code, and those the README moved to the documentation pages (the
+harness examples in docs/howto/testing.md, the workloads in docs/pipelines.md), run as a new
+user would. The other pages' commands: tests/test_docs_commands.py, tests/test_kafka.py."""
 
 from __future__ import annotations
 
@@ -11,16 +13,14 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.helpers import REPO, mobile_counts, slipstream
+from tests import doc_blocks
+from tests.helpers import mobile_counts, slipstream
 
-README = (REPO / "README.md").read_text()
+TESTING = "docs/howto/testing.md"
 
 
-def block_after(heading: str, lang: str) -> str:
-    section = README.split(heading, 1)[1]
-    match = re.search(rf"```{lang}\n(.*?)```", section, re.S)
-    assert match, f"no {lang} block after {heading}"
-    return match.group(1)
+def block_after(heading: str, lang: str, page: str = "README.md") -> str:
+    return doc_blocks.block_after(page, heading, lang)
 
 
 def test_quick_start_is_two_commands() -> None:
@@ -63,22 +63,23 @@ def test_cli_tour(tmp_path: Path) -> None:
 
 @pytest.mark.spark
 def test_python_example(spark: SparkSession, tmp_path: Path) -> None:
-    code = block_after("## Testing your own pipelines", "python")
-    exec(compile(code, "README.md", "exec"), {"tmp_path": tmp_path})  # noqa: S102
+    code = doc_blocks.blocks(TESTING)[0][2]
+    exec(compile(code, TESTING, "exec"), {"tmp_path": tmp_path})  # noqa: S102
 
 
 @pytest.mark.spark
 def test_time_control_example(spark: SparkSession, tmp_path: Path) -> None:
-    section = README.split("## Testing your own pipelines", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    blocks = [body for lang, _, body in doc_blocks.blocks(TESTING) if lang == "python"]
     assert len(blocks) == 2 and "ProcessorClock" in blocks[1]
-    exec(compile(blocks[1], "README.md", "exec"), {"tmp_path": tmp_path})  # noqa: S102
+    exec(compile(blocks[1], TESTING, "exec"), {"tmp_path": tmp_path})  # noqa: S102
 
 
 @pytest.mark.spark
 @pytest.mark.slow
 def test_the_workload_commands_run(tmp_path: Path) -> None:
-    block = block_after("## Sensors, IoT steps, temperature/load, ads and activity", "text")
+    block = block_after(
+        "## Sensors, IoT steps, temperature/load, ads and activity", "text", "docs/pipelines.md"
+    )
     for line in block.replace("\\\n", " ").strip().splitlines():
         args = shlex.split(line.partition("#")[0])
         done = slipstream(*args[1:], cwd=tmp_path)
