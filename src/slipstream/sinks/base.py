@@ -48,6 +48,7 @@ from pyspark.sql.types import (
 from slipstream.checkpoint.lifecycle import last_committed_batch
 from slipstream.checkpoint.logs import query_id
 from slipstream.core.specs import OutputMode, SinkSpec
+from slipstream.core.words import count
 from slipstream.errors import SlipstreamError
 from slipstream.settings.connect import is_connect
 
@@ -307,7 +308,7 @@ class DatabaseSink(BatchSink):
         if not batches:
             return None
         return (
-            f"{batches} batches of {queries} other quer{'y' if queries == 1 else 'ies'} in its "
+            f"{count(batches, 'batch')} of {count(queries, 'other query', 'other queries')} in its "
             "ledger; a new query would write every row it reads again (duplicates in append "
             "mode, older values in update mode)"
         )
