@@ -36,7 +36,7 @@ STATUS_COLUMNS = (
     "BATCH",
     "LAST BATCH",
     "IN ROWS/S",
-    "OUT ROWS/S",
+    "PROCESSED ROWS/S",
     "WM LAG",
     "STATE ROWS",
     "ROWS",

@@ -125,8 +125,11 @@ def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
             frame = staged[bound.name]
             ingest = ingest_batch(prepared.settings, bound)
         elif output.spec is None:  # a quarantine
+            # it counts what it reads and what it writes (`quality`), so its batch line, the
+            # summary and the dashboard say how many records it quarantined
             bound = prepared.inputs[output.reads[0]]
-            frame = rejected(route(records[bound.name], bound.expectations))
+            routed = route(records[bound.name], bound.expectations)
+            frame = rejected(routed.observe(QUALITY_METRICS, *quality_metrics()))
         elif name in frames:
             frame = frames[name]
         else:
