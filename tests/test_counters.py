@@ -44,7 +44,7 @@ def _sum(progress: list[dict[str, Any]], pick: Any) -> int:
 
 
 def _fake_run(totals: RunTotals, *, plans: dict[str, Plan] | None = None, mode: str = "update",
-              late_written: int = 0) -> Any:  # fmt: skip
+              late_written: int = 0, output: str = OUTPUT) -> Any:  # fmt: skip
     """What `summary` reads of a run: its totals, outputs, inputs, plans and settings."""
     settings = SimpleNamespace(
         trigger=TriggerSpec.parse("available-now"),
@@ -53,7 +53,7 @@ def _fake_run(totals: RunTotals, *, plans: dict[str, Plan] | None = None, mode: 
         late_root=Path("state/late/trending"),
     )
     views = SimpleNamespace(
-        spec=object(), name="views", reads=(), ctx=SimpleNamespace(query_name=OUTPUT, mode=mode)
+        spec=object(), name="views", reads=(), ctx=SimpleNamespace(query_name=output, mode=mode)
     )
     quarantine = SimpleNamespace(
         spec=None, name="quarantine.events", reads=("events",),
@@ -172,21 +172,32 @@ def _aggregation_record(batch: int, *, rows: int, quarantined: int, late: int, r
 
 
 WINDOWED = Plan(steps=(), aggregation=True, window="tumbling", watermark_column="ts")
+MOBILE = "mobile.counts"
+
+
+def _replayed(name: str) -> RunTotals:
+    totals = RunTotals()
+    for line in (LOG.parent / name).read_text().splitlines():
+        totals(json.loads(line))
+    return totals
 
 
 def test_an_append_run_that_wrote_no_row_because_every_window_is_open_says_so() -> None:
-    totals = RunTotals()
-    totals(_aggregation_record(0, rows=10, quarantined=0, late=0, removed=0, state=4))
+    """Two real `run mobile --mode append` event logs (record.py): file1.json alone, whose
+    windows the watermark has not passed (the table stayed empty), and all four files (3 rows
+    written: the windows the aggregation removed from its state)."""
+    open_ = _replayed("mobile_append_open.jsonl")
     text = io.StringIO()
-    summary(_fake_run(totals, plans={"views": WINDOWED}, mode="append"), text)
+    summary(_fake_run(open_, plans={"views": WINDOWED}, mode="append", output=MOBILE), text)
     said = text.getvalue()
-    assert f"{OUTPUT}: no row written" in said and "every window is still open" in said
-    assert "watermark 2026-01-01T00:04:00.000Z, 4 rows in state" in said
+    assert f"{MOBILE}: no row written" in said and "every window is still open" in said
+    assert "(watermark 2018-03-02T09:54:35.000Z, 2 rows in state)" in said
 
-    # a window written (removed from state in append mode), or update mode: nothing to say
-    totals(_aggregation_record(1, rows=5, quarantined=0, late=0, removed=1, state=4))
-    for run_ in (_fake_run(totals, plans={"views": WINDOWED}, mode="append"),
-                 _fake_run(RunTotals(), plans={"views": WINDOWED}, mode="update")):  # fmt: skip
+    written = _replayed("mobile_append_written.jsonl")
+    assert written.by_query[MOBILE]["evicted"] == 3  # the rows the recorded run's table held
+    for run_ in (_fake_run(written, plans={"views": WINDOWED}, mode="append", output=MOBILE),
+                 _fake_run(open_, plans={"views": WINDOWED}, mode="update", output=MOBILE),
+                 _fake_run(open_, mode="append", output=MOBILE)):  # fmt: skip
         text = io.StringIO()
         summary(run_, text)
         assert "no row written" not in text.getvalue()
