@@ -20,6 +20,7 @@ from slipstream.core.specs import TriggerSpec
 from slipstream.core.words import count
 from slipstream.monitor.console import render
 from slipstream.monitor.eventlog import read_events
+from slipstream.monitor.health import FallingBehindRule
 from slipstream.monitor.listener import ConsoleReporter, RunTotals
 from slipstream.monitor.status import query_status
 from slipstream.monitor.status_view import status_table
@@ -264,3 +265,36 @@ def test_the_demo_names_a_complete_window_only_past_the_batchs_watermark(tmp_pat
 )  # fmt: skip
 def test_counts_in_words(n: int, word: str, said: str) -> None:
     assert count(n, word) == said
+
+
+# --- rows written per second, by the sink's own count ----------------------------------------
+
+
+def test_status_shows_rows_written_per_second_from_the_sinks_count() -> None:
+    """A database sink's count stamped on each progress record (`written_rows`): status gives
+    rows written per second of batch time beside Spark's processed rows; a query whose sink does
+    not count (the quarantine's files) shows none. The round trip through the event log keeps
+    it."""
+    from slipstream.monitor.events import parse_event
+
+    records = _records()
+    durations = {}
+    for record in records:
+        if record["event"] == "progress" and record["query"] == OUTPUT:
+            ms = record["progress"]["batchDuration"]  # Spark's wall time of the batch
+            record["written_rows"] = 100 + record["progress"]["batchId"]
+            durations[record["progress"]["batchId"]] = (record["written_rows"], ms)
+    events = [parse_event(r) for r in records]
+    assert [e.to_dict().get("written_rows") for e in events] == [
+        r.get("written_rows") for r in records
+    ]
+    now = datetime(2026, 11, 27, tzinfo=UTC)
+    statuses = {s.query: s for s in query_status(events, now)}
+    recent = sorted(durations)[-FallingBehindRule().window :]  # the batches status averages
+    want = sum(rows * 1000 / ms for rows, ms in (durations[b] for b in recent)) / len(recent)
+    assert statuses[OUTPUT].written_rps == pytest.approx(want)
+    assert statuses[QUARANTINE].written_rps is None
+    assert statuses[OUTPUT].to_dict()["written_rows_per_second"] == pytest.approx(want)
+    rows = render(status_table(list(statuses.values()), now)).splitlines()
+    assert "WRITTEN ROWS/S" in rows[0]
+    assert f"{want:,.0f}" in next(r for r in rows if OUTPUT in r and "quarantine" not in r)

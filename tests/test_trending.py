@@ -107,6 +107,7 @@ def test_available_now_run_equals_an_independent_computation(
         totals = h.totals[RESULTS]
         own = h.totals["trending.quarantine.events"]  # the quarantine query's own counts
         quarantine = read_quarantine(spark, h.prepared.inputs["events"].quarantine).collect()
+        log = [json.loads(x) for x in h.prepared.settings.event_log.read_text().splitlines()]
 
     lines = [line for path in _files(tmp_path / "input") for line in _lines(path)]
     events, stats = counted_events([lines], WATERMARK, _now())  # one batch: nothing is late
@@ -131,6 +132,13 @@ def test_available_now_run_equals_an_independent_computation(
     # line: read = valid + quarantined + late + duplicates (issue 30, item 7)
     assert own["quarantined"] == len(quarantine) and own["rows"] == totals["rows"] == len(lines)
     line = output_account(RESULTS, totals)
+    # the rows the sink wrote, by its own count, in the event log: one data batch upserted each
+    # row of the table once (Spark's numOutputRows is -1 for foreachBatch); the quarantine's
+    # file sink does not count
+    progress = [r for r in log if r["event"] == "progress"]
+    written = [r["written_rows"] for r in progress if r["query"] == RESULTS]
+    assert written and sum(written) == len(table)
+    assert not any("written_rows" in r for r in progress if r["query"] != RESULTS)
     assert (
         f"{len(lines):,} records read = {len(events):,} valid + {len(quarantine):,} quarantined "
         f"+ 0 late (dropped by the watermark) + {report.duplicates:,} duplicates dropped"

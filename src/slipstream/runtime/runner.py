@@ -56,6 +56,7 @@ from slipstream.runtime.landed import LandedFilesCheck
 from slipstream.runtime.late_plan import late_plan
 from slipstream.runtime.ownership import record_outputs, refuse_foreign_outputs
 from slipstream.runtime.run import Run, batch_boundaries
+from slipstream.runtime.written import WrittenRows
 from slipstream.settings.config import Settings
 from slipstream.settings.connect import sink_violations, start_query
 
@@ -256,6 +257,7 @@ def start(
         landed = LandedFilesCheck(prepared)
         landed.check_read_files()  # a file that grew since its batch (a resumed checkpoint)
         listener.handlers.insert(0, landed.handle)  # before totals: a batch's files judged
+        listener.handlers.insert(0, WrittenRows(prepared))  # first: the log records it
         for query in built:
             out = query.output
             frame = out.sink.shape(query.frame, out.ctx)

@@ -212,6 +212,14 @@ class BatchSink(Sink):
         super().__init__(spec)
         self._query_ids: dict[Path, str] = {}
         self.skipped_batches = 0  # replays recognised by the ledger, for tests and the summary
+        self._written: dict[str, tuple[int, int]] = {}  # query name -> (batch id, rows written)
+
+    def rows_written(self, query: str, batch_id: int) -> int | None:
+        """The rows this sink wrote in batch `batch_id` of `query`, by its own count (0 for a
+        replay it skipped); None when it has not counted that batch (not the latest, or a sink
+        that does not count, or one that ran elsewhere: Spark Connect's server)."""
+        batch, rows = self._written.get(query, (-1, 0))
+        return rows if batch == batch_id else None
 
     def attach(self, writer: DataStreamWriter, ctx: SinkContext) -> DataStreamWriter:
         def handle(batch: DataFrame, batch_id: int) -> None:
@@ -343,6 +351,7 @@ class DatabaseSink(BatchSink):
             if replay:
                 self._skip(info)
                 drain(batch)  # outside the transaction: nothing is written
+                self._written[info.ctx.query_name] = (info.batch_id, 0)
                 return
             won = False
             with self.staged(batch, info) as staged, self.transaction(conn):
@@ -354,6 +363,8 @@ class DatabaseSink(BatchSink):
             if won:
                 self._skip(info)
                 drain(batch)
+            else:
+                self._written[info.ctx.query_name] = (info.batch_id, rows)
 
     def _skip(self, info: BatchInfo) -> None:
         self.skipped_batches += 1
