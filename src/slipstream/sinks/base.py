@@ -363,8 +363,7 @@ class DatabaseSink(BatchSink):
             if won:
                 self._skip(info)
                 drain(batch)
-            else:
-                self._written[info.ctx.query_name] = (info.batch_id, rows)
+            self._written[info.ctx.query_name] = (info.batch_id, 0 if won else rows)
 
     def _skip(self, info: BatchInfo) -> None:
         self.skipped_batches += 1
