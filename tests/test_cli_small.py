@@ -60,9 +60,8 @@ def test_a_finite_run_with_nothing_new_says_so() -> None:
     settings = SimpleNamespace(
         trigger=TriggerSpec.parse("available-now"), checkpoint_root="state/checkpoints/mobile"
     )
-    run_ = SimpleNamespace(
-        totals=RunTotals(), prepared=SimpleNamespace(settings=settings), dead_letter=None
-    )
+    prepared = SimpleNamespace(settings=settings, outputs={}, inputs={}, plans={})
+    run_ = SimpleNamespace(totals=RunTotals(), prepared=prepared, dead_letter=None)
     out = io.StringIO()
     summary(run_, out)  # type: ignore[arg-type]
     assert "nothing new to do" in out.getvalue()

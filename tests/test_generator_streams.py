@@ -92,7 +92,7 @@ def test_generate_commands_write_report_and_refuse_bad_flags(
 ) -> None:
     assert main(["generate", "sensors", "--out", str(tmp_path / "s"), "--duration", "5m",
                  "--noisy", "1", "--quiet"]) == 0  # fmt: skip
-    report = json.loads((tmp_path / "s" / "_generation-report.json").read_text())
+    report = json.loads((tmp_path / "s_generation-report.json").read_text())
     assert len(report["info"]["noisy"]) == 1 and report["workload"] == "sensors"
     assert main(["generate", "iot", "--out", str(tmp_path / "i"), "--duration", "2m",
                  "--quiet"]) == 0  # fmt: skip

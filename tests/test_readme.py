@@ -90,7 +90,7 @@ def test_the_workload_commands_run(tmp_path: Path) -> None:
         attributed = conn.execute("SELECT count(*) FROM ad_clicks_attributed").fetchone()[0]
         statuses = {r[0] for r in conn.execute("SELECT status FROM user_status")}
         crashes = conn.execute("SELECT count(*) FROM user_alerts WHERE alert = 'crash'").fetchone()
-    report = json.loads((tmp_path / "sensors-in" / "_generation-report.json").read_text())
+    report = json.loads((tmp_path / "sensors-in_generation-report.json").read_text())
     assert alerted == set(report["info"]["noisy"])
     assert joined > 0 and attributed > 0
     assert {"inactive", "active"} <= statuses and crashes[0] > 0

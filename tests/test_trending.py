@@ -27,6 +27,7 @@ from slipstream.checkpoint.lifecycle import last_committed_batch
 from slipstream.core.files import write_atomically
 from slipstream.ingest.expectations import Expectation, ExpectationFailed
 from slipstream.ingest.quarantine import read_quarantine
+from slipstream.monitor.accounts import output_account
 from slipstream.pipelines.trending import TrendingPipeline
 from slipstream.sinks.sqlite import read_table
 from slipstream.testing import PipelineHarness, fault
@@ -104,7 +105,9 @@ def test_available_now_run_equals_an_independent_computation(
         h.process()
         table = h.results()
         totals = h.totals[RESULTS]
+        own = h.totals["trending.quarantine.events"]  # the quarantine query's own counts
         quarantine = read_quarantine(spark, h.prepared.inputs["events"].quarantine).collect()
+        log = [json.loads(x) for x in h.prepared.settings.event_log.read_text().splitlines()]
 
     lines = [line for path in _files(tmp_path / "input") for line in _lines(path)]
     events, stats = counted_events([lines], WATERMARK, _now())  # one batch: nothing is late
@@ -125,6 +128,21 @@ def test_available_now_run_equals_an_independent_computation(
         "expectation article_id_format failed",
     ]
     assert len(quarantine) == totals["quarantined"]
+    # the quarantine query says how many records it wrote, and they reconcile with the output's
+    # line: read = valid + quarantined + late + duplicates (issue 30, item 7)
+    assert own["quarantined"] == len(quarantine) and own["rows"] == totals["rows"] == len(lines)
+    line = output_account(RESULTS, totals)
+    # the rows the sink wrote, by its own count, in the event log: one data batch upserted each
+    # row of the table once (Spark's numOutputRows is -1 for foreachBatch); the quarantine's
+    # file sink does not count
+    progress = [r for r in log if r["event"] == "progress"]
+    written = [r["written_rows"] for r in progress if r["query"] == RESULTS]
+    assert written and sum(written) == len(table)
+    assert not any("written_rows" in r for r in progress if r["query"] != RESULTS)
+    assert (
+        f"{len(lines):,} records read = {len(events):,} valid + {len(quarantine):,} quarantined "
+        f"+ 0 late (dropped by the watermark) + {report.duplicates:,} duplicates dropped"
+    ) in line, line
 
 
 # --- late data and duplicates across files, batches and a restart --------------------------

@@ -334,7 +334,7 @@ def test_generate_command_writes_catalog_files_and_report(tmp_path: Path) -> Non
     argv = ["generate", "trending", "--out", str(tmp_path / "a"), "--events", "700"]
     argv += ["--rate", "200", "--seed", "9", "--late", "0.05", "--malformed", "0.04"]
     assert cli.main(argv, out) == 0
-    report = json.loads((tmp_path / "a" / "_generation-report.json").read_text())
+    report = json.loads((tmp_path / "a_generation-report.json").read_text())
     assert report["total_lines"] == 700 and report["files"] == 4
     assert report["spec"]["late"] == 0.05 and report["spec"]["seed"] == 9
     assert (

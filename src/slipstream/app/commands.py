@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from slipstream.app.summary import summary
 from slipstream.checkpoint import start as checkpoint_start
 from slipstream.checkpoint.integrity import refuse_damaged
 from slipstream.checkpoint.lifecycle import (
@@ -33,7 +34,7 @@ from slipstream.errors import (
     out_of_memory,
 )
 from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
-from slipstream.monitor.listener import ConsoleReporter, mostly_quarantined
+from slipstream.monitor.listener import ConsoleReporter
 from slipstream.pipelines.registry import discover
 from slipstream.runtime import compat, runner
 from slipstream.runtime.bound import uses_kafka
@@ -242,35 +243,6 @@ def stop_on_sigterm(run_: runner.Run) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def summary(run_: runner.Run, out: TextIO) -> None:
-    warned = False
-    for query, t in sorted(run_.totals.by_query.items()):
-        extra = f", duplicates dropped {t['duplicates']:,}" if t.get("duplicates") else ""
-        extra += "".join(f", {rule} {n:,}" for rule, n in t["expectations"].items())
-        print(
-            f"summary {query}: {t['batches']} batch{'' if t['batches'] == 1 else 'es'}, "
-            f"{t['rows']:,} rows, quarantined "
-            f"{t['quarantined']:,}, late (dropped by watermark) {t['late']:,}{extra}",
-            file=out,
-        )
-        warning = mostly_quarantined(t["quarantined"], t.get("checked", 0), t.get("reason"))
-        if warning and not warned:  # every output reads the same records: once is enough
-            warned = True
-            where = run_.prepared.settings.quarantine_root
-            print(f"WARNING {warning} (the records: {where})", file=out)
-    s = run_.prepared.settings
-    if s.trigger.finite and not any(t["rows"] for t in run_.totals.by_query.values()):
-        # a resume with nothing new ran no batch with rows: say so rather than nothing
-        print(
-            f"nothing new to do: no input that checkpoint {s.checkpoint_root} has not read",
-            file=out,
-        )
-    late = run_.dead_letter
-    if late is not None and late.written:
-        where = run_.prepared.settings.late_root
-        print(f"late records written by this run: {late.written:,} (in {where})", file=out)
 
 
 @contextlib.contextmanager

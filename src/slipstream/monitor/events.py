@@ -199,10 +199,12 @@ class QueryProgress(_QueryEvent):
 
     kind: ClassVar[EventKind] = "progress"
     progress: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    written_rows: int | None = None  # the rows the output's sink wrote, by its own count
 
     def to_dict(self) -> dict[str, Any]:
-        record = self._envelope(self.kind)
-        record["progress"] = dict(self.progress)
+        record = {**self._envelope(self.kind), "progress": dict(self.progress)}
+        if self.written_rows is not None:
+            record["written_rows"] = self.written_rows
         return record
 
     @property
@@ -393,4 +395,5 @@ def parse_event(record: Mapping[str, Any]) -> Event:
             exception=_text(record.get("exception")),
             error_class=_text(record.get("error_class")),
         )
-    return QueryProgress(**common, progress=dict(progress))
+    written = None if (n := _finite(record.get("written_rows"))) is None else int(n)
+    return QueryProgress(**common, progress=dict(progress), written_rows=written)

@@ -82,6 +82,11 @@ def mean(values: Iterable[float | None]) -> float | None:
     return fmean(present) if present else None
 
 
+def per_second(rows: int | None, duration_ms: int | None) -> float | None:
+    """Rows over a batch's time; None when either is unknown (or the time is 0)."""
+    return None if rows is None or not duration_ms else rows * 1000 / duration_ms
+
+
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.$]*(?:Error|Exception|Exit|Interrupt)\b.*?: \S")
 
 

@@ -107,6 +107,7 @@ def progress_summary(progress: dict[str, Any]) -> dict[str, Any]:
     operators = progress.get("stateOperators") or []
     observed = progress.get("observedMetrics") or {}
     quality = observed_sums(observed, "quality")
+    aggregates = [o for o in operators if is_aggregate(o.get("operatorName"))]
     return {
         "batch": progress.get("batchId"),
         "rows": int(_num(progress.get("numInputRows"))),
@@ -116,6 +117,10 @@ def progress_summary(progress: dict[str, Any]) -> dict[str, Any]:
         "watermark": (progress.get("eventTime") or {}).get("watermark"),
         "state_rows": int(sum(_num(o.get("numRowsTotal")) for o in operators)),
         "late": int(sum(_num(o.get("numRowsDroppedByWatermark")) for o in operators)),
+        # of `late`, the partial aggregates an aggregation dropped (not records)
+        "late_aggregates": int(sum(_num(o.get("numRowsDroppedByWatermark")) for o in aggregates)),
+        # the rows an aggregation removed from its state: in append mode, the windows it wrote
+        "evicted": int(sum(_num(o.get("numRowsRemoved")) for o in aggregates)),
         "duplicates": int(
             sum(
                 _num((o.get("customMetrics") or {}).get("numDroppedDuplicateRows"))
@@ -128,6 +133,13 @@ def progress_summary(progress: dict[str, Any]) -> dict[str, Any]:
         "expectations": {k: int(v) for k, v in observed_sums(observed, "expectations").items()},
         "kafka_lag": total_lag(progress),  # records behind latest; None: no Kafka input
     }
+
+
+def is_aggregate(operator: Any) -> bool:
+    """Whether a stateful operator (Spark's `operatorName`) is an aggregation's: it counts
+    partial aggregates dropped as late, where a deduplication or a join counts records."""
+    name = str(operator or "")
+    return name == "stateStoreSave" or name.startswith("sessionWindowStateStoreSave")
 
 
 #: a batch (or run) of at least this many records, this share of them quarantined, says so
@@ -246,16 +258,22 @@ class RunTotals:
                 "checked": 0,
                 "reason": None,
                 "late": 0,
+                "late_aggregates": 0,
+                "evicted": 0,
                 "duplicates": 0,
                 "expectations": {},
             },
         )
+        t["state_rows"] = s["state_rows"]  # after the last batch
+        t["watermark"] = s["watermark"]
         t["batches"] += 1
         t["rows"] += s["rows"]
         t["quarantined"] += s["quarantined"]
         t["checked"] += s["checked"]
         t["reason"] = t["reason"] or s["reason"]
         t["late"] += s["late"]
+        t["late_aggregates"] += s["late_aggregates"]
+        t["evicted"] += s["evicted"]
         t["duplicates"] += s["duplicates"]
         for rule, n in s["expectations"].items():
             t["expectations"][rule] = t["expectations"].get(rule, 0) + n

@@ -41,6 +41,11 @@ class OperatorState:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def live_dict(self) -> dict[str, Any]:
+        """What `status --json` and the dashboard show of a running query's operator."""
+        shown = ("operator_id", "operator", "store", "rows", "memory_bytes")
+        return {name: getattr(self, name) for name in shown}
+
 
 def _count(value: Any) -> int:
     return int(value) if isinstance(value, int | float) and value == value else 0

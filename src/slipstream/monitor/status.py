@@ -33,6 +33,7 @@ from slipstream.monitor.health import (
     ProgressPoint,
     human_duration,
     mean,
+    per_second,
     pid_alive,
     summarize_error,
 )
@@ -73,6 +74,7 @@ class QueryStatus:
     error: str | None = None
     error_class: str | None = None
     state_operators: tuple[OperatorState, ...] = ()  # of the last batch, in plan order
+    written_rps: float | None = None  # rows the sink wrote per second of batch, by its count
 
     def to_dict(self) -> dict[str, Any]:
         def ts(value: datetime | None) -> str | None:
@@ -93,6 +95,7 @@ class QueryStatus:
             "last_batch_at": ts(self.last_batch_at),
             "input_rows_per_second": self.input_rps,
             "processed_rows_per_second": self.processed_rps,
+            "written_rows_per_second": self.written_rps,
             "batch_duration_ms": self.batch_duration_ms,
             "watermark": ts(self.watermark),
             "watermark_lag_seconds": (
@@ -107,16 +110,7 @@ class QueryStatus:
             "expectation_violations": dict(self.expectation_violations),
             "error": self.error,
             "error_class": self.error_class,
-            "state_operators": [
-                {
-                    "operator_id": op.operator_id,
-                    "operator": op.operator,
-                    "store": op.store,
-                    "rows": op.rows,
-                    "memory_bytes": op.memory_bytes,
-                }
-                for op in self.state_operators
-            ],
+            "state_operators": [op.live_dict() for op in self.state_operators],
         }
 
 
@@ -249,6 +243,9 @@ class StatusTracker:
             last_batch_at=last.ts if last else None,
             input_rps=mean(p.input_rps for p in recent),
             processed_rps=mean(p.processed_rps for p in recent),
+            written_rps=mean(
+                per_second(p.written_rows, p.batch_duration_ms) for p in recent if p.executed
+            ),
             batch_duration_ms=last.batch_duration_ms if last else None,
             watermark=st.watermark,
             watermark_lag=None if st.watermark is None else mark_reference - st.watermark,

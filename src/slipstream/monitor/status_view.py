@@ -36,7 +36,8 @@ STATUS_COLUMNS = (
     "BATCH",
     "LAST BATCH",
     "IN ROWS/S",
-    "OUT ROWS/S",
+    "PROCESSED ROWS/S",
+    "WRITTEN ROWS/S",
     "WM LAG",
     "STATE ROWS",
     "ROWS",
@@ -59,6 +60,7 @@ def status_table(statuses: Sequence[QueryStatus], now: datetime) -> Table:
                 ago,
                 _rate(s.input_rps),
                 _rate(s.processed_rps),
+                _rate(s.written_rps),
                 "-" if s.watermark_lag is None else human_duration(s.watermark_lag),
                 f"{s.state_rows:,}",
                 f"{s.total_input_rows:,}",
@@ -66,7 +68,7 @@ def status_table(statuses: Sequence[QueryStatus], now: datetime) -> Table:
                 f"{s.total_dropped_by_watermark:,}",
             )
         )
-    return table(STATUS_COLUMNS, rows, numeric=(3, 5, 6, 7, 8, 9, 10, 11))
+    return table(STATUS_COLUMNS, rows, numeric=(3, 5, 6, 7, 8, 9, 10, 11, 12))
 
 
 def format_status_table(statuses: Sequence[QueryStatus], now: datetime) -> str:

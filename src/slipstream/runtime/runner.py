@@ -58,6 +58,7 @@ from slipstream.runtime.landed import LandedFilesCheck
 from slipstream.runtime.late_plan import late_plan
 from slipstream.runtime.ownership import record_outputs, refuse_foreign_outputs
 from slipstream.runtime.run import Run, batch_boundaries
+from slipstream.runtime.written import WrittenRows
 from slipstream.settings.config import Settings
 from slipstream.settings.connect import sink_violations, start_query
 from slipstream.sinks.base import DatabaseSink
@@ -130,8 +131,11 @@ def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
             frame = staged[bound.name]
             ingest = ingest_batch(prepared.settings, bound)
         elif output.spec is None:  # a quarantine
+            # it counts what it reads and what it writes (`quality`), so its batch line, the
+            # summary and the dashboard say how many records it quarantined
             bound = prepared.inputs[output.reads[0]]
-            frame = rejected(route(records[bound.name], bound.expectations))
+            routed = route(records[bound.name], bound.expectations)
+            frame = rejected(routed.observe(QUALITY_METRICS, *quality_metrics()))
         elif name in frames:
             frame = frames[name]
         else:
@@ -306,6 +310,7 @@ def start(
         landed = LandedFilesCheck(prepared)
         landed.check_read_files()  # a file that grew since its batch (a resumed checkpoint)
         listener.handlers.insert(0, landed.handle)  # before totals: a batch's files judged
+        listener.handlers.insert(0, WrittenRows(prepared))  # first: the log records it
         for query in built:
             out = query.output
             frame = out.sink.shape(query.frame, out.ctx)

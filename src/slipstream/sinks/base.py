@@ -48,6 +48,7 @@ from pyspark.sql.types import (
 from slipstream.checkpoint.lifecycle import last_committed_batch
 from slipstream.checkpoint.logs import query_id
 from slipstream.core.specs import OutputMode, SinkSpec
+from slipstream.core.words import count
 from slipstream.errors import SlipstreamError
 from slipstream.settings.connect import is_connect
 
@@ -211,6 +212,14 @@ class BatchSink(Sink):
         super().__init__(spec)
         self._query_ids: dict[Path, str] = {}
         self.skipped_batches = 0  # replays recognised by the ledger, for tests and the summary
+        self._written: dict[str, tuple[int, int]] = {}  # query name -> (batch id, rows written)
+
+    def rows_written(self, query: str, batch_id: int) -> int | None:
+        """The rows this sink wrote in batch `batch_id` of `query`, by its own count (0 for a
+        replay it skipped); None when it has not counted that batch (not the latest, or a sink
+        that does not count, or one that ran elsewhere: Spark Connect's server)."""
+        batch, rows = self._written.get(query, (-1, 0))
+        return rows if batch == batch_id else None
 
     def attach(self, writer: DataStreamWriter, ctx: SinkContext) -> DataStreamWriter:
         def handle(batch: DataFrame, batch_id: int) -> None:
@@ -316,7 +325,7 @@ class DatabaseSink(BatchSink):
         if not batches:
             return None
         return (
-            f"{batches} batches of {queries} other quer{'y' if queries == 1 else 'ies'} in its "
+            f"{count(batches, 'batch')} of {count(queries, 'other query', 'other queries')} in its "
             "ledger; a new query would write every row it reads again (duplicates in append "
             "mode, older values in update mode)"
         )
@@ -351,6 +360,7 @@ class DatabaseSink(BatchSink):
             if replay:
                 self._skip(info)
                 drain(batch)  # outside the transaction: nothing is written
+                self._written[info.ctx.query_name] = (info.batch_id, 0)
                 return
             won = False
             with self.staged(batch, info) as staged, self.transaction(conn):
@@ -362,6 +372,7 @@ class DatabaseSink(BatchSink):
             if won:
                 self._skip(info)
                 drain(batch)
+            self._written[info.ctx.query_name] = (info.batch_id, 0 if won else rows)
 
     def _skip(self, info: BatchInfo) -> None:
         self.skipped_batches += 1

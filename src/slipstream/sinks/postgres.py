@@ -66,6 +66,7 @@ from pyspark.sql.types import StringType, StructType
 
 from slipstream.checkpoint.lifecycle import not_ours
 from slipstream.core.specs import SinkSpec
+from slipstream.core.words import count
 from slipstream.errors import SlipstreamError, find_error
 from slipstream.sinks.base import (
     LEDGER_TABLE,
@@ -259,7 +260,8 @@ class PostgresSink(DatabaseSink):
         if present is None or present[0] != staged:
             raise SlipstreamError(
                 "SINK_WRITE_FAILED",
-                f"staging table {staging_table(table)} holds {present[0] if present else 0} rows "
+                f"staging table {staging_table(table)} holds "
+                f"{count(present[0] if present else 0, 'row')} "
                 f"of batch {info.batch_id}, expected {staged} (PostgreSQL restarted and emptied "
                 "the UNLOGGED staging table?); nothing was merged",
                 "restart the query: the batch is staged again and merged once",

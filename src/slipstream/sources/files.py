@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 
 from slipstream.core import values
 from slipstream.core.options import Option
+from slipstream.core.words import count
 from slipstream.errors import ConfigError
 from slipstream.ingest.parse import SOURCE
 from slipstream.sources.base import Binding, RawInput, Source, SourceOptions
@@ -93,7 +94,8 @@ class FilesSource(Source):
     def describe(self, binding: Binding, options: SourceOptions) -> str:
         extra = []
         if options["max_files_per_trigger"]:
-            extra.append(f"max {options['max_files_per_trigger']} files per batch")
+            most = int(options["max_files_per_trigger"])
+            extra.append(f"max {count(most, 'file')} per batch")
         if options["latest_first"]:
             extra.append("latest first")
         more = f" ({', '.join(extra)})" if extra else ""

@@ -14,6 +14,7 @@ from typing import TextIO
 
 from slipstream.checkpoint.lifecycle import clearing
 from slipstream.core.files import write_atomically
+from slipstream.core.words import count
 from slipstream.errors import ConfigError
 from slipstream.monitor.console import render, table
 from slipstream.monitor.eventlog import log_files
@@ -118,7 +119,7 @@ def _demo(
                 break
             name, lines = source.name, source.read_text().splitlines()
             write_atomically(landing, name, lines)
-            print(f"\n>>> {name} landed ({len(lines)} events)", file=out, flush=True)
+            print(f"\n>>> {name} landed ({count(len(lines), 'event')})", file=out, flush=True)
             run.process_all_available()
             rows = read_table(db, prepared.ctx.table, order_by="window_start, action")
             print(format_table(rows, columns), file=out, flush=True)

@@ -36,7 +36,9 @@ from rich.console import Group, RenderableType
 import slipstream
 from slipstream.core.files import prune_older_than
 from slipstream.core.specs import parse_duration
+from slipstream.core.words import count
 from slipstream.errors import ConfigError
+from slipstream.monitor.accounts import output_account
 from slipstream.monitor.console import console_for, is_terminal, render, table
 from slipstream.monitor.listener import Record, progress_summary
 from slipstream.monitor.serve import start_monitoring
@@ -49,7 +51,7 @@ from slipstream.settings.session import build_session
 from slipstream.tools.demo import fresh_start
 from slipstream.tools.demo_kafka import start_broker
 from slipstream.tools.generators.trending import TrendingSpec, write_catalog
-from slipstream.tools.serving.trending import top_articles
+from slipstream.tools.serving.trending import top_articles, watermark_time
 from slipstream.tools.views import results_view
 
 PIPELINE = "trending"
@@ -97,7 +99,8 @@ def render_top(tops: dict[str, list[dict[str, Any]]], n: int = 10) -> Renderable
         leaders = ", ".join(f"{r['article_id']} {r['views']:,}" for r in done[:3])
         parts.append(
             f"latest complete window {_short_time(done[0]['window_start'])}-"
-            f"{_short_time(done[0]['window_end'])}: {leaders}"
+            f"{_short_time(done[0]['window_end'])} (final: the watermark passed its end): "
+            f"{leaders}"
         )
     return Group(*parts)
 
@@ -155,8 +158,9 @@ class TopView:
             self.draw(s)
 
     def draw(self, s: dict[str, Any]) -> None:
-        tops = top_articles(self.db_path, self.n)
         wm = s["watermark"] or ""
+        # complete: the watermark has passed its end (Spark no longer changes its row)
+        tops = top_articles(self.db_path, self.n, watermark=watermark_time(wm))
         header = [
             f"slipstream demo: trending articles, {self.rate:,.0f} events/s generated live"
             "  (Ctrl-C to stop)",
@@ -392,18 +396,13 @@ def _demo(
     if view.first_batch_at is not None:
         print(f"first top 10 after {view.first_batch_at:.1f} s", file=out)
     print(
-        f"sustained: {t['events']:,} events in {t['batches']} batches, "
+        f"sustained: {count(t['events'], 'event')} in {count(t['batches'], 'batch')}, "
         f"{t['events_per_s']:,.0f} events/s of processing time "
         f"(mean batch {t['mean_batch_rps']:,.0f} rows/s; generator {rate:,.0f}/s)",
         file=out,
     )
-    if run_ is not None:
-        totals = run_.totals.by_query.get(RESULTS_QUERY, {})
-        print(
-            f"totals: late {totals.get('late', 0):,}, duplicates "
-            f"{totals.get('duplicates', 0):,}, quarantined {totals.get('quarantined', 0):,}",
-            file=out,
-        )
+    if run_ is not None and RESULTS_QUERY in run_.totals.by_query:
+        print(output_account(RESULTS_QUERY, run_.totals.by_query[RESULTS_QUERY]), file=out)
     print(
         "outputs:\n"
         f"  results     {db_path} table article_views  (sqlite3 {db_path} "

@@ -237,6 +237,7 @@
     setFact(el, "batch", q.last_batch_id === null ? "–" : String(q.last_batch_id));
     setFact(el, "in", compact(q.input_rows_per_second));
     setFact(el, "out", compact(q.processed_rows_per_second));
+    setFact(el, "written", compact(q.written_rows_per_second));
     setFact(el, "lag", seconds(q.watermark_lag_seconds));
     setFact(el, "state", compact(q.state_rows));
     // each stateful operator, from the same report as `slipstream status`

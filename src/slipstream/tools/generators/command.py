@@ -18,8 +18,9 @@ gives the same bytes; live runs default to `now`.
 The catalog (`--catalog`, default `catalog.csv` beside OUT: not inside it, where the pipeline
 would read it as events, and not named `_...`, which Spark treats as hidden and reads as empty)
 is written first, then the event files; the GenerationReport (exact counts of each kind of line)
-is printed as JSON and saved (`--report`, default `OUT/_generation-report.json`, which the
-files source ignores)."""
+is printed as JSON and saved (`--report`, default `OUT_generation-report.json` beside OUT, not
+inside the stream folder), and a line says how many events were made late and what a run's late
+count will be beside it."""
 
 from __future__ import annotations
 
@@ -28,10 +29,11 @@ import json
 from pathlib import Path
 from typing import Any, TextIO
 
-from slipstream.core.specs import DURATION_HELP, parse_duration
+from slipstream.core.specs import DURATION_HELP, format_duration, parse_duration
 from slipstream.errors import ConfigError
 from slipstream.tools.generators import streams
 from slipstream.tools.generators.kafka_out import topic_writer
+from slipstream.tools.generators.stream_model import REPORT_NAME, late_note, report_beside
 from slipstream.tools.generators.streams import moment
 from slipstream.tools.generators.trending import (
     SpecError,
@@ -42,7 +44,6 @@ from slipstream.tools.generators.trending import (
 )
 
 CATALOG_NAME = "catalog.csv"
-REPORT_NAME = "_generation-report.json"
 FRACTIONS = ("out_of_order", "late", "duplicates", "malformed", "unknown_article")
 
 
@@ -108,7 +109,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: fast when bounded, live otherwise)",
     )
     parser.add_argument(
-        "--report", type=Path, metavar="FILE", help=f"report JSON (default: OUT/{REPORT_NAME})"
+        "--report",
+        type=Path,
+        metavar="FILE",
+        help=f"report JSON (default: OUT{REPORT_NAME}, beside OUT)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar, no report print")
 
@@ -181,7 +185,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             str(exc),
             "generate into a new --out directory (Spark never re-reads a file name it has seen)",
         ) from None
-    report_path = report.write_report(args.report or out_dir / REPORT_NAME)
+    report_path = report.write_report(args.report or report_beside(out_dir))
     if not args.quiet:
         print(json.dumps(report.to_dict(), indent=2, sort_keys=True), file=out)
     target = f"{out_dir}" if writer is None else f"Kafka topic {writer.topic.describe()}"
@@ -191,4 +195,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         file=out,
         flush=True,
     )
+    window, watermark = format_duration(spec.window), format_duration(spec.watermark)
+    made = (
+        f"each at least --watermark + --window ({watermark} + {window}) older than the newest "
+        "event of the files before the previous one"
+    )
+    print(late_note(report.late, made, "when each file is its own micro-batch "
+                    "(--max-files-per-trigger 1) and its --watermark and --window are these"),
+          file=out, flush=True)  # fmt: skip
     return 0

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TextIO
 
+from slipstream.core.words import count
+
 
 class LineServer:
     def __init__(self, port: int, host: str = "127.0.0.1") -> None:
@@ -79,7 +81,9 @@ def serve(
         if file is not None:
             with open(file) as handle:
                 n = server.send(handle)
-            print(f"feed: sent {n} lines from {file}; Ctrl-C to stop", file=out, flush=True)
+            print(
+                f"feed: sent {count(n, 'line')} from {file}; Ctrl-C to stop", file=out, flush=True
+            )
             threading.Event().wait()
         else:
             print("feed: type lines; Ctrl-D or Ctrl-C to stop", file=out, flush=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from slipstream.core.kafka_url import KafkaTopic
+from slipstream.core.words import count
 from slipstream.errors import ConfigError
 from slipstream.sources.kafka import check_topic, client_settings
 
@@ -64,7 +65,7 @@ class TopicWriter:
         if left or self._failed:
             raise ConfigError(
                 "KAFKA_UNREACHABLE",
-                f"{left} records of {name} were not acknowledged by {self.topic.servers}"
+                f"{count(left, 'record')} of {name} were not acknowledged by {self.topic.servers}"
                 + (f": {self._failed[0]}" if self._failed else ""),
                 "check that the broker is running and the topic is writable",
             )

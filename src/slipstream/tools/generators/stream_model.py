@@ -9,6 +9,7 @@ import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from slipstream.errors import ConfigError
@@ -17,6 +18,23 @@ REPORT_NAME = "_generation-report.json"
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=UTC)
 DIRT = ("out_of_order", "late", "duplicates", "malformed")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def report_beside(out_dir: Path) -> Path:
+    """The report's default place: beside the stream folder, never inside it (`landing/views`
+    -> `landing/views_generation-report.json`), where a reader of the folder would meet it."""
+    folder = Path(out_dir).resolve()
+    return folder.parent / f"{folder.name}{REPORT_NAME}"
+
+
+def late_note(late: int, made: str, each_own_batch: str) -> str:
+    """What the generator's `late` count means, and how a run's count relates to it."""
+    return (
+        f"late: {late:,} events made late ({made}); a run drops them as late and writes them "
+        f"to its dead-letter {each_own_batch}; with several files per batch it drops fewer "
+        "(the watermark moves once per batch) and counts the others as valid, so the run's "
+        f"late count is at most {late:,}"
+    )
 
 
 def iso_ms(ms: int) -> str:

@@ -41,7 +41,8 @@ from typing import Any, TextIO
 
 from slipstream.core import values
 from slipstream.core.files import write_atomically
-from slipstream.core.specs import DURATION_HELP, parse_duration
+from slipstream.core.specs import DURATION_HELP, format_duration, parse_duration
+from slipstream.core.words import count
 from slipstream.errors import ConfigError
 from slipstream.monitor.progressbar import ProgressBar
 from slipstream.tools.generators.stream_model import (
@@ -56,6 +57,8 @@ from slipstream.tools.generators.stream_model import (
     Workload,
     bad,
     iso_ms,
+    late_note,
+    report_beside,
     to_ms,
 )
 from slipstream.tools.generators.trending import Clock, SystemClock, stop_on_sigint
@@ -190,7 +193,7 @@ def generate(
         if existing:
             raise ConfigError(
                 "CONFIG_BAD_VALUE",
-                f"{target} already holds {len(existing)} {shape.name} files "
+                f"{target} already holds {count(len(existing), shape.name + ' file')} "
                 f"(e.g. {existing[0].name})",
                 "generate into a new --out directory (Spark never re-reads a file name it has "
                 "seen)",
@@ -274,7 +277,10 @@ def add_arguments(parser: argparse.ArgumentParser, defaults: StreamSpec, *own: O
         help="live: a file per --file-every of wall time; fast: as fast as possible (default)",
     )
     parser.add_argument(
-        "--report", type=Path, metavar="FILE", help=f"report JSON (default: OUT/{REPORT_NAME})"
+        "--report",
+        type=Path,
+        metavar="FILE",
+        help=f"report JSON (default: OUT{REPORT_NAME}, beside OUT)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar, no report print")
     for flag in own:
@@ -369,12 +375,13 @@ def moment(text: str) -> datetime:
 
 
 def run(args: argparse.Namespace, out: TextIO, workload: Workload, spec: StreamSpec) -> Report:
-    """Generate, save the report beside the files and print it (what `generate` does)."""
+    """Generate, save the report beside the stream folder and print it (what `generate`
+    does)."""
     live = args.pace == "live"
     report = generate(
         spec, workload, args.out, clock=SystemClock() if live else None, progress=not args.quiet
     )
-    report_path = args.report or Path(args.out) / REPORT_NAME
+    report_path = args.report or report_beside(Path(args.out))
     report_path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(report.to_dict(), indent=2, sort_keys=True)
     write_atomically(report_path.parent, report_path.name, text.splitlines())
@@ -388,4 +395,12 @@ def run(args: argparse.Namespace, out: TextIO, workload: Workload, spec: StreamS
         file=out,
         flush=True,
     )
+    late = sum(c.late for c in report.streams.values())
+    made = (
+        f"each in transit at least --watermark + --window + 3 files "
+        f"({format_duration(spec.watermark)} + {format_duration(spec.window)} + "
+        f"3 x {format_duration(spec.file_every)})"
+    )
+    own = "when each file is its own micro-batch (--max-files-per-trigger 1)"
+    print(late_note(late, made, own), file=out, flush=True)
     return report

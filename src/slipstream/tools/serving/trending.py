@@ -6,9 +6,11 @@ Two windows are served, both chosen in *event time* from what the table holds (o
   time and ending soonest. With 10-minute windows sliding by 1 minute it covers the trailing
   ~10 minutes: "most popular now". (The window that *started* last covers only the last minute
   and would flicker; it is not what a reader means by "now".)
-- `latest_complete`: the latest window whose end has passed in event time. No on-time event can
-  still arrive for it; an out-of-order event within the watermark still may, until the
-  watermark passes its end, after which Spark drops the window's state and the row is final.
+- `latest_complete`: given the query's `watermark`, the latest window whose end it has passed:
+  Spark has dropped that window's state and its row is final (the demo passes the watermark of
+  the batch it shows). Without a watermark, the latest window whose end has passed in event
+  time: no on-time event can still arrive for it, but an out-of-order one within the watermark
+  still may, so its counts may still grow until the watermark passes its end.
 
 Without `now`, the latest event time is estimated by the latest `window_start` in the table
 (every event is counted in a window that starts at most one slide before it), so `current` is
@@ -31,6 +33,20 @@ COLUMNS = ("window_start", "window_end", "article_id", "title", "section", "view
 def _parse(text: str) -> datetime:
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _utc(moment: datetime) -> datetime:
+    """A naive time is UTC, like every timestamp slipstream stores."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def watermark_time(text: str | None) -> datetime:
+    """A progress event's watermark (ISO text) as a time: 1970-01-01 (Spark's own start, which
+    has passed no window of today) when the query has none yet."""
+    return _parse(text) if text else _EPOCH
 
 
 def _windows_since(
@@ -67,9 +83,11 @@ def top_articles(
     now: datetime | None = None,
     *,
     table: str = "article_views",
+    watermark: datetime | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """{"current": [...], "latest_complete": [...]}: up to `n` rows each, most views first
-    (ties by article_id), with `rank` from 1. Empty lists when nothing is there yet."""
+    (ties by article_id), with `rank` from 1. Empty lists when nothing is there yet. With
+    `watermark`, a window is complete only once the watermark has passed its end."""
     empty: dict[str, list[dict[str, Any]]] = {"current": [], "latest_complete": []}
     with read_only(db_path) as conn:
         if conn is None or not has_table(conn, table):
@@ -80,20 +98,21 @@ def top_articles(
             return empty
         latest = max(newest)
         length = latest[1] - latest[0]
-        if now is None:
-            anchor = latest[0]
-        else:  # a naive `now` is UTC, like every timestamp slipstream stores
-            anchor = now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+        anchor = latest[0] if now is None else _utc(now)
         # The open windows start after anchor - length, and with windows that slide by at most
         # their length the latest closed one after anchor - 2 x length: an index range, not a
         # scan of the whole table (the dashboard asks every 1.5 s for as long as the run lasts).
-        windows = _windows_since(conn, t, anchor - 2 * length)
+        # A window is final once the watermark has passed its end: with a watermark behind the
+        # anchor, the range starts two lengths before the watermark instead.
+        final = anchor if watermark is None else _utc(watermark)
+        since = min(anchor, final) if final > _EPOCH else anchor
+        windows = _windows_since(conn, t, since - 2 * length)
         windows = [w for w in windows if w[1] - w[0] == length]  # one window length only
         open_ = [w for w in windows if w[1] > anchor and w[0] <= anchor]
-        closed = [w for w in windows if w[1] <= anchor]
-        if not closed:  # a gap in the data: the latest complete window is older
+        closed = [w for w in windows if w[1] <= final]
+        if not closed and final > _EPOCH:  # a gap in the data: the complete one is older
             windows = [w for w in _windows_since(conn, t, datetime.min) if w[1] - w[0] == length]
-            closed = [w for w in windows if w[1] <= anchor]
+            closed = [w for w in windows if w[1] <= final]
         result: dict[str, list[dict[str, Any]]] = {}
         for name, chosen in (
             ("current", min(open_, key=lambda w: w[1]) if open_ else None),

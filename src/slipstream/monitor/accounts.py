@@ -1,0 +1,53 @@
+"""What a run's summary says about each query, from its totals (monitor.listener.RunTotals):
+every record read accounted for once, so the lines of one run reconcile with each other.
+
+An output's records read are `valid + quarantined + late + duplicates`: the quarantined ones
+never reach it (the quarantine query of the same input writes them, and says so on its own line),
+a deduplication or a join drops late records and re-sent ones, and the rest are valid. A window
+aggregation that comes first drops late *partial aggregates* (one per window, key and partition),
+not records: those records stay in `valid`, and the dead-letter holds them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from slipstream.core.words import count
+
+
+def output_account(query: str, t: dict[str, Any]) -> str:
+    """`summary Q: N batches, R records read = V valid + Q quarantined + L late ...`."""
+    read, quarantined = t["rows"], t["quarantined"]
+    late_aggregates = t.get("late_aggregates", 0)
+    late_records = t["late"] - late_aggregates
+    duplicates = t.get("duplicates", 0)
+    valid = read - quarantined - late_records - duplicates
+    terms = [f"{valid:,} valid", f"{quarantined:,} quarantined"]
+    terms.append(f"{late_records:,} late (dropped by the watermark)")
+    if duplicates:
+        terms.append(f"{duplicates:,} duplicates dropped")
+    line = f"summary {query}: {count(t['batches'], 'batch')}, {count(read, 'record')} read"
+    line += " = " + " + ".join(terms)
+    if late_aggregates:
+        line += (
+            f"; late windows: {count(late_aggregates, 'partial aggregate')} dropped by the "
+            "watermark (their records are among the valid ones, and in the dead-letter)"
+        )
+    line += "".join(f", {rule} {n:,}" for rule, n in t["expectations"].items())
+    return line
+
+
+def quarantine_account(query: str, t: dict[str, Any], folder: Path | None) -> str:
+    """`summary Q: N batches, R records read: Q quarantined (written to DIR), V left valid`."""
+    read, quarantined = t["rows"], t["quarantined"]
+    where = f" (written to {folder})" if folder is not None else ""
+    return (
+        f"summary {query}: {count(t['batches'], 'batch')}, {count(read, 'record')} read: "
+        f"{quarantined:,} quarantined{where}, {read - quarantined:,} valid"
+    )
+
+
+def all_windows_open(t: dict[str, Any]) -> bool:
+    """An append-mode aggregation that read records, holds windows, and wrote none: every
+    window it counts is still open (the watermark has not passed its end)."""
+    return bool(t["rows"]) and not t.get("evicted") and bool(t.get("state_rows"))
