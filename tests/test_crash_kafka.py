@@ -1,9 +1,9 @@
 """The crash suite on Kafka (issue 27 item 5), lean: mobile reading a topic into SQLite and
 PostgreSQL, `slipstream run` SIGKILLed at the moments tests/test_crash.py kills it (after the
-sink committed a batch and before the checkpoint did; inside the sink's transaction; at a seeded
-random moment inside a batch), restarted on the same checkpoint; records are produced to the
-topic between the runs instead of files landed. At the end each table equals pandas over every
-record produced, and the quarantine holds each malformed record once."""
+sink committed a batch and before the checkpoint did, into SQLite; at a seeded random moment
+after a batch started, into PostgreSQL), restarted on the same checkpoint; records are produced
+to the topic between the runs instead of files landed. At the end each table equals pandas over
+every record produced, and the quarantine holds each malformed record once."""
 
 from __future__ import annotations
 
@@ -33,7 +33,10 @@ from tests.test_crash import (
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres, pytest.mark.kafka]
 
-PLANS = {"sqlite": ("after-write", "random"), "postgresql": ("before-commit", "random")}
+# lean (the suite's time in CI): what differs from files is the source's replay, so the two kills
+# that cut a batch between its offsets and its commit; the sinks' own kills (inside the
+# transaction too) are tests/test_crash.py's, the same with any source
+PLANS = {"sqlite": ("after-write",), "postgresql": ("random",)}
 
 
 @dataclass
@@ -112,5 +115,4 @@ def test_a_kafka_input_survives_sigkills_exactly_once(
         assert len(quarantined) == chain.malformed, f"{name}: quarantine not exactly-once"
     print("\n".join(report))
     kills = [k for chain in chains.values() for k in chain.kills]
-    assert {k.kind for k in kills} >= {"after-write", "before-commit"}, report
-    assert len(kills) >= 3, report
+    assert {k.kind for k in kills} == {"after-write", "random"}, report
