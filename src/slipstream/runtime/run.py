@@ -254,7 +254,10 @@ def _stop_at_batch_boundary(
         ):
             query.stop()
             return True
-        query.awaitTermination(poll)
+        # a query that fails meanwhile (a sibling's cause, a broker gone for both) raises its
+        # failure here: it is not this stop's, and raise_failure reads it from the query
+        with contextlib.suppress(StreamingQueryException):
+            query.awaitTermination(poll)
     return False
 
 
