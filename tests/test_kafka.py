@@ -456,3 +456,60 @@ def test_the_trending_demo_runs_over_a_local_broker(
     report = json.loads((state / "generator" / "trending-report.json").read_text())
     assert report["interrupted"] is True and report["total_lines"] > 0
     assert len(top_articles(state / "slipstream.db")["current"]) == 10
+
+
+def test_the_dead_letter_of_a_kafka_input_holds_exactly_the_rows_spark_dropped_as_late(
+    kafka_spark: SparkSession, kafka: Any, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The late-row dead-letter re-reads a Kafka batch's offset ranges (offsets/N-1 to
+    offsets/N; batch 0 from the source's initial offsets) with a batch Kafka read: it holds
+    the records the watermark dropped, as plain Python predicts them from the batches before,
+    each with its topic, partition and offset."""
+    from tests.helpers import late_records
+    from tests.test_late import action, iso, window_end
+
+    topic = _topic(kafka, request, partitions=2)
+    window, delay = timedelta(minutes=10), timedelta(minutes=5)
+    batches = [
+        [action(1, 0), action(2, 12), action(3, 20, "close")],  # the watermark becomes 10:15
+        [action(4, 3), action(5, 9 + 59 / 60), action(6, 10), action(7, 14, "close"),
+         action(8, 31)],  # 10:03, 10:09:59 late (window ends 10:10); then the watermark 10:26
+        [action(9, 19), action(10, 15, "close"), action(11, 21), action(12, 2)],
+    ]  # fmt: skip
+    with PipelineHarness(
+        kafka_spark, "mobile", tmp_path, sink="sqlite", mode="update", window="10m",
+        watermark="5m", source=None, input=[kafka.url(topic, startingOffsets="earliest")],
+    ) as h:  # fmt: skip
+        assert not h.prepared.late["counts"].uncovered, h.prepared.late["counts"]
+        for rows in batches:
+            lines = [json.dumps(r) for r in rows]
+            produce(kafka.bootstrap, topic, lines, keys=[r["id"] for r in rows])
+            h.process()
+        results = h.results()
+        spark_late = h.totals["mobile.counts"]["late"]
+    written = late_records(tmp_path / "state", "mobile", "counts")
+
+    expected, kept, newest = [], [], None
+    for rows in batches:
+        mark = newest - delay if newest else datetime(1970, 1, 1, tzinfo=UTC)
+        for row in rows:
+            ts = datetime.fromisoformat(row["ts"].replace("Z", "+00:00"))
+            (expected.append((row["id"], iso(mark))) if window_end(ts, window) <= mark
+             else kept.append(row))  # fmt: skip
+        stamps = [datetime.fromisoformat(r["ts"].replace("Z", "+00:00")) for r in rows]
+        newest = max([newest, *stamps] if newest else stamps)
+    late = [r for batch in written.values() for r in batch]
+    assert sorted((json.loads(r["raw"])["id"], r["watermark"]) for r in late) == sorted(expected)
+    assert {e[0] for e in expected} == {"p4", "p5", "p9", "p10", "p12"}
+    assert 0 < spark_late <= len(late)
+    produced = {r["value"]: r for r in read_topic(kafka.bootstrap, topic)}
+    assert sorted(r["source"] for r in late) == sorted(
+        f"kafka:{topic}:{produced[r['raw']]['partition']}:{produced[r['raw']]['offset']}"
+        for r in late
+    )
+    frame = pd.DataFrame(kept)
+    frame["window_start"] = (
+        pd.to_datetime(frame["ts"]).dt.floor("10min").dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
+    model = frame.groupby(["window_start", "action"]).size().to_dict()
+    assert {(r["window_start"], r["action"]): r["count"] for r in results} == model

@@ -272,3 +272,83 @@ def test_a_sink_urls_secret_reaches_spark_and_is_never_shown() -> None:
     assert 'password="pw9"' in sink.topic.spark_options()["kafka.sasl.jaas.config"]  # type: ignore[attr-defined]
     for shown in (spec.describe(), sink.describe(ctx), sink.location(ctx)):
         assert "pw9" not in str(shown)
+
+
+# --- run-time faults, from what Spark said on a real broker (tests/test_kafka_faults.py) --------
+
+RECREATED = (
+    "[STREAM_FAILED] Query [id = 2f4c, runId = 24b6] terminated with exception: Some data may "
+    "have been lost because they are not available in Kafka any more;\neither the data was aged "
+    "out by Kafka or the topic may have been deleted before all the data in the\ntopic was "
+    "processed.\nIf you don't want your streaming query to fail on such cases, set the source "
+    "option failOnDataLoss to false.\nReason: Partition acts-0 offset was changed from 200 to "
+    "10.\nThis could be either 1) a user error that the start offset is set beyond available "
+    "offset when starting query, or 2) the kafka topic-partition is deleted and re-created."
+)
+TRUNCATED_IN_FOREACH = (
+    "[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in "
+    "foreach batch sink. Reason: An exception was raised by the Python Proxy. Return Message: "
+    'Traceback (most recent call last):\n  File "sqlite.py", line 157, in merge\n'
+    "py4j.protocol.Py4JJavaError: An error occurred while calling o376.getResult.\nCaused by: "
+    "org.apache.spark.sql.kafka010.KafkaIllegalStateException: Some data may have been lost "
+    "because they are not available in Kafka any more;\nReason: Could not read records in "
+    "offset [200, 400) for topic partition acts-0\nwith consumer group spark-kafka-source-1."
+)
+DELETED = (
+    "java.util.concurrent.ExecutionException: org.apache.kafka.common.errors."
+    "UnknownTopicOrPartitionException: This server does not host this topic-partition."
+)
+BROKER_GONE = (
+    "java.util.concurrent.ExecutionException: org.apache.kafka.common.errors.TimeoutException: "
+    "Timed out waiting for a node assignment. Call: listNodes"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "said"),
+    [
+        (RECREATED, "KAFKA_DATA_LOST", "Partition acts-0 offset was changed from 200 to 10"),
+        (TRUNCATED_IN_FOREACH, "KAFKA_DATA_LOST", "offset [200, 400) for topic partition acts-0"),
+        (DELETED, "KAFKA_TOPIC_NOT_FOUND", "was deleted while the run read it"),
+        (BROKER_GONE, "KAFKA_UNREACHABLE", "Timed out waiting for a node assignment"),
+    ],
+)
+def test_a_kafka_failure_at_run_time_has_a_code_the_topic_and_the_fix(
+    text: str, code: str, said: str
+) -> None:
+    from slipstream.sources.kafka_faults import as_kafka_failure
+
+    other = KafkaTopic.parse("kafka://127.0.0.1:9092/other")
+    acts = KafkaTopic.parse("kafka://127.0.0.1:9092/acts?startingOffsets=earliest")
+    # Spark names the partition of lost records; the others name none: the run's one input
+    inputs = [other, acts] if code == "KAFKA_DATA_LOST" else [acts]
+    error = as_kafka_failure(RuntimeError(text), "mobile.counts", inputs)
+    assert error is not None and error.code == code
+    assert said in error.message and "topic acts at 127.0.0.1:9092" in error.message
+    if code == "KAFKA_DATA_LOST":
+        assert "kafka://127.0.0.1:9092/acts?startingOffsets=earliest&failOnDataLoss=false" in (
+            error.fix
+        )
+    sink = KafkaTopic.parse("kafka://127.0.0.1:9092/acts", role="sink")
+    assert as_kafka_failure(RuntimeError(text), "mobile.counts", [sink]) is None  # no input
+    assert as_kafka_failure(RuntimeError("division by zero"), "q", [acts]) is None
+
+
+def test_a_kafka_batchs_offset_ranges_come_from_the_offset_log(tmp_path) -> None:  # noqa: ANN001
+    """Batch 0 from the source's initial offsets (a zero byte, a version line, the JSON), a
+    later batch from the offsets before it; a partition new since starts at its beginning."""
+    import json
+
+    from slipstream.runtime.late_rows import kafka_ranges
+
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "sources" / "0").mkdir(parents=True)
+    (tmp_path / "sources" / "0" / "0").write_text('\x00v1\n{"acts":{"0":5,"1":0}}')
+    meta = json.dumps({"batchWatermarkMs": 0, "batchTimestampMs": 1})
+    for batch, offsets in enumerate(
+        [{"acts": {"0": 9, "1": 3}}, {"acts": {"0": 9, "1": 7, "2": 4}}]
+    ):
+        (tmp_path / "offsets" / str(batch)).write_text(f"v1\n{meta}\n{json.dumps(offsets)}\n")
+    assert kafka_ranges(tmp_path, 0, "acts") == {"0": (5, 9), "1": (0, 3)}
+    assert kafka_ranges(tmp_path, 1, "acts") == {"1": (3, 7), "2": (-2, 4)}
+    assert kafka_ranges(tmp_path, 1, "elsewhere") == {}

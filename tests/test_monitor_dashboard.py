@@ -301,3 +301,38 @@ def test_dashboard_in_headless_chromium(state_dir: Path) -> None:
         page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
         assert page.evaluate("() => window.__slipstream.lastError()") is None
         assert problems == []
+
+
+@pytest.mark.browser
+def test_dashboard_shows_the_kafka_lag_of_a_query_that_reads_kafka(tmp_path: Path) -> None:
+    """A query whose lag rose at each batch: its card shows the last lag and falling behind;
+    a query without Kafka shows no lag fact."""
+    from slipstream.monitor.events import QueryProgress, QueryStarted
+
+    replay(tmp_path, "healthy", timedelta(seconds=1))
+    start = NOW - timedelta(seconds=10)
+    with EventLog(event_log_path(tmp_path, "mobile")) as log:
+        log.append(QueryStarted(start, "mobile", "mobile.counts", "qid", "rid", os.getpid()))
+        for seq, (done, latest) in enumerate([(100, 100), (200, 300), (300, 600), (400, 1100)]):
+            source = {"description": "KafkaV2[Subscribe[acts]]", "endOffset": {"acts": {"0": done}},
+                      "latestOffset": {"acts": {"0": latest}}}  # fmt: skip
+            progress = {"batchId": seq, "numInputRows": 100, "inputRowsPerSecond": 100.0,
+                        "processedRowsPerSecond": 100.0, "sources": [source]}  # fmt: skip
+            at = start + timedelta(seconds=seq + 1)
+            log.append(QueryProgress(at, "mobile", "mobile.counts", "qid", "rid", os.getpid(),
+                                     progress=progress))  # fmt: skip
+    require_chromium()
+    status = EventLogStatus(tmp_path, clock=FixedClock(), pid_check=alive)
+    with serve_dashboard(status) as server, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(server.url + "?poll=250")
+        page.wait_for_function("() => window.__slipstream.queries().length >= 2")
+        shown = page.evaluate(
+            """() => Object.fromEntries([...document.querySelectorAll('article.query')].map(
+                card => [card.dataset.key, [card.querySelector('[data-kafka]').hidden,
+                    card.querySelector('[data-fact="kafka"]').textContent,
+                    card.querySelector('.badge').dataset.health]]))"""
+        )
+    assert shown["mobile/mobile.counts"] == [False, "700", "falling_behind"]
+    others = [v for k, v in shown.items() if k != "mobile/mobile.counts"]
+    assert others and all(hidden for hidden, *_ in others)

@@ -4,6 +4,7 @@ failed, stopped. Expected numbers are recomputed from the raw JSON, not taken fr
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from statistics import fmean
@@ -350,3 +351,37 @@ def test_a_query_that_ran_out_of_memory_says_so_and_names_the_setting() -> None:
     # the failure of the plain 'failed' fixture (a refused connection) is not a memory problem
     refused = next(e for e in events("failed") if isinstance(e, QueryTerminated))
     assert refused.exception and out_of_memory(refused.exception) is None
+
+
+def kafka_batch(seq: int, read_to: int, latest: int) -> QueryProgress:
+    """A batch of a query reading topic acts: read up to `read_to`, `latest` on the broker."""
+    event = batch(seq, 100.0, 100.0)
+    source = {
+        "description": "KafkaV2[Subscribe[acts]]",
+        "endOffset": {"acts": {"0": read_to}},
+        "latestOffset": {"acts": {"0": latest}},
+    }
+    return replace(event, progress={**event.progress, "sources": [source]})
+
+
+def test_a_kafka_lag_that_grows_batch_after_batch_is_falling_behind() -> None:
+    """Rates alone look even; the lag from Spark's offsets rose at each of the last three
+    batches: falling behind, with the path of the lag; status shows the last lag."""
+    from slipstream.monitor.status_view import format_status_table
+
+    lags = [(100, 100), (200, 300), (300, 600), (400, 1100)]  # behind: 0, 100, 300, 700
+    evs: list[Event] = [started(T0)]
+    evs += [kafka_batch(i, done, latest) for i, (done, latest) in enumerate(lags)]
+    status = verdict(evs)
+    assert status.health == "falling_behind"
+    assert "Kafka lag growing: 100 -> 300 -> 700 records behind latest" in status.reason
+    assert status.kafka_lag == 700 and status.to_dict()["kafka_lag_records"] == 700
+    text = format_status_table([status], max(e.ts for e in evs))
+    assert "kafka lag: 700 records behind latest" in text
+
+    # a capped backfill catching up: the lag falls, the query is healthy
+    backfill = [(250, 1000), (500, 1000), (750, 1000), (1000, 1000)]
+    evs = [started(T0), *(kafka_batch(i, d, t) for i, (d, t) in enumerate(backfill))]
+    status = verdict(evs)
+    assert status.health == "healthy" and status.kafka_lag == 0
+    assert verdict([started(T0), batch(0, 1.0, 1.0)]).kafka_lag is None  # no Kafka input

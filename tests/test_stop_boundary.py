@@ -88,6 +88,7 @@ def test_a_failed_query_stops_its_siblings_under_available_now(tmp_path: Any) ->
     prepared = SimpleNamespace(
         settings=SimpleNamespace(trigger=trigger, checkpoint_root=tmp_path),
         pipeline=SimpleNamespace(name="mobile"),
+        inputs={},
     )
     run = Run(
         spark=SimpleNamespace(),  # type: ignore[arg-type]

@@ -56,6 +56,10 @@ CODES: dict[str, str] = {
     "CONNECTOR_UNAVAILABLE": "Spark's Kafka connector could not be resolved (Maven Central)",
     "KAFKA_UNREACHABLE": "no Kafka broker answers at the input's or sink's servers",
     "KAFKA_TOPIC_NOT_FOUND": "a Kafka input's or sink's topic does not exist on its broker",
+    "KAFKA_DATA_LOST": (
+        "records of a Kafka input that the checkpoint had not read are gone (the topic deleted "
+        "and re-created, records deleted or aged out); failOnDataLoss=false reads on without them"
+    ),
     "CONNECT_NOT_SUPPORTED": (
         "a feature or setting that does not work from a Spark Connect client (--remote)"
     ),

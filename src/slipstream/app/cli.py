@@ -311,6 +311,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="slipstream: %(message)s", stream=sys.stderr)
     for noisy in ("py4j", "pyspark"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
+    # py4j logs a foreachBatch function's failure with its traceback; Spark fails the query with
+    # it, and the run reports that once, with a code
+    logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
     args: argparse.Namespace | None = None
     try:
         pipeline = pipeline_of(argv)

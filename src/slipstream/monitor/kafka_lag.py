@@ -9,7 +9,11 @@ Where the offsets are missing, the source's own `maxOffsetsBehindLatest` metric 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
+
+#: batches in a row whose lag rose each time: the query is falling behind its topic
+GROWING_BATCHES = 3
 
 
 def _offsets(value: Any) -> dict[str, dict[str, int]]:
@@ -54,3 +58,14 @@ def partition_lag(progress: dict[str, Any]) -> dict[str, int] | None:
 def total_lag(progress: dict[str, Any]) -> int | None:
     lag = partition_lag(progress)
     return None if lag is None else sum(lag.values())
+
+
+def growing_lag(lags: Sequence[int | None]) -> str | None:
+    """A verdict when the lag of the last GROWING_BATCHES batches (oldest first; None: a batch
+    without Kafka offsets) rose at every batch: records arrive faster than the query reads
+    them. None otherwise (a capped backfill's lag falls; a query that keeps up stays at 0)."""
+    last = [lag for lag in lags if lag is not None][-GROWING_BATCHES:]
+    if len(last) < GROWING_BATCHES or any(b <= a for a, b in zip(last, last[1:], strict=False)):
+        return None
+    path = " -> ".join(f"{lag:,}" for lag in last)
+    return f"Kafka lag growing: {path} records behind latest over the last {len(last)} batches"

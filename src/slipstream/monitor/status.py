@@ -37,6 +37,7 @@ from slipstream.monitor.health import (
     pid_alive,
     summarize_error,
 )
+from slipstream.monitor.kafka_lag import growing_lag, total_lag
 from slipstream.monitor.state import OperatorState
 
 Health = Literal["healthy", "falling_behind", "stalled", "failed", "stopped"]
@@ -75,6 +76,7 @@ class QueryStatus:
     error_class: str | None = None
     state_operators: tuple[OperatorState, ...] = ()  # of the last batch, in plan order
     written_rps: float | None = None  # rows the sink wrote per second of batch, by its count
+    kafka_lag: int | None = None  # records behind latest after the last batch; None: no Kafka
 
     def to_dict(self) -> dict[str, Any]:
         def ts(value: datetime | None) -> str | None:
@@ -111,6 +113,7 @@ class QueryStatus:
             "error": self.error,
             "error_class": self.error_class,
             "state_operators": [op.live_dict() for op in self.state_operators],
+            "kafka_lag_records": self.kafka_lag,
         }
 
 
@@ -259,6 +262,7 @@ class StatusTracker:
             error=term.exception if term else None,
             error_class=term.error_class if term else None,
             state_operators=tuple(last.state_operators) if last else (),
+            kafka_lag=total_lag(dict(last.progress)) if last else None,
         )
 
     def _verdict(self, st: _QueryState, now: datetime) -> tuple[Health, str, bool]:
@@ -302,7 +306,9 @@ class StatusTracker:
                 True,
             )
 
-        behind = self._falling_behind(st)
+        behind = self._falling_behind(st) or growing_lag(
+            [total_lag(dict(p.progress)) for p in st.recent if p.executed]
+        )
         if behind is not None:
             return "falling_behind", behind, True
         if st.idle_since is not None:

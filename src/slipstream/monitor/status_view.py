@@ -77,7 +77,12 @@ def format_status_table(statuses: Sequence[QueryStatus], now: datetime) -> str:
         return "no pipelines have an event log yet"
     reasons = [f"{s.pipeline}/{s.query}: {s.reason}" for s in statuses]
     state = [line for s in statuses if (line := state_line(s))]
-    return "\n".join([render(status_table(statuses, now)), "", *reasons, *state])
+    lag = [
+        f"{s.pipeline}/{s.query} kafka lag: {s.kafka_lag:,} records behind latest"
+        for s in statuses
+        if s.kafka_lag is not None
+    ]
+    return "\n".join([render(status_table(statuses, now)), "", *reasons, *state, *lag])
 
 
 def state_line(status: QueryStatus) -> str | None:

@@ -4,7 +4,8 @@ watermark it was judged by, in `STATE_DIR/late/PIPELINE/OUTPUT/batch-N.jsonl`.
 Spark shows neither its watermark to a query's DataFrames nor the rows an operator drops, so the
 dead-letter re-decides what Spark decided, after the fact and from the checkpoint: once output
 query Q has committed batch N, its offset log says which files batch N read from each file
-source (`offsets/N` and `offsets/N-1`: the source's log offsets; `sources/I/K` or a compacted
+source (a Kafka input: which offset ranges of its topic, read again with a batch Kafka read,
+late_rows.py) (`offsets/N` and `offsets/N-1`: the source's log offsets; `sources/I/K` or a compacted
 `K.compact`: the paths), the batch's time (`offsets/N` `batchTimestampMs`) and the watermark
 the batch judged late rows by (`offsets/N-1` `batchWatermarkMs`, 0 for batch 0). It re-reads
 those files with Spark, with Q's own parse, event-time guard (at the batch's time) and `drop`
@@ -42,27 +43,22 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
 
 from slipstream.analysis.late import LatePlan, LateRule
 from slipstream.checkpoint.lifecycle import not_ours
 from slipstream.checkpoint.logs import (
-    BatchOffsets,
     batch_files,
     batch_offsets,
     committed,
     query_id,
 )
-from slipstream.ingest.expectations import route
-from slipstream.ingest.parse import RAW, REASON, SOURCE
 from slipstream.runtime.ingest_stage import applies, bronze_dir
-from slipstream.runtime.inputs import parse_input
+from slipstream.runtime.late_rows import kafka_late_rows, kafka_ranges, late_rows
 from slipstream.sinks.base import local_rows
-from slipstream.sources.parquet_files import parquet_rows
+from slipstream.sources.kafka import bound_topic
 
 if TYPE_CHECKING:
-    from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared
+    from slipstream.runtime.bound import BoundOutput, Prepared
 
 log = logging.getLogger(__name__)
 
@@ -85,50 +81,6 @@ def _local(path: str) -> Path:
 def _gone(path: str) -> bool:
     """A local file that is no longer there (remote paths: Spark's ignoreMissingFiles)."""
     return urlparse(path).scheme in ("file", "") and not _local(path).exists()
-
-
-def late_rows(
-    spark: SparkSession, bound: BoundInput, rule: LateRule, files: list[str], at: BatchOffsets,
-    watermark_ms: int, bronze: StructType | None = None,
-) -> DataFrame:  # fmt: skip
-    """The rows of `files` that `rule` drops against `watermark_ms`: the input parsed,
-    guarded at the batch's time and routed by its `drop` expectations as in the query; with
-    the ingest stage (`bronze`: the schema its typed rows are read with), `files` are the
-    batch's bronze files, judged once already."""
-
-    spec = bound.spec
-    reader = spark.read.option("ignoreMissingFiles", "true")
-    if bronze is not None:  # the ingest stage judged them once: typed rows, by batch
-        valid = reader.schema(bronze).parquet(*files)
-        return _late(valid, rule, watermark_ms)
-    if bound.binding.format == "parquet":  # judged as the stream judged them
-        assert spec.schema is not None
-        raw = parquet_rows(reader.format("binaryFile").load(files), spec.schema, spec.required)
-        fmt = "parquet"
-    else:
-        raw = reader.format("text").load(files)
-        raw = raw.select(F.col("value"), F.col("_metadata.file_path").alias(SOURCE))
-        fmt = bound.binding.format
-    records = parse_input(raw, fmt, spec)
-    if bound.guard is not None:
-        records = bound.guard.apply(records, F.timestamp_millis(F.lit(at.timestamp_ms)))
-    valid = route(records, bound.expectations).filter(F.col(REASON).isNull())
-    return _late(valid, rule, watermark_ms)
-
-
-def _late(valid: DataFrame, rule: LateRule, watermark_ms: int) -> DataFrame:
-    time = F.col(rule.column)
-    watermark = F.timestamp_micros(F.lit(watermark_ms * 1000))
-    if rule.window is not None:
-        judged = F.window(time, f"{rule.window // timedelta(microseconds=1)} microseconds").end
-    else:
-        judged = time
-    return valid.filter(judged <= watermark).select(
-        F.col(RAW).alias("raw"),
-        F.col(SOURCE).alias("source"),
-        F.unix_micros(time).alias("at"),
-        F.unix_micros(judged).alias("judged"),
-    )
 
 
 def reason(rule: LateRule, at: int, judged: int, watermark_ms: int) -> str:
@@ -314,12 +266,18 @@ class DeadLetter:
             log.warning("late-row dead-letter of %s: batch %d not written, its logs are gone "
                         "(%s)", cover.output.ctx.query_name, batch, exc)  # fmt: skip
             return 0
-        if not files:
-            return 0
         frames: list[tuple[LateRule, DataFrame]] = []
         for rule in cover.plan.rules:
             bound = self.prepared.inputs[rule.input]
             settings = self.prepared.settings
+            if bound.source is not None and bound.source.kind == "kafka":
+                topic = bound_topic(bound.binding, bound.source_options)  # type: ignore[arg-type]
+                ranges = kafka_ranges(checkpoint, batch, topic.topic)  # the batch's offsets
+                if ranges:
+                    late = kafka_late_rows(self.spark, bound, rule, topic, ranges, at,
+                                           watermark_ms)  # fmt: skip
+                    frames.append((rule, late))
+                continue
             staged = applies(settings, bound)
             where = bronze_dir(settings, bound) if staged else bound.binding.path
             folder = _local(str(where))

@@ -12,7 +12,8 @@ the row when its time is at or before it (`WatermarkSupport.watermarkExpression`
   *end* <= watermark (`StateStoreSaveExec`); with tumbling windows each row is in one window,
   so a row is late exactly when its window's end <= watermark. Complete mode drops nothing.
 
-What is not covered is named (`LatePlan.uncovered`): inputs that are not files, inputs without
+What is not covered is named (`LatePlan.uncovered`): inputs that are neither files nor Kafka
+topics (a Kafka input's batch is its offset ranges, late_rows.py), inputs without
 an event-time column, sliding and session windows as the first stateful operator, arbitrary
 state (flatMapGroupsWithState, transformWithState), an event-time column renamed before it."""
 
@@ -34,6 +35,7 @@ from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared
 from slipstream.runtime.ingest_stage import applies, bronze_dir
 
 _FILE_SOURCE = re.compile(r"FileSource\[(?P<path>[^\]]*)\]")
+_KAFKA_TOPIC = re.compile(r"[\[ ]subscribe=([A-Za-z0-9._-]+)[,\]]")
 
 
 def _ancestors(nodes: list[PlanNode], index: int) -> list[PlanNode]:
@@ -50,7 +52,7 @@ def _ancestors(nodes: list[PlanNode], index: int) -> list[PlanNode]:
 def _input_of(prepared: Prepared, relation: PlanNode) -> BoundInput | None:
     found = _FILE_SOURCE.search(relation.text)
     if found is None:
-        return None
+        return _kafka_input_of(prepared, relation)
     path = Path(found.group("path")).resolve()
     for bound in prepared.inputs.values():
         given = bound.binding.path
@@ -58,6 +60,21 @@ def _input_of(prepared: Prepared, relation: PlanNode) -> BoundInput | None:
             given = bronze_dir(prepared.settings, bound)
         if bound.source is not None and given is not None and Path(given).resolve() == path:
             return bound
+    return None
+
+
+def _kafka_input_of(prepared: Prepared, relation: PlanNode) -> BoundInput | None:
+    """The Kafka input a `StreamingRelationV2 ... kafka, ... [subscribe=TOPIC, ...]` reads."""
+    from slipstream.sources.kafka import bound_topic
+
+    found = _KAFKA_TOPIC.search(relation.text)
+    if found is None or "KafkaSourceProvider" not in relation.text:
+        return None
+    for bound in prepared.inputs.values():
+        if bound.source is not None and bound.source.kind == "kafka":
+            topic = bound_topic(bound.binding, bound.source_options)  # type: ignore[arg-type]
+            if topic.topic == found.group(1):
+                return bound
     return None
 
 
@@ -71,7 +88,7 @@ def late_plan(prepared: Prepared, output: BoundOutput, tree: str, plan: Plan) ->
             continue
         bound = _input_of(prepared, node)
         if bound is None:
-            uncovered.append("an input that is not a file source cannot be re-read")
+            uncovered.append("an input that is not a file or Kafka source cannot be re-read")
             continue
         rule, why = _rule(nodes, index, bound, output, plan)
         if rule is not None:

@@ -31,10 +31,12 @@ from slipstream.ingest.expectations import as_expectation_failure
 from slipstream.monitor.listener import RunListener, RunTotals
 from slipstream.monitor.recorder import RunRecorder
 from slipstream.runtime.control import StopControl
+from slipstream.sources.kafka_faults import as_kafka_failure
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    from slipstream.core.kafka_url import KafkaTopic
     from slipstream.runtime.bound import Prepared
     from slipstream.runtime.deadletter import DeadLetter
     from slipstream.runtime.landed import LandedFilesCheck
@@ -160,18 +162,29 @@ class Run:
         batch was not committed and is replayed at the next start, so it is not a failure."""
         if self.landed is not None and self.landed.failure is not None:
             raise self.landed.failure
-        for name, query in self.queries.items():
-            if name in self.interrupted:
-                continue
-            error = query.exception()
-            if error is not None:
-                checkpoint = query_checkpoint(self.prepared.settings.checkpoint_root, name)
-                pipeline_query = f"{self.prepared.pipeline.name}.{name}"
-                raise (
-                    as_expectation_failure(error)
-                    or as_state_damage(error, pipeline_query, checkpoint)
-                    or error
-                )
+        failed = [
+            (name, query.exception())
+            for name, query in self.queries.items()
+            if name not in self.interrupted and query.exception() is not None
+        ]
+        # a failure with a code first: a query that failed on a sibling's cause may say less
+        # (a Kafka input's lost records, seen by the quarantine's file sink and by a database
+        # sink's foreachBatch, reach the second wrapped in a Python traceback)
+        for name, error in failed:
+            mapped = self._mapped(name, error)  # type: ignore[arg-type]
+            if mapped is not None:
+                raise mapped
+        if failed:
+            raise failed[0][1]  # type: ignore[misc]
+
+    def _mapped(self, name: str, error: BaseException) -> BaseException | None:
+        checkpoint = query_checkpoint(self.prepared.settings.checkpoint_root, name)
+        pipeline_query = f"{self.prepared.pipeline.name}.{name}"
+        return (
+            as_expectation_failure(error)
+            or as_state_damage(error, pipeline_query, checkpoint)
+            or as_kafka_failure(error, pipeline_query, kafka_topics(self.prepared))
+        )
 
     def stop(self, reason: str | None = None) -> None:
         """Stop every query at a batch boundary, record `run_stopped`, release the checkpoint.
@@ -205,6 +218,17 @@ class Run:
         return self.prepared.sink.read(self.spark, self.prepared.ctx)
 
 
+def kafka_topics(prepared: Prepared) -> list[KafkaTopic]:
+    """The topics of the run's Kafka inputs."""
+    from slipstream.sources.kafka import bound_topic
+
+    return [
+        bound_topic(b.binding, b.source_options)  # type: ignore[arg-type]
+        for b in prepared.inputs.values()
+        if b.source is not None and b.source.kind == "kafka"
+    ]
+
+
 def _stop_at_batch_boundary(
     query: StreamingQuery, timeout: float = 60.0, poll: float = 0.005
 ) -> bool:
@@ -230,7 +254,10 @@ def _stop_at_batch_boundary(
         ):
             query.stop()
             return True
-        query.awaitTermination(poll)
+        # a query that fails meanwhile (a sibling's cause, a broker gone for both) raises its
+        # failure here: it is not this stop's, and raise_failure reads it from the query
+        with contextlib.suppress(StreamingQueryException):
+            query.awaitTermination(poll)
     return False
 
 

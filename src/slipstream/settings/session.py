@@ -248,7 +248,11 @@ def java_log_options(log_level: str, settings: Mapping[str, str]) -> dict[str, s
     """`spark.driver.extraJavaOptions` that point the JVM at slipstream's log configuration at
     `log_level`, before the options `settings` already holds (a -D given twice: the last wins,
     so a user's own -Dlog4j2.configurationFile stands)."""
-    ours = f"-Dlog4j2.configurationFile={LOG4J2.as_uri()} -Dslipstream.log.level={log_level}"
+    stack = "none" if log_level == "ERROR" else "full"  # Java stacks with --verbose only
+    ours = (
+        f"-Dlog4j2.configurationFile={LOG4J2.as_uri()} -Dslipstream.log.level={log_level} "
+        f"-Dslipstream.log.stack={stack}"
+    )
     theirs = settings.get("spark.driver.extraJavaOptions", "").strip()
     return {"spark.driver.extraJavaOptions": f"{ours} {theirs}".strip()}
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from slipstream.core import values
@@ -140,9 +140,12 @@ class KafkaSource(Source):
     def read(self, spark: SparkSession, binding: Binding, options: SourceOptions) -> RawInput:
         fmt = binding.format
         topic = bound_topic(binding, options)
-        raw = spark_stream(spark, "kafka", topic.spark_options())
-        where = F.concat_ws(
-            ":", F.lit("kafka"), F.col("topic"), F.col("partition"), F.col("offset")
-        )
-        frame = raw.select(F.col("value").cast("string").alias("value"), where.alias(SOURCE))
+        frame = raw_records(spark_stream(spark, "kafka", topic.spark_options()))
         return RawInput(frame, fmt if fmt in ("json", "csv", "text") else "json", True)
+
+
+def raw_records(frame: DataFrame) -> DataFrame:
+    """Spark's Kafka records (a stream, or a batch read of offset ranges: the dead-letter) as
+    raw lines: the value as text, and where it came from, `kafka:TOPIC:PARTITION:OFFSET`."""
+    where = F.concat_ws(":", F.lit("kafka"), F.col("topic"), F.col("partition"), F.col("offset"))
+    return frame.select(F.col("value").cast("string").alias("value"), where.alias(SOURCE))

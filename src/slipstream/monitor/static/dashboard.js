@@ -252,6 +252,10 @@
     setFact(el, "rows", compact(q.total_input_rows));
     setFact(el, "quarantined", compact(q.total_quarantined));
     setFact(el, "late", compact(q.total_dropped_by_watermark));
+    // a query reading Kafka: records behind latest after its last batch (as `slipstream status`)
+    const kafka = q.kafka_lag_records;
+    el.querySelector("[data-kafka]").hidden = kafka === null || kafka === undefined;
+    setFact(el, "kafka", compact(kafka));
     drawCharts(card);
   }
 
