@@ -42,7 +42,7 @@ from slipstream.runtime.control import StopControl
 from slipstream.runtime.deadletter import late_is_ours, reset_late
 from slipstream.runtime.explain import explain
 from slipstream.runtime.interrupt import EXIT_INTERRUPTED, CtrlC, ctrl_c
-from slipstream.runtime.ownership import every_output, refuse_foreign_outputs
+from slipstream.runtime.ownership import outputs_to_reset, refuse_foreign_outputs
 from slipstream.settings.config import Settings
 from slipstream.tools.views import results_view
 
@@ -289,7 +289,10 @@ def reset(
     targets = [f"checkpoint {root}"]
     if s.bronze_root.is_dir():
         targets.append(f"the ingest stage's typed rows {s.bronze_root}")
-    every = every_output(prepared) if outputs else []  # also those earlier runs recorded
+    # also those earlier runs recorded, but not those of another checkpoint (a copy's record)
+    every, kept = outputs_to_reset(prepared) if outputs else ([], [])
+    for line in kept:
+        print(line, file=out)
     if outputs:
         targets += [f"output {out.name}: {out.sink.describe(out.ctx)}" for out in every]
         targets.append(f"late rows {s.late_root}")
@@ -361,7 +364,11 @@ def reset_output(
             f"checkpoint {s.checkpoint_root} is in use by a run",
             f"stop it first: slipstream stop {s.pipeline}",
         )
-    mine = [o for o in every_output(prepared) if o.name == name]
+    every, kept = outputs_to_reset(prepared)
+    mine = [o for o in every if o.name == name]
+    for line in kept:
+        if line.startswith(f"output {name} "):
+            print(line, file=out)
     folder = query_checkpoint(s.checkpoint_root, name)
     targets = [f"checkpoint {folder}"] + [f"output {name}: {o.sink.describe(o.ctx)}" for o in mine]
     if not yes:

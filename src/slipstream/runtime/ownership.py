@@ -11,7 +11,10 @@ planned (files) or committed (databases) what the output holds.
 
 Every run also records its outputs in its checkpoint root (`.slipstream-outputs.json`, no
 password), so that `reset --outputs` clears every output a run on this checkpoint wrote, also
-the ones the reset command is not given (trending's archive, a `--sink` given once)."""
+the ones the reset command is not given (trending's archive, a `--sink` given once). A
+recorded output is cleared only while it still belongs to this checkpoint (`owner_elsewhere`):
+a state dir copied with `cp -a` carries the original's record, and its reset must not delete
+the original's outputs."""
 
 from __future__ import annotations
 
@@ -21,10 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from slipstream.checkpoint.lifecycle import query_checkpoint
+from slipstream.checkpoint.logs import query_id
 from slipstream.core.specs import SinkSpec
 from slipstream.errors import CheckpointError
 from slipstream.runtime.bound import QUARANTINE, BoundOutput, Prepared
-from slipstream.sinks import SinkContext, make_sink
+from slipstream.settings.config import Settings
+from slipstream.sinks import Sink, SinkContext, make_sink
+from slipstream.sinks.base import DatabaseSink
+from slipstream.sinks.spark_sinks import FileSink, mark_names
+from slipstream.sinks.sqlite import SqliteSink
 
 RECORD = ".slipstream-outputs.json"
 
@@ -60,29 +68,73 @@ def _entries(root: Path) -> list[dict[str, Any]]:
     return [e for e in data if isinstance(e, dict)] if isinstance(data, list) else []
 
 
+def _local_path(sink: Sink) -> Path | None:
+    if isinstance(sink, FileSink) and "://" not in str(sink.spec.target):
+        return sink.directory
+    if isinstance(sink, SqliteSink):
+        return sink.path
+    return None
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
 def record_outputs(prepared: Prepared) -> None:
-    """Add this run's outputs to its checkpoint's record (called under the checkpoint lock)."""
-    root = prepared.settings.checkpoint_root
+    """Add this run's outputs to its checkpoint's record (called under the checkpoint lock).
+    Each entry names the checkpoint that wrote it; an output that lies in the state dir, as
+    the checkpoint does, is also recorded relative to the checkpoint, so that a state dir
+    copied (or moved) whole finds its own outputs, not the original's."""
+    root = Path(prepared.settings.checkpoint_root).resolve()
+    state = Path(prepared.settings.state_dir).resolve()
     entries = _entries(root)
     for name, out in prepared.outputs.items():
         target = out.sink.location(out.ctx)
-        entry = {"name": name, "sink": target, "table": out.ctx.table, "mode": out.ctx.mode}
-        if target is not None and entry not in entries:
+        if target is None:
+            continue
+        entry: dict[str, Any] = {
+            "name": name,
+            "sink": target,
+            "table": out.ctx.table,
+            "mode": out.ctx.mode,
+            "checkpoint": str(root),
+        }
+        local = _local_path(out.sink)
+        if local is not None and _within(root, state) and _within(local.resolve(), state):
+            entry["relative"] = os.path.relpath(local.resolve(), root)
+        if entry not in entries:
             entries.append(entry)
-    path = Path(root) / RECORD
+    path = root / RECORD
     tmp = path.with_name(f".{RECORD}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(entries, indent=1))
     os.replace(tmp, path)
 
 
-def every_output(prepared: Prepared) -> list[BoundOutput]:
-    """The outputs these settings bind, then every other one a run on this checkpoint
-    recorded (bound to the sink it was written to): what `reset --outputs` clears."""
+def _target(entry: dict[str, Any], root: Path) -> str | None:
+    """The recorded output as it lies now: a relative entry resolved against the checkpoint
+    where it lies now."""
+    target = entry.get("sink")
+    if not isinstance(target, str):
+        return None
+    relative = entry.get("relative")
+    if isinstance(relative, str) and ":" in target:
+        kind = target.split(":", 1)[0]
+        return f"{kind}:{(Path(root).resolve() / relative).resolve()}"
+    return target
+
+
+def _recorded(prepared: Prepared) -> list[tuple[BoundOutput, dict[str, Any]]]:
+    """Every output a run on this checkpoint recorded that these settings do not bind, bound
+    to the sink it was written to, with its record entry."""
     settings = prepared.settings
-    found = list(prepared.outputs.values())
-    seen = {(o.name, o.sink.location(o.ctx), o.ctx.table) for o in found}
+    seen = {(o.name, o.sink.location(o.ctx), o.ctx.table) for o in prepared.outputs.values()}
+    found = []
     for entry in _entries(settings.checkpoint_root):
-        name, target, table = entry.get("name"), entry.get("sink"), entry.get("table")
+        name, target, table = (
+            entry.get("name"),
+            _target(entry, settings.checkpoint_root),
+            entry.get("table"),
+        )
         if not (isinstance(name, str) and isinstance(target, str)):
             continue
         if (name, target, table) in seen:
@@ -98,5 +150,78 @@ def every_output(prepared: Prepared) -> list[BoundOutput]:
             checkpoint=query_checkpoint(settings.checkpoint_root, name),
         )
         spec = next((o for o in prepared.pipeline.outputs if o.name == name), None)
-        found.append(BoundOutput(None if name.startswith(QUARANTINE) else spec, sink, ctx))
+        bound = BoundOutput(None if name.startswith(QUARANTINE) else spec, sink, ctx)
+        found.append((bound, entry))
     return found
+
+
+def every_output(prepared: Prepared) -> list[BoundOutput]:
+    """The outputs these settings bind, then every other one a run on this checkpoint
+    recorded (bound to the sink it was written to)."""
+    return list(prepared.outputs.values()) + [out for out, _ in _recorded(prepared)]
+
+
+def _sibling_checkpoint(out: BoundOutput, settings: Settings) -> Path | None:
+    """For an output recorded by absolute path (any version): the checkpoint of the state dir
+    it lies in, when that is another state dir with this pipeline's checkpoint at the same
+    place (`ORIGINAL/checkpoints/PIPELINE` for `COPY/checkpoints/PIPELINE`): the original
+    of a copied state dir, whose record an older version wrote absolute."""
+    local = _local_path(out.sink)
+    state = Path(settings.state_dir).resolve()
+    root = Path(settings.checkpoint_root).resolve()
+    if local is None or not _within(root, state):
+        return None
+    place = root.relative_to(state)
+    for folder in local.resolve().parents:
+        if folder == state or _within(state, folder):
+            break  # this state dir, or one holding it
+        other = folder / place
+        if other.is_dir() and other != root:
+            return other
+    return None
+
+
+def owner_elsewhere(out: BoundOutput, entry: dict[str, Any], settings: Settings) -> str | None:
+    """The checkpoint (or query) a recorded output belongs to when that is not this one, as
+    it lies now; None when it is this checkpoint's (or nothing tells). A file output's mark
+    names its query checkpoint; else a record written in another checkpoint (a copied state
+    dir's, its entry absolute) names the original, and so does an output that lies in another
+    state dir with this pipeline's checkpoint (a record of an older version); a database
+    table's ledger names the query ids that wrote it."""
+    root = Path(settings.checkpoint_root).resolve()
+    mine = query_checkpoint(root, out.name).resolve()
+    if isinstance(out.sink, FileSink) and out.sink.directory.is_dir():
+        named = mark_names(out.sink.directory)
+        if named:
+            return None if mine in named else str(named[-1])
+    if "relative" not in entry:
+        recorded = entry.get("checkpoint")
+        if isinstance(recorded, str) and Path(recorded) != root:
+            return recorded
+        sibling = _sibling_checkpoint(out, settings)
+        if sibling is not None:
+            return str(sibling)
+    if isinstance(out.sink, DatabaseSink):
+        writers = out.sink.ledger_queries(out.ctx)
+        if writers and query_id(out.ctx.checkpoint) not in writers:
+            return "of query " + ", ".join(sorted(writers))
+    return None
+
+
+def outputs_to_reset(prepared: Prepared) -> tuple[list[BoundOutput], list[str]]:
+    """What `reset --outputs` clears: the outputs these settings bind, and every other one a
+    run on this checkpoint recorded that still belongs to this checkpoint; and one line for
+    each recorded output it leaves alone because it belongs to another checkpoint (the
+    original's, when this state dir is a copy)."""
+    found = list(prepared.outputs.values())
+    kept = []
+    for out, entry in _recorded(prepared):
+        owner = owner_elsewhere(out, entry, prepared.settings)
+        if owner is None:
+            found.append(out)
+        else:
+            kept.append(
+                f"output {out.name} ({out.sink.describe(out.ctx)}) belongs to checkpoint "
+                f"{owner} (a copy's record?): not deleted"
+            )
+    return found, kept

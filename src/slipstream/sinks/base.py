@@ -330,6 +330,20 @@ class DatabaseSink(BatchSink):
             "mode, older values in update mode)"
         )
 
+    def ledger_queries(self, ctx: SinkContext) -> set[str]:
+        """The query ids the ledger lists batches of for this output's table (a reset checks
+        that its own checkpoint's is among them)."""
+        with closing(self.connect()) as conn:
+            if not self.ledger_exists(conn):
+                return set()
+            cur = conn.cursor()
+            cur.execute(
+                f"SELECT DISTINCT query_id FROM {LEDGER_TABLE} WHERE target_table = "
+                f"{self.placeholder}",
+                (ctx.table,),
+            )
+            return {str(row[0]) for row in cur.fetchall()}
+
     def committed(self, conn: Any, info: BatchInfo) -> bool:
         cur = conn.cursor()
         p = self.placeholder

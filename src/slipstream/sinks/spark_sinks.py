@@ -7,6 +7,7 @@ append mode only (validated before start)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,15 +53,44 @@ class MemorySink(Sink):
 
 
 #: the mark slipstream leaves in a file sink's folder (hidden: Spark's readers skip it), so
-#: that `reset --outputs` deletes only folders slipstream wrote
+#: that `reset --outputs` deletes only folders slipstream wrote. It names the query checkpoint
+#: that writes the folder (absolute, and relative to the folder: a state dir copied or moved
+#: whole keeps the pair), so that a reset deletes only its own checkpoint's outputs; a mark of
+#: an older version is empty and names none.
 OUTPUT_MARK = ".slipstream-output"
+
+
+def write_mark(folder: Path, checkpoint: Path) -> None:
+    """Mark `folder` as the output of the query checkpoint `checkpoint`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    target = Path(checkpoint).resolve()
+    named = {"checkpoint": str(target), "relative": os.path.relpath(target, folder.resolve())}
+    temporary = folder / f"{OUTPUT_MARK}.{os.getpid()}.tmp"
+    temporary.write_text(json.dumps(named))
+    os.replace(temporary, folder / OUTPUT_MARK)
+
+
+def mark_names(folder: Path) -> list[Path]:
+    """The query checkpoint `folder`'s mark names, resolved as the folder lies now (the
+    relative one first); empty for no mark, or an empty one (older versions)."""
+    try:
+        named = json.loads((Path(folder) / OUTPUT_MARK).read_text() or "{}")
+    except (OSError, ValueError):
+        return []
+    if not isinstance(named, dict):
+        return []
+    found = []
+    if isinstance(named.get("relative"), str):
+        found.append((Path(folder).resolve() / named["relative"]).resolve())
+    if isinstance(named.get("checkpoint"), str):
+        found.append(Path(named["checkpoint"]))
+    return found
 
 
 class FileSink(Sink):
     def attach(self, writer: DataStreamWriter, ctx: SinkContext) -> DataStreamWriter:
         if "://" not in str(self.spec.target):  # a local folder: mark it before Spark writes
-            self.directory.mkdir(parents=True, exist_ok=True)
-            (self.directory / OUTPUT_MARK).touch()
+            write_mark(self.directory, ctx.checkpoint)
         writer = writer.format(self.spec.kind).option("path", str(self.directory))
         if self.spec.kind == "csv":
             writer = writer.option("header", "true")

@@ -185,6 +185,9 @@ class SqliteSink(DatabaseSink):
     def foreign_batches(self, ctx: SinkContext) -> str | None:
         return super().foreign_batches(ctx) if self.path.exists() else None
 
+    def ledger_queries(self, ctx: SinkContext) -> set[str]:
+        return super().ledger_queries(ctx) if self.path.exists() else set()
+
     def location(self, ctx: SinkContext) -> str | None:
         return f"sqlite:{self.path.resolve()}"
 
