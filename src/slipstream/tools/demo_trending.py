@@ -340,7 +340,8 @@ def _demo(
     print(explain(prepared), file=out)
     print(
         f"\ngenerator: {rate:,.0f} events/s into {topic or landing}; starting Spark: the first "
-        "top 10 follows the first batch (20-60 s on 2 cores, longer on a loaded machine)...",
+        "top 10 follows the first batch (16 s on an idle 2-core machine, a minute or more on a "
+        "busy one)...",
         file=out,
         flush=True,
     )
