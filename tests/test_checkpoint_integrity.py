@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from slipstream.app import commands
+from slipstream.app.reset import reset as reset_command
 from slipstream.checkpoint.integrity import as_state_damage, damages, refuse_damaged
 from slipstream.errors import CheckpointError
 from slipstream.runtime import runner
@@ -210,7 +211,7 @@ def test_a_real_checkpoint_passes_and_its_damage_is_refused_then_reset_is_exact(
     assert refused.value.code == "CHECKPOINT_DAMAGED"
     assert str(victim.relative_to(checkpoint)) in refused.value.message
     settings = h.settings
-    assert commands.reset(settings, outputs=True, yes=True, out=io.StringIO()) == 0
+    assert reset_command(settings, outputs=True, yes=True, out=io.StringIO()) == 0
     again = harness().start()
     try:
         rows = again.process()

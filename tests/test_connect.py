@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
-from slipstream.app import commands
+from slipstream.app import commands, operate
 from slipstream.errors import SlipstreamError
 from slipstream.runtime import runner
 from slipstream.settings.config import load_settings
@@ -170,7 +170,7 @@ def test_mobile_to_postgres_through_connect_and_its_status(
     # status reads the event log the client's listener wrote (its latest rows show only a
     # state dir's default sink, not this database)
     out = io.StringIO()
-    assert commands.status(tmp_path / "st", "mobile", True, out) == 0
+    assert operate.status(tmp_path / "st", "mobile", True, out) == 0
     report = json.loads(out.getvalue())
     assert "s3cret" not in out.getvalue()
     queries = {q["query"]: q for q in report["queries"]}

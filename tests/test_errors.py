@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from slipstream.app import commands
+from slipstream.app import operate
+from slipstream.app.reset import reset as reset_command
 from slipstream.checkpoint.lifecycle import CheckpointLock
 from slipstream.core.specs import SinkSpec
 from slipstream.errors import CODES, SlipstreamError
@@ -64,7 +65,7 @@ def test_reset_not_confirmed_deletes_nothing(tmp_path: Path) -> None:
     settings = load_settings("mobile", {"state_dir": tmp_path}, environ={})
     settings.checkpoint_root.mkdir(parents=True)
     answer = io.StringIO("not-mobile\n")
-    reset = lambda: commands.reset(  # noqa: E731
+    reset = lambda: reset_command(  # noqa: E731
         settings, outputs=False, yes=False, out=io.StringIO(), confirm_input=answer
     )
     assert code_of(reset) == "RESET_REFUSED"
@@ -85,7 +86,7 @@ def test_reset_of_folders_and_tables_slipstream_did_not_make_is_refused(tmp_path
     ):
         settings = load_settings("mobile", {"state_dir": tmp_path / "st", **flags}, environ={})
         with pytest.raises(SlipstreamError) as raised:
-            commands.reset(settings, outputs=outputs, yes=True, out=io.StringIO())
+            reset_command(settings, outputs=outputs, yes=True, out=io.StringIO())
         assert raised.value.code == "RESET_NOT_OURS" and str(own) in raised.value.message
         assert (own / "notes.txt").read_text() == "keep me"
     db = tmp_path / "app.db"
@@ -97,13 +98,13 @@ def test_reset_of_folders_and_tables_slipstream_did_not_make_is_refused(tmp_path
     checkpoint = settings.checkpoint_root
     checkpoint.mkdir(parents=True)
     (checkpoint / ".slipstream.lock").write_text("")  # a checkpoint slipstream made
-    reset = lambda: commands.reset(settings, outputs=True, yes=True, out=io.StringIO())  # noqa: E731
+    reset = lambda: reset_command(settings, outputs=True, yes=True, out=io.StringIO())  # noqa: E731
     assert code_of(reset) == "RESET_NOT_OURS"  # the table is in no ledger
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT x FROM mobile_action_counts").fetchall() == [(1,)]
     assert checkpoint.is_dir()  # checked before anything was deleted
     # without --outputs, the checkpoint (marked) goes, and only it
-    assert commands.reset(settings, outputs=False, yes=True, out=io.StringIO()) == 0
+    assert reset_command(settings, outputs=False, yes=True, out=io.StringIO()) == 0
     assert not checkpoint.exists() and own.is_dir()
 
 
@@ -119,7 +120,7 @@ def test_a_bad_table_name_is_refused_before_spark_starts(tmp_path: Path) -> None
 def test_stop_of_a_run_that_does_not_stop(tmp_path: Path) -> None:
     settings = load_settings("mobile", {"state_dir": tmp_path}, environ={})
     with CheckpointLock(settings.checkpoint_root):  # a "run" that holds it and never stops
-        stop = lambda: commands.stop(settings, io.StringIO(), timeout=0.3)  # noqa: E731
+        stop = lambda: operate.stop(settings, io.StringIO(), timeout=0.3)  # noqa: E731
         assert code_of(stop) == "STOP_TIMEOUT"
 
 

@@ -185,7 +185,7 @@ def test_a_restart_writes_no_batch_twice_and_catches_up_and_reset_clears_it(
 ) -> None:
     import io
 
-    from slipstream.app import commands
+    from slipstream.app.reset import reset as reset_command
 
     settings = {"mode": "update", "window": "10m", "watermark": "5m", "max_files_per_trigger": 1}
     folder = tmp_path / "state" / "late" / "mobile" / "counts"
@@ -218,7 +218,7 @@ def test_a_restart_writes_no_batch_twice_and_catches_up_and_reset_clears_it(
 
     # reset --outputs clears the dead-letter with the other outputs
     out = io.StringIO()
-    assert commands.reset(settings_, outputs=True, yes=True, out=out) == 0
+    assert reset_command(settings_, outputs=True, yes=True, out=out) == 0
     assert not folder.parent.exists(), out.getvalue()
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from slipstream.app import commands
+from slipstream.app.reset import reset as reset_command
 from slipstream.checkpoint.lifecycle import LOCK_FILE, CheckpointLock, is_locked
 from slipstream.errors import CheckpointError
 from slipstream.runtime import runner
@@ -163,10 +163,10 @@ def test_reset_holds_the_lock_while_it_deletes_anything(tmp_path: Path) -> None:
     settings.event_log.parent.mkdir(parents=True)
     settings.event_log.write_text("")
     code = (
-        "import io\nfrom slipstream.app import commands\n"
+        "import io\nfrom slipstream.app.reset import reset as reset_command\n"
         "from slipstream.settings.config import load_settings\n"
         f"s = load_settings('mobile', {flags!r}, environ={{}})\n"
-        "result = commands.reset(s, outputs=True, yes=True, out=io.StringIO())"
+        "result = reset_command(s, outputs=True, yes=True, out=io.StringIO())"
     ).replace("PosixPath", "str")
     deleted = []
     with other(DELETIONS, code) as resetting:
@@ -233,6 +233,6 @@ def test_reset_outputs_clears_outputs_the_command_is_not_given(tmp_path: Path) -
     plain = load_settings("trending", base, environ={})
     assert "archive" not in runner.prepare(plain, check_source=False).outputs
     shown = io.StringIO()
-    assert commands.reset(plain, outputs=True, yes=True, out=shown) == 0
+    assert reset_command(plain, outputs=True, yes=True, out=shown) == 0
     assert not archive.exists(), shown.getvalue()
     assert str(archive) in shown.getvalue()

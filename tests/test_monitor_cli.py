@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import pytest
 
-from slipstream.app import commands
+from slipstream.app import operate
 from slipstream.checkpoint.lifecycle import last_committed_batch, last_planned_batch
 from slipstream.core.files import write_atomically
 from slipstream.monitor.backfill import files_read, pending_files, source_log
@@ -241,12 +241,12 @@ def test_status_of_a_pipeline_shows_its_outputs_latest_rows_from_the_sink(tmp_pa
         )
         conn.executemany("INSERT INTO mobile_action_counts VALUES (?, ?, ?)", rows)
     out = io.StringIO()
-    assert commands.status(tmp_path, "mobile", True, out) == 0
+    assert operate.status(tmp_path, "mobile", True, out) == 0
     latest = json.loads(out.getvalue())["latest_rows"]["mobile.counts"]
     assert latest["columns"] == ["window_start", "action", "count"]
     assert latest["rows"] == [list(r) for r in reversed(rows)][:5]  # the newest five
     out = io.StringIO()
-    assert commands.status(tmp_path, "mobile", False, out) == 0
+    assert operate.status(tmp_path, "mobile", False, out) == 0
     text = out.getvalue()
     assert "latest rows of mobile.counts (sqlite " in text and "2026-01-01T10:07:00Z" in text
     assert "2026-01-01T10:02:00Z" not in text

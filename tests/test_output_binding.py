@@ -19,7 +19,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from slipstream.app import commands
+from slipstream.app.reset import reset as reset_command
 from slipstream.checkpoint.lifecycle import last_committed_batch
 from slipstream.errors import CheckpointError
 from slipstream.pipelines import Input, Output, Params, Pipeline
@@ -181,12 +181,12 @@ def test_outputs_are_bound_to_their_checkpoint(
     assert "binding.quarantine.events" in refused(moved).message
     # reset without --outputs, then the same command again: refused too
     settings = first.settings.with_(pipeline=PIPELINE)
-    assert commands.reset(settings, outputs=False, yes=True, out=io.StringIO()) == 0
+    assert reset_command(settings, outputs=False, yes=True, out=io.StringIO()) == 0
     refused(harness())
     outputs_hold(FIRST, ["not json"])
 
     # reset with its outputs: the rerun reads every file again, each row once
-    assert commands.reset(settings, outputs=True, yes=True, out=io.StringIO()) == 0
+    assert reset_command(settings, outputs=True, yes=True, out=io.StringIO()) == 0
     outputs_hold([], [])
     with harness() as h:
         h.feed(SECOND)

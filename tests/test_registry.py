@@ -108,7 +108,7 @@ def test_module_attr_loads_a_class_or_refuses_what_is_not_a_pipeline() -> None:
 def test_the_dashboard_never_imports_a_module_named_by_an_event_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from slipstream.app.commands import StateDirResults
+    from slipstream.app.operate import StateDirResults
 
     (tmp_path / "planted_module.py").write_text("class X: ...\n")  # importable, on sys.path
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from slipstream.app import commands
+from slipstream.app.reset import reset as reset_command
 from slipstream.checkpoint.lifecycle import LOCK_FILE, CheckpointLock
 from slipstream.runtime import runner
 from slipstream.runtime.ownership import RECORD, record_outputs
@@ -90,7 +90,7 @@ def test_reset_on_a_copy_leaves_the_original(tmp_path: Path, older: bool) -> Non
     shutil.copytree(original, copy, symlinks=True)  # cp -a: copy2 keeps times and modes
     settings = load_settings("mobile", {"state_dir": copy}, environ={})
     shown = io.StringIO()
-    assert commands.reset(settings, outputs=True, yes=True, out=shown) == 0
+    assert reset_command(settings, outputs=True, yes=True, out=shown) == 0
     # the original: every byte as it was, its rows and quarantine files too
     assert snapshot(original) == before
     assert table_rows(original / "slipstream.db", "mobile_action_counts") == sorted(ROWS)
@@ -128,7 +128,7 @@ def test_reset_keeps_a_recorded_folder_another_checkpoint_marked(tmp_path: Path)
     (archive / "part-0.parquet").write_bytes(b"PAR1")
     plain = load_settings("trending", base, environ={})
     shown = io.StringIO()
-    assert commands.reset(plain, outputs=True, yes=True, out=shown) == 0
+    assert reset_command(plain, outputs=True, yes=True, out=shown) == 0
     assert (archive / "part-0.parquet").read_bytes() == b"PAR1"
     assert f"belongs to checkpoint {other.resolve()} (a copy's record?): not deleted" in (
         shown.getvalue()
@@ -136,5 +136,5 @@ def test_reset_keeps_a_recorded_folder_another_checkpoint_marked(tmp_path: Path)
     with CheckpointLock(prepared.settings.checkpoint_root):
         record_outputs(prepared)
     write_mark(archive, prepared.outputs["archive"].ctx.checkpoint)  # this one's again
-    assert commands.reset(plain, outputs=True, yes=True, out=io.StringIO()) == 0
+    assert reset_command(plain, outputs=True, yes=True, out=io.StringIO()) == 0
     assert not archive.exists()

@@ -16,17 +16,18 @@ from pathlib import Path
 import pytest
 
 from slipstream.app import commands
+from slipstream.app.reset import reset as reset_command
 from slipstream.checkpoint.lifecycle import LOCK_FILE, RESET_MARK, refuse_interrupted_reset
 from slipstream.errors import CheckpointError
 from slipstream.settings.config import load_settings
 
 KILL_AT_LATE_ROWS = """
 import os, signal, sys
-from slipstream.app import commands, cli
+from slipstream.app import cli, reset
 def hit(*args, **kwargs):
     os.kill(os.getpid(), signal.{signal})
     return []
-commands.reset_late = hit
+reset.reset_late = hit
 sys.exit(cli.main(["reset", "mobile", "--outputs", "--yes", "--state-dir", sys.argv[1]]))
 """
 
@@ -59,7 +60,7 @@ def test_a_reset_killed_part_way_is_refused_by_run_and_finished_by_reset(tmp_pat
     assert refused.value.code == "RESET_INTERRUPTED"
     assert "reset mobile --outputs" in refused.value.fix
     out = io.StringIO()
-    assert commands.reset(settings, outputs=False, yes=True, out=out) == 0  # finishes it
+    assert reset_command(settings, outputs=False, yes=True, out=out) == 0  # finishes it
     assert "its outputs too" in out.getvalue()
     assert not root.exists()
     refuse_interrupted_reset(root, "mobile")  # nothing left to refuse
@@ -78,5 +79,5 @@ def test_a_finished_reset_leaves_no_mark(tmp_path: Path) -> None:
     state = tmp_path / "state"
     root = checkpoint(state)
     settings = load_settings("mobile", {"state_dir": state}, environ={})
-    assert commands.reset(settings, outputs=True, yes=True, out=io.StringIO()) == 0
+    assert reset_command(settings, outputs=True, yes=True, out=io.StringIO()) == 0
     assert not root.exists() and not os.path.exists(root / RESET_MARK)

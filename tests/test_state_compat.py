@@ -22,7 +22,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.app import commands
+from slipstream.app import operate
+from slipstream.app.reset import reset as reset_command
 from slipstream.checkpoint.lifecycle import last_committed_batch
 from slipstream.errors import CheckpointError
 from slipstream.testing import PipelineHarness
@@ -96,7 +97,7 @@ def test_mobile_window_change_is_refused_and_state_counts_the_open_windows(
     # `slipstream state`: the rows held are the windows the watermark has not passed
     out = StringIO()
     settings = mobile(spark, tmp_path).settings
-    assert commands.state(settings, out, as_json=True, keys=1, spark=spark) == 0
+    assert operate.state(settings, out, as_json=True, keys=1, spark=spark) == 0
     [operator] = json.loads(out.getvalue())["mobile.counts"]
     frame = mobile_counts(lines)
     ts = pd.to_datetime(pd.read_json(StringIO("\n".join(lines)), lines=True)["ts"], utc=True)
@@ -116,7 +117,7 @@ def test_mobile_window_change_is_refused_and_state_counts_the_open_windows(
     assert mobile_table(db) == expected(lines)  # untouched
 
     # the way out: start this output over, then the new window counts everything once
-    assert commands.reset(settings, outputs="counts", yes=True, out=StringIO()) == 0
+    assert reset_command(settings, outputs="counts", yes=True, out=StringIO()) == 0
     lines += land(landing(tmp_path), FILES[2:], 1_700_000_100)
     with mobile(spark, tmp_path, trigger="available-now", window="5m") as h:
         h.process()

@@ -117,12 +117,12 @@ def test_an_unexpected_exception_is_one_line_with_a_code_and_the_log_file(
 ) -> None:
     """item 10: any exception that reaches the top: one line with a code, the log file where
     the traceback is, exit 1."""
-    from slipstream.app import commands
+    from slipstream.app import reset
 
     def broken(*args: object, **kwargs: object) -> int:
         raise RuntimeError("something nobody planned for\nsecond line")
 
-    monkeypatch.setattr(commands, "reset", broken)
+    monkeypatch.setattr(reset, "reset", broken)
     state = tmp_path / "state"
     rc = cli.main(["reset", "mobile", "--state-dir", str(state), "--yes"])
     err = capsys.readouterr().err

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
+from slipstream.app.exits import EXIT_FAILED, EXIT_REFUSED
 from slipstream.core import values
 from slipstream.errors import SlipstreamError
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, OPTIONS, Settings, load_settings
@@ -34,8 +35,6 @@ from slipstream.tools import catalog
 
 if TYPE_CHECKING:
     from slipstream.api.pipeline import Pipeline
-
-EXIT_OK, EXIT_FAILED, EXIT_REFUSED = 0, 1, 2
 
 
 def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
@@ -393,13 +392,17 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
     if args.command == "run":
         return commands.run(settings_from_args(args), out)
     if args.command == "reset":
-        return commands.reset(settings_from_args(args), outputs=args.outputs, yes=args.yes, out=out)
+        from slipstream.app.reset import reset
+
+        return reset(settings_from_args(args), outputs=args.outputs, yes=args.yes, out=out)
     if args.command == "state":
         from slipstream.pipelines import get_pipeline
 
         name = get_pipeline(args.pipeline).name
         flags = {"state_dir": args.state_dir, "checkpoint": args.checkpoint}
-        return commands.state(
+        from slipstream.app.operate import state
+
+        return state(
             load_settings(name, flags),
             out,
             output=args.output,
@@ -497,7 +500,7 @@ def _demo(name: str, args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _monitor_command(args: argparse.Namespace, out: TextIO) -> int:
-    from slipstream.app import commands
+    from slipstream.app import operate
 
     name = args.pipeline or "status"  # settings need a pipeline name; only the dirs matter
     if args.command == "stop":
@@ -507,7 +510,7 @@ def _monitor_command(args: argparse.Namespace, out: TextIO) -> int:
     flags = {"state_dir": args.state_dir, "checkpoint": getattr(args, "checkpoint", None)}
     settings = load_settings(name, flags)
     if args.command == "status":
-        return commands.status(settings.state_dir, args.pipeline, args.json, out)
+        return operate.status(settings.state_dir, args.pipeline, args.json, out)
     if args.command == "stop":
-        return commands.stop(settings, out, wait=not args.no_wait, timeout=args.timeout)
-    return commands.dashboard(settings.state_dir, args.pipeline, args.port, args.bind, out)
+        return operate.stop(settings, out, wait=not args.no_wait, timeout=args.timeout)
+    return operate.dashboard(settings.state_dir, args.pipeline, args.port, args.bind, out)
