@@ -61,7 +61,10 @@ def test_a_finite_run_with_nothing_new_says_so() -> None:
         trigger=TriggerSpec.parse("available-now"), checkpoint_root="state/checkpoints/mobile"
     )
     prepared = SimpleNamespace(settings=settings, outputs={}, inputs={}, plans={})
-    run_ = SimpleNamespace(totals=RunTotals(), prepared=prepared, dead_letter=None)
+    totals = RunTotals()
+    run_ = SimpleNamespace(
+        totals=totals, prepared=prepared, dead_letter=None, accounts=lambda: totals.by_query
+    )
     out = io.StringIO()
     summary(run_, out)  # type: ignore[arg-type]
     assert "nothing new to do" in out.getvalue()

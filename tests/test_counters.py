@@ -67,7 +67,12 @@ def _fake_run(totals: RunTotals, *, plans: dict[str, Plan] | None = None, mode: 
         plans=plans or {},
     )
     dead_letter = SimpleNamespace(written=late_written) if late_written else None
-    return SimpleNamespace(totals=totals, prepared=prepared, dead_letter=dead_letter)
+    return SimpleNamespace(
+        totals=totals,
+        prepared=prepared,
+        dead_letter=dead_letter,
+        accounts=lambda: totals.by_query,  # no ingest stage in these runs: as counted
+    )
 
 
 def _totals() -> RunTotals:

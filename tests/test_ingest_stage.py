@@ -57,7 +57,7 @@ def test_mobile_parses_once_and_reconciles(spark: SparkSession, tmp_path: Path) 
         h.process()
         results = h.results()
         quarantined = read_quarantine(spark, h.prepared.inputs["actions"].quarantine).collect()
-        totals = h.totals
+        totals, read = h.totals, dict(h.run.totals.by_query)
     by_raw = {r["raw"]: r for r in quarantined}
     assert len(quarantined) == len(MALFORMED)
     for line, reason in MALFORMED:
@@ -71,7 +71,12 @@ def test_mobile_parses_once_and_reconciles(spark: SparkSession, tmp_path: Path) 
     ingest = totals["mobile.quarantine.actions"]
     assert ingest["rows"] == len(lines)
     assert ingest["quarantined"] == len(MALFORMED)
-    assert totals["mobile.counts"]["rows"] == len(VALID)
+    assert read["mobile.counts"]["rows"] == len(VALID)  # what the output itself read: bronze
+    # its account, as read from the source, includes what the ingest query quarantined
+    assert (totals["mobile.counts"]["rows"], totals["mobile.counts"]["quarantined"]) == (
+        len(lines),
+        len(MALFORMED),
+    )
     assert len(VALID) + ingest["quarantined"] == ingest["rows"]
     assert _bronze_batches(tmp_path / "state", "mobile", "actions") == ["batch=0"]
 
@@ -98,15 +103,16 @@ def test_mobile_restart_reads_on_and_quarantines_exactly_once(
 def test_a_checkpoint_from_before_the_ingest_stage_is_refused(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    with PipelineHarness(spark, "mobile", tmp_path, sink="sqlite") as h:
+    # a checkpoint as slipstream made it before the ingest stage was the default
+    with PipelineHarness(spark, "mobile", tmp_path, sink="sqlite", ingest_stage=False) as h:
         h.feed(VALID)
         h.process()
-    with pytest.raises(CheckpointError) as refused:
-        PipelineHarness(spark, "mobile", tmp_path, sink="sqlite", ingest_stage=True).start()
+    with pytest.raises(CheckpointError) as refused:  # the default now: refused, not restarted
+        PipelineHarness(spark, "mobile", tmp_path, sink="sqlite").start()
     assert refused.value.code == "CHECKPOINT_FROM_OLDER_VERSION"
-    assert "reset" in str(refused.value.fix)
+    assert "reset" in str(refused.value.fix) and "--ingest-stage false" in str(refused.value.fix)
     # and the way back: the old checkpoint goes on without the ingest stage
-    with PipelineHarness(spark, "mobile", tmp_path, sink="sqlite") as h:
+    with PipelineHarness(spark, "mobile", tmp_path, sink="sqlite", ingest_stage=False) as h:
         h.process()
 
 
@@ -132,7 +138,7 @@ def test_trending_available_now_equals_an_independent_computation(
     ) as h:  # fmt: skip
         h.process()
         table = h.results()
-        totals = h.totals
+        totals, read = h.totals, dict(h.run.totals.by_query)
         quarantine = read_quarantine(spark, h.prepared.inputs["events"].quarantine).collect()
     lines = [
         line
@@ -144,9 +150,10 @@ def test_trending_available_now_equals_an_independent_computation(
     ingest = totals["trending.quarantine.events"]
     assert ingest["rows"] == len(lines)
     assert ingest["quarantined"] == len(quarantine) == stats["invalid"]
-    views = totals["trending.views"]
+    views = read["trending.views"]
     # valid + quarantined + late + duplicates = records read
     assert views["rows"] + ingest["quarantined"] == ingest["rows"]
+    assert totals["trending.views"]["rows"] == ingest["rows"]  # its account: from the source
     assert views["rows"] - views["duplicates"] - views["late"] == len(events)
 
 
@@ -187,10 +194,10 @@ def test_a_sigkill_between_bronze_and_quarantine_loses_and_doubles_nothing(
             os.replace(h.input / f".{path.name}", h.input / path.name)
         h.process()
         clean_quarantine = read_quarantine(spark, h.prepared.inputs["events"].quarantine).collect()
-        totals = h.totals
+        totals, read = h.totals, dict(h.run.totals.by_query)
     # one bronze batch per output batch (--max-files-per-trigger): late rows are judged at the
     # same boundaries as without the stage, and every line is accounted for
-    ingest, views = totals["trending.quarantine.events"], totals["trending.views"]
+    ingest, views = totals["trending.quarantine.events"], read["trending.views"]
     assert report.late > 0 and report.duplicates > 0 and report.malformed > 0
     assert ingest["rows"] == report.total_lines
     assert (ingest["quarantined"], views["duplicates"], views["late"]) == (

@@ -21,7 +21,7 @@ def summary(run_: Run, out: TextIO) -> None:
     s = prepared.settings
     by_query = {o.ctx.query_name: o for o in prepared.outputs.values()}
     warned = False
-    for query, t in sorted(run_.totals.by_query.items()):
+    for query, t in sorted(run_.accounts().items()):
         output = by_query.get(query)
         if output is not None and output.spec is None:  # a quarantine (or ingest) query
             bound = prepared.inputs.get(output.reads[0]) if output.reads else None

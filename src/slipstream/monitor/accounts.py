@@ -15,6 +15,24 @@ from typing import Any
 from slipstream.core.words import count
 
 
+def with_ingest(t: dict[str, Any], ingests: list[dict[str, Any]]) -> dict[str, Any]:
+    """An output's totals as read from the source, when it reads the ingest stage's typed rows:
+    the records its inputs' ingest queries quarantined never reached it, so they are added to
+    what it read and to its quarantined (and the `drop` expectations they counted), and
+    `records read = valid + quarantined + late + duplicates` holds for the output as before."""
+    if not ingests:
+        return t
+    merged = dict(t, expectations=dict(t["expectations"]))
+    for ingest in ingests:
+        merged["rows"] += ingest["quarantined"]
+        merged["quarantined"] += ingest["quarantined"]
+        merged["checked"] = merged.get("checked", 0) + ingest.get("checked", 0)
+        merged["reason"] = merged.get("reason") or ingest.get("reason")
+        for rule, n in ingest["expectations"].items():
+            merged["expectations"][rule] = merged["expectations"].get(rule, 0) + n
+    return merged
+
+
 def output_account(query: str, t: dict[str, Any]) -> str:
     """`summary Q: N batches, R records read = V valid + Q quarantined + L late ...`."""
     read, quarantined = t["rows"], t["quarantined"]

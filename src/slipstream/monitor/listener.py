@@ -262,8 +262,13 @@ class RunTotals:
                 "evicted": 0,
                 "duplicates": 0,
                 "expectations": {},
+                "sources": [],  # each source's description (an output of the ingest stage: bronze)
             },
         )
+        for source in record["progress"].get("sources") or []:
+            described = str(source.get("description", ""))
+            if described and described not in t["sources"]:
+                t["sources"].append(described)
         t["state_rows"] = s["state_rows"]  # after the last batch
         t["watermark"] = s["watermark"]
         t["batches"] += 1

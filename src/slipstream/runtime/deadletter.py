@@ -270,7 +270,8 @@ class DeadLetter:
         for rule in cover.plan.rules:
             bound = self.prepared.inputs[rule.input]
             settings = self.prepared.settings
-            if bound.source is not None and bound.source.kind == "kafka":
+            staged = applies(settings, bound)  # the output read bronze files, even of a topic
+            if not staged and bound.source is not None and bound.source.kind == "kafka":
                 topic = bound_topic(bound.binding, bound.source_options)  # type: ignore[arg-type]
                 ranges = kafka_ranges(checkpoint, batch, topic.topic)  # the batch's offsets
                 if ranges:
@@ -278,7 +279,6 @@ class DeadLetter:
                                            watermark_ms)  # fmt: skip
                     frames.append((rule, late))
                 continue
-            staged = applies(settings, bound)
             where = bronze_dir(settings, bound) if staged else bound.binding.path
             folder = _local(str(where))
             # a file deleted since (the query skipped it if it was gone before its read)

@@ -64,6 +64,8 @@ def applies(settings: Settings, bound: BoundInput) -> bool:
     """Whether input `bound` goes through the ingest stage in this run."""
     if not settings.ingest_stage or settings.remote is not None:
         return False
+    if settings.trigger.kind in ("real-time", "continuous"):
+        return False  # the outputs read the source itself (Kafka), record by record
     if bound.source is None or not bound.parses:
         return False
     return bound.source.kind != "socket"
@@ -176,6 +178,30 @@ def quality(parsed: DataFrame) -> DataFrame:
         F.count(F.col(REASON)).alias("quarantined"),
         F.count(F.when(F.col(REASON).isNull(), 1)).alias("valid"),
     )
+
+
+def accounts(prepared: Prepared, by_query: dict[str, dict]) -> dict[str, dict]:
+    """Each query's totals as read from the source (monitor.accounts.with_ingest): an output
+    that read an input's bronze gets what that input's ingest query quarantined."""
+    from slipstream.monitor.accounts import with_ingest
+
+    feeds: dict[str, str] = {}  # bronze folder -> the ingest query that writes it
+    for out in prepared.outputs.values():
+        if out.spec is None and out.reads:
+            bound = prepared.inputs.get(out.reads[0])
+            if bound is not None and applies(prepared.settings, bound):
+                feeds[str(bronze_dir(prepared.settings, bound).resolve())] = out.ctx.query_name
+    shown: dict[str, dict] = {}
+    for query, t in by_query.items():
+        ingests = [
+            by_query[ingest]
+            for folder, ingest in feeds.items()
+            if ingest != query
+            and ingest in by_query
+            and any(f"{folder}]" in source for source in t.get("sources", []))
+        ]
+        shown[query] = with_ingest(t, ingests)
+    return shown
 
 
 def _has_run(checkpoint: Path) -> bool:

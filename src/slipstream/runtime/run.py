@@ -214,6 +214,13 @@ class Run:
                 self.stop_requested.clear()
             self.lock.release()
 
+    def accounts(self) -> dict[str, dict]:
+        """Each query's totals, an output's as read from the source: with the ingest stage the
+        records its inputs' ingest queries quarantined are among those it read."""
+        from slipstream.runtime.ingest_stage import accounts
+
+        return accounts(self.prepared, self.totals.by_query)
+
     def results(self) -> DataFrame | None:
         return self.prepared.sink.read(self.spark, self.prepared.ctx)
 

@@ -259,7 +259,7 @@ class PipelineHarness(StartStop):
     @property
     def totals(self) -> dict[str, dict[str, Any]]:
         assert self.run is not None
-        return self.run.totals.by_query
+        return self.run.accounts()
 
     def stop(self) -> None:
         if self.run is not None:

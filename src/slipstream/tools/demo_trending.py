@@ -403,7 +403,7 @@ def _demo(
         file=out,
     )
     if run_ is not None and RESULTS_QUERY in run_.totals.by_query:
-        print(output_account(RESULTS_QUERY, run_.totals.by_query[RESULTS_QUERY]), file=out)
+        print(output_account(RESULTS_QUERY, run_.accounts()[RESULTS_QUERY]), file=out)
     print(
         "outputs:\n"
         f"  results     {db_path} table article_views  (sqlite3 {db_path} "
