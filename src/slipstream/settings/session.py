@@ -187,10 +187,6 @@ def streaming_defaults(
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         **driver_address(master, environ),
-        # A Python worker (a UDF's, transformWithState's) must connect back and authenticate
-        # within this; Spark's 15 s default fails whole queries on a busy machine (measured:
-        # `Python worker failed to connect back` at a 1-minute load of 30 on 2 cores).
-        "spark.python.authenticate.socketTimeout": "120s",
         # Keep the metadata of completed batches short on local disks; enough to recover.
         "spark.sql.streaming.minBatchesToRetain": "50",
         # Hadoop's file system sets permissions itself (umask 022 by default, whatever the
