@@ -125,6 +125,10 @@ def command(
     return [str(peer_python(variant)), str(script), events, str(catalog), "postgresql"], None
 
 
+def ms(seconds: float) -> int:
+    return round(seconds * 1000)
+
+
 def latency_one(
     ctx: Context, services: Services, variant: str, rate: int, catalog: Path
 ) -> dict[str, Any]:
@@ -174,11 +178,7 @@ def latency_one(
     lat = {k: seen[k] - t for k, t in producer.sent.items() if t >= first and k in seen}
     counted = [k for k, t in producer.sent.items() if t >= first]
     values = [lat[k] for k in sorted(lat)]
-    cuts = (
-        statistics.quantiles(values, n=100, method="inclusive")
-        if len(values) > 1
-        else [math.nan] * 99
-    )
+    cuts = statistics.quantiles(values, n=100, method="inclusive") if len(values) > 1 else []
     third = max(1, len(values) // 3)
     return {
         "rate": rate,
@@ -189,13 +189,11 @@ def latency_one(
         "sent_per_s": round(producer.events / pacing) if pacing else math.nan,
         "markers": len(counted),
         "markers_visible": len(values),
-        "p50_ms": round(cuts[49] * 1000),
-        "p95_ms": round(cuts[94] * 1000),
-        "p99_ms": round(cuts[98] * 1000),
-        "max_ms": round(max(values, default=math.nan) * 1000),
-        "drift_ms": round((median(values[-third:]) - median(values[:third])) * 1000)
-        if values
-        else math.nan,
+        "p50_ms": ms(cuts[49]) if cuts else math.nan,
+        "p95_ms": ms(cuts[94]) if cuts else math.nan,
+        "p99_ms": ms(cuts[98]) if cuts else math.nan,
+        "max_ms": ms(max(values)) if values else math.nan,
+        "drift_ms": ms(median(values[-third:]) - median(values[:third])) if values else math.nan,
         "drained": drained,
         "cpu_cores": round(cpu / pacing, 2) if pacing else math.nan,
         "load1_before_after": f"{load[0]:.1f} -> {load[-1]:.1f}",
@@ -235,8 +233,10 @@ def latency(ctx: Context, services: Services) -> Result:
         for variant in wanted if i % 2 == 0 else list(reversed(wanted)):
             ctx.log(f"  {variant} at {rate:,} events/s")
             try:
-                result.add(**latency_one(ctx, services, variant, rate, catalog))
-            except RuntimeError as exc:  # one engine must not hide the rest
+                row = latency_one(ctx, services, variant, rate, catalog)
+                result.add(**row)
+                ctx.log(f"    {row}")
+            except Exception as exc:  # noqa: BLE001 - one engine must not hide the rest
                 result.notes.append(f"{variant} at {rate:,}/s failed: {str(exc)[:600]}")
                 ctx.log(f"  {variant} at {rate:,}/s failed: {str(exc)[:600]}")
     for rate in rates:
@@ -246,7 +246,7 @@ def latency(ctx: Context, services: Services) -> Result:
             result.headline[f"{v} at {rate:,}/s: p50 / p95 / p99 ms"] = (
                 f"{r['p50_ms']} / {r['p95_ms']} / {r['p99_ms']}"
             )
-            if base is not None and v != "slipstream" and r["p50_ms"]:
+            if base is not None and v != "slipstream" and r["p50_ms"] and r["p99_ms"]:
                 result.headline[f"slipstream / {v} at {rate:,}/s: p50, p99"] = (
                     f"{base['p50_ms'] / r['p50_ms']:.1f}x, {base['p99_ms'] / r['p99_ms']:.1f}x"
                 )
