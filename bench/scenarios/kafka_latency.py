@@ -19,7 +19,8 @@ are left out. The variants and where their rows land:
 - **pathway**: pw.io.kafka.read -> incremental windowby -> pw.io.postgres.write (snapshot) into
   `peer_views`;
 - **flink**: the Kafka SQL connector -> HOP group window with early fire on every element ->
-  the print sink, a file (Flink's JDBC connector is not served by this machine's Maven mirror).
+  the print sink, a file, tailed (Flink's JDBC connector, its way to PostgreSQL, is not wired in
+  yet: flink-connector-jdbc-core/-postgres 4.0.0-2.0, built for Flink 2.0).
 
 **Throughput**: scenario 3's data (`events` lines, dirt included) produced in order into a topic
 of one partition, then `slipstream run trending --trigger available-now` from the topic and from
@@ -56,7 +57,7 @@ VARIANTS = ("slipstream", "flink", "bytewax", "pathway")
 FLINK_JAR = REPO / ".venv-peers" / "jars" / "flink-sql-connector-kafka-5.0.0-2.2.jar"
 SINKS = {
     "slipstream": "PostgreSQL, table article_views (its own sink: staging + ledger, upsert)",
-    "flink": "the print sink, a file (no JDBC connector on this machine's Maven mirror)",
+    "flink": "the print sink, a file (its JDBC connector not wired in yet)",
     "bytewax": "PostgreSQL, table peer_views (a psycopg upsert per output batch, in the script)",
     "pathway": "PostgreSQL, table peer_views (pw.io.postgres.write, snapshot)",
 }
