@@ -85,8 +85,16 @@ bench-quick: venv check-java
 # scenario 14: trending on Apache Flink (PyFlink), Pathway and Bytewax beside slipstream, each peer
 # in its own environment .venv-peers/NAME pinned by bench/peers/requirements-NAME.txt (never in CI)
 PEERS := flink pathway bytewax
-bench-peers: venv check-java $(foreach p,$(PEERS),.venv-peers/$(p)/.installed)
+# scenario 18 (kafka_latency): Flink's Kafka SQL connector for the installed apache-flink 2.3.0
+# (the newest build Maven Central serves is for Flink 2.2; it runs on 2.3 here)
+FLINK_KAFKA := .venv-peers/jars/flink-sql-connector-kafka-5.0.0-2.2.jar
+bench-peers: venv check-java $(foreach p,$(PEERS),.venv-peers/$(p)/.installed) $(FLINK_KAFKA)
 	$(PY) -m bench peers
+
+$(FLINK_KAFKA):
+	mkdir -p $(@D)
+	curl -fsSL -o $@.tmp https://repo1.maven.org/maven2/org/apache/flink/flink-sql-connector-kafka/5.0.0-2.2/flink-sql-connector-kafka-5.0.0-2.2.jar
+	mv $@.tmp $@
 
 .venv-peers/%/.installed: bench/peers/requirements-%.txt
 	test -x .venv-peers/$*/bin/python || $(PYTHON) -m venv .venv-peers/$*

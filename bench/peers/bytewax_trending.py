@@ -21,7 +21,14 @@ keyed on one key like the dedup): for each batch it adds the events to their ten
 (an event whose window ended at or before the watermark, newest ts - 10 min as of the batch's
 start, is late for that window), forgets the windows the watermark has passed, and emits the
 changed (window, article) counts of the batch, which the sink appends to OUT, flushed per
-batch: slipstream's update mode, one Bytewax batch for one micro-batch."""
+batch: slipstream's update mode, one Bytewax batch for one micro-batch.
+
+Kafka mode (EVENTS = `kafka://HOST:PORT/TOPIC`, OUT = `postgresql`: libpq's variables
+PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, or a postgresql:// URL): Bytewax's own
+`KafkaSource` (bytewax.connectors.kafka, confluent-kafka; one partition, from the first
+offset, batches of up to 1,000 messages) replaces the folder; the counts are `LiveCounts` as in
+live mode, and each output batch is upserted into PostgreSQL's `peer_views` in one transaction
+(`PgSink`, psycopg: Bytewax has no PostgreSQL sink of its own)."""
 
 from __future__ import annotations
 
@@ -39,6 +46,7 @@ from bytewax.outputs import DynamicSink, StatelessSinkPartition
 from bytewax.testing import run_main
 from peer_common import (
     EPOCH,
+    PEER_TABLE,
     SLIDE,
     WATERMARK,
     WINDOW,
@@ -47,6 +55,7 @@ from peer_common import (
     event_files,
     horizon,
     iso,
+    kafka_topic,
     load_catalog,
     mark,
     output_row,
@@ -171,6 +180,38 @@ class LiveSink(DynamicSink[list[Any]]):
         return _Append(LiveOut(self.path))
 
 
+class _Upsert(StatelessSinkPartition[list[Any]]):
+    def __init__(self, dsn: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect("" if dsn == "postgresql" else dsn)  # "": libpq's env
+
+    def write_batch(self, items: list[list[Any]]) -> None:
+        rows = [(w, a, n) for rows in items for a, w, n in rows]
+        if rows:
+            with self.conn.transaction(), self.conn.cursor() as cur:
+                cur.executemany(UPSERT, rows)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+UPSERT = (
+    f"INSERT INTO {PEER_TABLE} (window_start, article_id, views) VALUES (%s, %s, %s) "
+    "ON CONFLICT (window_start, article_id) DO UPDATE SET views = EXCLUDED.views"
+)
+
+
+class PgSink(DynamicSink[list[Any]]):
+    """Each batch of changed counts upserted into PostgreSQL's peer_views, one transaction."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+
+    def build(self, step_id: str, worker_index: int, worker_count: int) -> _Upsert:
+        return _Upsert(self.dsn)
+
+
 class _Collect(StatelessSinkPartition[tuple[Any, ...]]):
     def __init__(self, rows: list[tuple[Any, ...]]) -> None:
         self.rows = rows
@@ -203,10 +244,14 @@ def dedup(
     return (seen, newest), (event,)
 
 
-def unique_events(df: Dataflow, source: Any) -> Stream[tuple[str, tuple[str, str, datetime]]]:
-    """Parsed, valid and deduplicated events, keyed on one key ("all")."""
+def unique_events(
+    df: Dataflow, source: Any, text: Any = None
+) -> Stream[tuple[str, tuple[str, str, datetime]]]:
+    """Parsed, valid and deduplicated events, keyed on one key ("all"); `text` turns an item
+    of the source into its line (Kafka: the record's value)."""
     until = horizon()
-    lines = op.input("files", df, source)
+    items = op.input("files", df, source)
+    lines = op.map("text", items, text) if text is not None else items
     parsed = op.filter_map("parse", lines, lambda line: parse_line(line, until))
     return op.stateful_flat_map("dedup", op.key_on("one", parsed, lambda _: "all"), dedup)
 
@@ -238,8 +283,25 @@ def live_flow(events: Path, out: Path) -> Dataflow:
     return df
 
 
+def kafka_flow(bootstrap: str, topic: str, dsn: str) -> Dataflow:
+    """Kafka mode: the topic's records (JSON lines) -> LiveCounts -> PostgreSQL (PgSink)."""
+    from bytewax.connectors.kafka import KafkaSource
+
+    df = Dataflow("trending-kafka")
+    source = KafkaSource([bootstrap], [topic], tail=True, add_config={"group.id": "bytewax"})
+    mark("reading")
+    unique = unique_events(df, source, lambda m: m.value.decode("utf-8") if m.value else "")
+    counts = op.stateful_batch("views", unique, lambda _: LiveCounts())
+    op.output("rows", op.map("value", counts, lambda kv: kv[1]), PgSink(dsn))
+    return df
+
+
 def main(events: str, catalog: str, out: str, live: bool = False) -> None:
     mark("started")
+    topic = kafka_topic(events)
+    if topic is not None:
+        run_main(kafka_flow(*topic, out))
+        return
     if live:
         run_main(live_flow(Path(events), Path(out)))
         return

@@ -19,15 +19,24 @@ reader polls the folder and reads each new file; its default `autocommit_duratio
 a commit of what was read at most every 1.5 s, left as is, like slipstream's default trigger)
 and never end; the windowby's counts are incremental (a window's count is updated by each
 commit, not held until the cutoff), so `pw.io.subscribe` gets the new rows of each commit and
-appends them to OUT, flushed at the end of each commit's time (`on_time_end`)."""
+appends them to OUT, flushed at the end of each commit's time (`on_time_end`).
+
+Kafka mode (EVENTS = `kafka://HOST:PORT/TOPIC`, OUT = `postgresql`: libpq's variables):
+`pw.io.kafka.read` (format json, the same schema, from the earliest offset,
+`autocommit_duration_ms` left at its default 1500 as in live mode) replaces the folder, and the
+joined counts go to PostgreSQL through Pathway's own sink,
+`pw.io.postgres.write(output_table_type="snapshot")`: the table `peer_views` holds the current
+count per (window, article), each commit applied atomically."""
 
 from __future__ import annotations
 
 import csv
+import os
 import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import pathway as pw
 import peer_common as common
@@ -59,9 +68,50 @@ def valid_ts(event_id: str, article_id: str, ts: str) -> datetime | None:
     return parsed[2] if parsed else None
 
 
-def build(events: Path, catalog: Path, changes: Path, live: bool = False) -> None:
-    mode = "streaming" if live else "static"
-    raw = pw.io.jsonlines.read(str(events), schema=Event, mode=mode)
+def read_events(events: str, live: bool) -> pw.Table:
+    """The events: a folder of JSON lines, or (Kafka mode) a topic's JSON records."""
+    topic = common.kafka_topic(events)
+    if topic is None:
+        mode = "streaming" if live else "static"
+        return pw.io.jsonlines.read(events, schema=Event, mode=mode)
+    settings = {
+        "bootstrap.servers": topic[0],
+        "group.id": "pathway",
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": "6000",
+    }
+    return pw.io.kafka.read(settings, topic[1], schema=Event, format="json")
+
+
+def to_postgres(joined: pw.Table, out: str) -> None:
+    """Kafka mode's sink: the current counts in PostgreSQL's peer_views (snapshot mode). OUT
+    `postgresql` = libpq's environment variables (PGHOST, PGPORT, PGUSER, PGPASSWORD,
+    PGDATABASE), so no password is on the command line; else a postgresql:// URL."""
+    url = urlsplit(out if out != "postgresql" else "postgresql://")
+    env = os.environ
+    settings = {
+        "host": url.hostname or env.get("PGHOST", "127.0.0.1"),
+        "port": str(url.port or env.get("PGPORT", "5432")),
+        "dbname": url.path.lstrip("/") or env.get("PGDATABASE", ""),
+        "user": unquote(url.username or env.get("PGUSER", "")),
+        "password": unquote(url.password or env.get("PGPASSWORD", "")),
+    }
+    rows = joined.select(
+        window_start=pw.this.window_start.dt.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        article_id=pw.this.article_id,
+        views=pw.this.views,
+    )
+    pw.io.postgres.write(
+        rows,
+        settings,
+        common.PEER_TABLE,
+        output_table_type="snapshot",
+        primary_key=[rows.window_start, rows.article_id],
+    )
+
+
+def build(events: str, catalog: Path, changes: str, live: bool = False) -> None:
+    raw = read_events(events, live)
     checked = raw.select(
         pw.this.event_id,
         pw.this.article_id,
@@ -95,10 +145,12 @@ def build(events: Path, catalog: Path, changes: Path, live: bool = False) -> Non
         section=titles.section,
         views=counts.views,
     )
-    if live:
-        subscribe(joined, changes)
+    if common.kafka_topic(events) is not None:
+        to_postgres(joined, changes)
+    elif live:
+        subscribe(joined, Path(changes))
     else:
-        pw.io.csv.write(joined, str(changes))
+        pw.io.csv.write(joined, changes)
 
 
 def subscribe(joined: pw.Table, out: Path) -> None:
@@ -135,14 +187,15 @@ def final_rows(changes: Path, catalog: Path) -> list[tuple[Any, ...]]:
 
 
 def main(events: str, catalog: str, out: str, live: bool = False) -> None:
-    changes = Path(out) if live else Path(out).with_suffix(".changes.csv")
+    live = live or common.kafka_topic(events) is not None
+    changes = out if live else str(Path(out).with_suffix(".changes.csv"))
     common.mark("started")
-    build(Path(events), Path(catalog), changes, live)
+    build(events, Path(catalog), changes, live)
     common.mark("reading")
     pw.run(monitoring_level=pw.MonitoringLevel.NONE)
     if live:
         return
-    common.write_rows(Path(out), final_rows(changes, Path(catalog)))
+    common.write_rows(Path(out), final_rows(Path(changes), Path(catalog)))
     common.mark("done")
 
 

@@ -10,7 +10,13 @@ time (no zone means UTC) at most a day ahead, `article_id` shaped like `a123`. O
 Live mode (`--live`, the latency part of scenario peers): the program reads the landing folder
 as it grows and never ends; every row it emits (a count of a (window, article) as it changes)
 is appended to OUT as `article_id,window_start,views` and the file is flushed after each
-update, so the benchmark sees a row as soon as the engine has emitted it (`LiveOut`)."""
+update, so the benchmark sees a row as soon as the engine has emitted it (`LiveOut`).
+
+Kafka mode (scenario kafka_latency): EVENTS is `kafka://HOST:PORT/TOPIC` (`kafka_topic`); the
+program reads the topic from its first offset, never ends, and emits counts as in live mode;
+OUT is `postgresql` (libpq's environment variables PGHOST, PGPORT, PGUSER, PGPASSWORD,
+PGDATABASE; the rows upserted into the table `PEER_TABLE`, which the benchmark creates) where
+the peer has a PostgreSQL sink, else the live output file."""
 
 from __future__ import annotations
 
@@ -106,6 +112,22 @@ class LiveOut:
         if rows:
             self.handle.write("".join(f"{a},{w},{n}\n" for a, w, n in rows))
             self.handle.flush()
+
+
+#: the table a peer's Kafka mode writes (created by the benchmark): one row per (window, article)
+PEER_TABLE = "peer_views"
+PEER_TABLE_DDL = (
+    f"CREATE TABLE {PEER_TABLE} (window_start TEXT NOT NULL, article_id TEXT NOT NULL, "
+    "views BIGINT NOT NULL, PRIMARY KEY (window_start, article_id))"
+)
+
+
+def kafka_topic(events: str) -> tuple[str, str] | None:
+    """(bootstrap servers, topic) of a `kafka://HOST:PORT/TOPIC` argument, else None."""
+    if not events.startswith("kafka://"):
+        return None
+    bootstrap, _, topic = events[len("kafka://") :].partition("/")
+    return bootstrap, topic.partition("?")[0]
 
 
 def arguments(argv: list[str]) -> tuple[list[str], bool, dict[str, str]]:
