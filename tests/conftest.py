@@ -9,6 +9,9 @@ from pyspark.sql import SparkSession
 
 os.environ.setdefault("TZ", "UTC")
 
+# the shared models' asserts report their values, as a test module's do
+pytest.register_assert_rewrite("tests.join_reference")
+
 # Spark's Python workers are separate processes: let them import this checkout's slipstream (the
 # code under test), not whichever copy happens to be installed in the environment.
 SRC = str(Path(__file__).resolve().parents[1] / "src")
@@ -46,10 +49,11 @@ def kafka_server() -> Iterator[object]:
         yield server
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def kafka(kafka_server: object, request: pytest.FixtureRequest) -> object:
     """The session's broker. Under CI one that cannot start fails the test; locally the test
-    is skipped with the reason (as PostgreSQL's)."""
+    is skipped with the reason (as PostgreSQL's). Session-wide, so that a module's fixture can
+    run its pipelines once for several tests (tests/test_kafka_pipelines.py)."""
     from tests.services import unavailable
 
     if isinstance(kafka_server, str):
@@ -57,7 +61,7 @@ def kafka(kafka_server: object, request: pytest.FixtureRequest) -> object:
     return kafka_server
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def kafka_spark(spark: SparkSession, kafka: object, request: pytest.FixtureRequest) -> SparkSession:
     """The session's Spark, which has the Kafka connector (or the test fails under CI / skips
     locally, with the reason)."""

@@ -113,3 +113,28 @@ def late_records(state_dir: Path, pipeline: str, output: str) -> dict[int, list[
     for path in sorted((Path(state_dir) / "late" / pipeline / output).glob("batch-*.jsonl")):
         found[int(path.stem.split("-")[1])] = [json.loads(x) for x in path.read_text().splitlines()]
     return found
+
+
+def window_end(moment: datetime, length: timedelta) -> datetime:
+    """The end (exclusive) of the epoch-aligned tumbling window of `length` holding `moment`."""
+    since = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return moment - (since % length) + length
+
+
+def late_by_window_end(
+    batches: list[list[dict[str, Any]]], window: timedelta, delay: timedelta, time: str = "ts"
+) -> tuple[list[tuple[dict[str, Any], datetime]], list[dict[str, Any]]]:
+    """What Spark's watermark drops from a windowed aggregation fed batch by batch, each batch
+    followed by the no-data batch its new watermark calls for: a row is late when its window
+    ends at or before the watermark the batches before it made (their newest event time -
+    `delay`; the epoch before any). Returns (each late row with that watermark, the rows kept)."""
+    late: list[tuple[dict[str, Any], datetime]] = []
+    kept: list[dict[str, Any]] = []
+    newest: datetime | None = None
+    for rows in batches:
+        mark = newest - delay if newest else datetime(1970, 1, 1, tzinfo=UTC)
+        for row in rows:
+            moment = _utc(row[time])
+            (late.append((row, mark)) if window_end(moment, window) <= mark else kept.append(row))
+        newest = max([*([newest] if newest else []), *(_utc(r[time]) for r in rows)], default=None)
+    return late, kept

@@ -12,15 +12,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
 from slipstream.testing import PipelineHarness
 from slipstream.tools.generators import ads as generator
 from slipstream.tools.generators.streams import generate
-from tests import stream_reference as ref
 from tests.helpers import T0, built, iso_at
+from tests.join_reference import ads_records, check_ads
 
 pytestmark = pytest.mark.spark
 
@@ -123,69 +122,17 @@ def test_the_generated_stream_against_pandas(spark: SparkSession, tmp_path: Path
         outcome = h.results("ad_impressions_outcome")
         watermark = h.watermark("ad_impressions_outcome")
 
-    def records(stream: str, time: str) -> pd.DataFrame:
-        rows: dict[str, dict[str, Any]] = {}
-        for path in sorted((tmp_path / "landing" / stream).glob("*.jsonl")):
-            for line in path.read_text().splitlines():
-                doc = ref.json_object(line)
-                ident = doc and doc.get("click_id" if stream == "clicks" else "impression_id")
-                moment = doc and ref.parse_time(doc.get(time))
-                linked = stream == "impressions" or isinstance(
-                    doc and doc.get("impression_id"), str
-                )
-                if (
-                    doc
-                    and isinstance(ident, str)
-                    and moment
-                    and isinstance(doc.get("ad_id"), str)
-                    and linked
-                ):
-                    rows.setdefault(ident, {**doc, time: moment})  # a duplicate counts once
-        return pd.DataFrame(list(rows.values()))
+    def lines(stream: str) -> list[str]:
+        folder = tmp_path / "landing" / stream
+        return [x for path in sorted(folder.glob("*.jsonl")) for x in path.read_text().splitlines()]
 
-    imps, clicks = records("impressions", "impression_time"), records("clicks", "click_time")
-    pairs = imps.merge(clicks, on=["impression_id", "ad_id"], suffixes=("", "_c"))
-    delay = pairs["click_time"] - pairs["impression_time"]
-    pairs = pairs[(delay >= pd.Timedelta(0)) & (delay <= pd.Timedelta(hours=1))]
-    costs = {row["ad_id"]: row for row in generator.read_catalog(catalog)}
-    assert {r["click_id"] for r in attributed} == set(pairs["click_id"])
-    assert len(attributed) == len(pairs) > 0
-    want = {
-        row.click_id: (row.impression_id, row.ad_id, ref.iso_exact(row.impression_time),
-                       ref.iso_exact(row.click_time), costs[row.ad_id]["campaign"],
-                       float(costs[row.ad_id]["cost_per_click"]))
-        for row in pairs.itertuples()
-    }  # fmt: skip
-    fields = ("impression_id", "ad_id", "impression_time", "click_time", "campaign")
-    assert {
-        r["click_id"]: (*(r[f] for f in fields), r["cost_per_click"]) for r in attributed
-    } == want
-
-    # every impression at most once: with its click, or, once the watermark has passed
-    # impression_time + 1h, with none
-    assert len({r["impression_id"] for r in outcome}) == len(outcome)
-    clicked = dict(zip(pairs["impression_id"], pairs["click_id"], strict=True))
-    assert {r["impression_id"]: r["click_id"] for r in outcome if r["clicked"]} == clicked
-    final = min(imps["impression_time"].max() - pd.Timedelta(hours=2),
-                clicks["click_time"].max() - pd.Timedelta(hours=3))  # fmt: skip
-    assert watermark == final.to_pydatetime()
-    unclicked = {r["impression_id"] for r in outcome if not r["clicked"]}
-    due = imps["impression_time"] + pd.Timedelta(hours=1) < final
-    assert unclicked == set(imps.loc[due, "impression_id"]) - set(clicked) != set()
-
-    expected: dict[tuple[str, str], list[float]] = {}
-    for frame, time, is_click in ((imps, "impression_time", 0), (clicks, "click_time", 1)):
-        for row in frame.itertuples():
-            start = ref.iso(ref.window_start(getattr(row, time), timedelta(hours=1)))
-            entry = expected.setdefault((start, costs[row.ad_id]["campaign"]), [0, 0, 0.0])
-            entry[is_click] += 1
-            entry[2] += float(costs[row.ad_id]["cost_per_click"]) if is_click else 0.0
-    got = {(r["window_start"], r["campaign"]): r for r in stats}
-    assert set(got) == set(expected)
-    for key, (n_imp, n_click, revenue) in expected.items():
-        assert (got[key]["impressions"], got[key]["clicks"]) == (n_imp, n_click), key
-        assert got[key]["revenue"] == pytest.approx(round(revenue, 2))
-        assert got[key]["ctr"] == (pytest.approx(n_click / n_imp) if n_imp else None), key
+    tables = {"ad_clicks_attributed": attributed, "campaign_stats": stats,
+              "ad_impressions_outcome": outcome}  # fmt: skip
+    imps, clicks = (
+        ads_records("impressions", lines("impressions")),
+        ads_records("clicks", lines("clicks")),
+    )
+    check_ads(tables, watermark, imps, clicks, generator.read_catalog(catalog))
 
 
 def test_check_prints_how_long_the_join_holds_each_side(tmp_path: Path, catalog: Path) -> None:

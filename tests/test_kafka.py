@@ -465,8 +465,8 @@ def test_the_dead_letter_of_a_kafka_input_holds_exactly_the_rows_spark_dropped_a
     offsets/N; batch 0 from the source's initial offsets) with a batch Kafka read: it holds
     the records the watermark dropped, as plain Python predicts them from the batches before,
     each with its topic, partition and offset."""
-    from tests.helpers import late_records
-    from tests.test_late import action, iso, window_end
+    from tests.helpers import late_by_window_end, late_records
+    from tests.test_late import action, iso
 
     topic = _topic(kafka, request, partitions=2)
     window, delay = timedelta(minutes=10), timedelta(minutes=5)
@@ -489,15 +489,8 @@ def test_the_dead_letter_of_a_kafka_input_holds_exactly_the_rows_spark_dropped_a
         spark_late = h.totals["mobile.counts"]["late"]
     written = late_records(tmp_path / "state", "mobile", "counts")
 
-    expected, kept, newest = [], [], None
-    for rows in batches:
-        mark = newest - delay if newest else datetime(1970, 1, 1, tzinfo=UTC)
-        for row in rows:
-            ts = datetime.fromisoformat(row["ts"].replace("Z", "+00:00"))
-            (expected.append((row["id"], iso(mark))) if window_end(ts, window) <= mark
-             else kept.append(row))  # fmt: skip
-        stamps = [datetime.fromisoformat(r["ts"].replace("Z", "+00:00")) for r in rows]
-        newest = max([newest, *stamps] if newest else stamps)
+    late_rows, kept = late_by_window_end(batches, window, delay)
+    expected = [(row["id"], iso(mark)) for row, mark in late_rows]
     late = [r for batch in written.values() for r in batch]
     assert sorted((json.loads(r["raw"])["id"], r["watermark"]) for r in late) == sorted(expected)
     assert {e[0] for e in expected} == {"p4", "p5", "p9", "p10", "p12"}

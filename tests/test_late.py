@@ -17,7 +17,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from slipstream.testing import PipelineHarness
-from tests.helpers import late_records
+from tests.helpers import late_by_window_end, late_records
 
 T0 = datetime(2018, 3, 2, 10, 0, tzinfo=UTC)
 
@@ -31,11 +31,6 @@ def at(minutes: float) -> datetime:
 
 def iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def window_end(moment: datetime, length: timedelta) -> datetime:
-    since = moment - datetime(1970, 1, 1, tzinfo=UTC)
-    return moment - (since % length) + length
 
 
 def action(n: int, minutes: float, what: str = "open") -> dict[str, str]:
@@ -77,17 +72,8 @@ def test_mobile_dead_letter_holds_the_rows_late_by_the_window_end_rule(
     written = late_records(tmp_path / "state", "mobile", "counts")
 
     # the independent model: each batch is judged by the watermark the batches before made
-    expected, kept, newest = [], [], None
-    for rows in batches:
-        mark = newest - delay if newest else datetime(1970, 1, 1, tzinfo=UTC)
-        for row in rows:
-            ts = datetime.fromisoformat(row["ts"].replace("Z", "+00:00"))
-            if window_end(ts, window) <= mark:
-                expected.append((row["id"], iso(mark)))
-            else:
-                kept.append(row)
-        newest = max([newest or T0, *(datetime.fromisoformat(r["ts"][:-1] + "+00:00")
-                                      for r in rows)])  # fmt: skip
+    late, kept = late_by_window_end(batches, window, delay)
+    expected = [(row["id"], iso(mark)) for row, mark in late]
     lines = [r for batch in written.values() for r in batch]
     assert sorted((json.loads(r["raw"])["id"], r["watermark"]) for r in lines) == sorted(expected)
     assert sorted(expected) == [("p10", "2018-03-02T10:26:00Z"), ("p12", "2018-03-02T10:26:00Z"),

@@ -137,14 +137,19 @@ def test_sensor_stats_equal_an_independent_computation(dirty: dict[str, Any]) ->
 def test_sensor_baseline_is_the_running_aggregate_over_all_counted_readings(
     dirty: dict[str, Any],
 ) -> None:
-    expected = ref.sensor_baseline(dirty["readings"])
-    table = {r["sensor_id"]: r for r in dirty["tables"]["sensor_baseline"]}
+    _assert_baseline(dirty)
+
+
+def _assert_baseline(run: dict[str, Any]) -> None:
+    """sensor_baseline: per sensor, every counted reading; error codes from the erroring ones."""
+    expected = ref.sensor_baseline(run["readings"])
+    table = {r["sensor_id"]: r for r in run["tables"]["sensor_baseline"]}
     assert set(table) == set(expected)
     for sensor, want in expected.items():
         assert table[sensor]["readings"] == want["readings"]
         assert ref.close(table[sensor]["baseline_value"], want["baseline_value"])
         assert json.loads(table[sensor]["error_codes"]) == want["error_codes"]
-    erroring = set(dirty["report"].info["erroring"])
+    erroring = set(run["report"].info["erroring"])
     assert {s for s, r in expected.items() if r["error_codes"]} == erroring
 
 
@@ -158,22 +163,25 @@ def test_valid_quarantined_late_and_duplicates_add_up_to_the_lines_sent(
     dirty: dict[str, Any],
 ) -> None:
     counts = dirty["report"].streams["readings"]
-    valid = sum(r["readings"] for r in dirty["tables"]["sensor_baseline"])
-    for output in ("sensor_stats", "sensor_alerts", "sensor_baseline"):
-        t = dirty["totals"][f"sensors.{output}"]
-        assert t["rows"] == counts.lines
-        assert (t["quarantined"], t["late"], t["duplicates"]) == (
-            counts.malformed,
-            counts.late,
-            counts.duplicates,
-        ), output
-        late = dirty["late"][output]  # records in the dead-letter: as many as Spark counted
-        assert late == t["late"], output
-        assert valid + t["quarantined"] + late + t["duplicates"] == counts.lines
+    _assert_accounts(dirty, counts.lines, counts.malformed, counts.late, counts.duplicates)
     # the quarantine holds exactly the lines the independent parser rejects
     quarantined = dirty["tables"]["quarantine.readings"]
     assert sorted(r["raw"] for r in quarantined) == sorted(dirty["malformed"])
     assert len(quarantined) == counts.malformed
+
+
+def _assert_accounts(
+    run: dict[str, Any], sent: int, quarantined: int, late: int, duplicates: int
+) -> None:
+    """Each output's counts are the ones given, its dead-letter holds as many records as Spark
+    counted late, and valid + quarantined + late + duplicates = the lines sent."""
+    valid = sum(r["readings"] for r in run["tables"]["sensor_baseline"])
+    for output in ("sensor_stats", "sensor_alerts", "sensor_baseline"):
+        t = run["totals"][f"sensors.{output}"]
+        assert t["rows"] == sent
+        assert (t["quarantined"], t["late"], t["duplicates"]) == (quarantined, late, duplicates)
+        assert run["late"][output] == t["late"], output
+        assert valid + t["quarantined"] + t["late"] + t["duplicates"] == sent
 
 
 def test_the_dashboard_shows_all_three_outputs(dirty: dict[str, Any]) -> None:

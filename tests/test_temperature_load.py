@@ -12,7 +12,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
@@ -21,6 +20,7 @@ from slipstream.tools.generators import temperature_load as generator
 from slipstream.tools.generators.streams import generate
 from tests import stream_reference as ref
 from tests.helpers import T0, check_in_process, iso_at
+from tests.join_reference import temperature_load_pairs, temperature_load_reading
 
 pytestmark = pytest.mark.spark
 
@@ -131,41 +131,20 @@ def test_the_generated_stream_joins_as_pandas_does_and_the_buffers_stop_growing(
     sent = sum(c.lines for c in report.streams.values())
     assert totals["rows"] == sent
 
-    def reading(stream: str, line: str) -> dict[str, Any] | None:
-        """A line's valid reading (strict JSON types, a readable time), or None."""
-        doc = ref.json_object(line)
-        time = "temp_taken_time" if stream == "temperature" else "load_taken_time"
-        if doc is None:
-            return None
-        value = doc.get("temp" if stream == "temperature" else "load")
-        moment = ref.parse_time(doc.get(time))
-        if not isinstance(doc.get("location_id"), str) or moment is None:
-            return None
-        return {"location_id": doc["location_id"], time: moment} if ref._number(value) else None
-
     parsed: dict[str, list[dict[str, Any]]] = {}
     for stream in ("temperature", "load"):
         lines = [x for p in files[stream] for x in p.read_text().splitlines()]
-        parsed[stream] = [r for r in (reading(stream, x) for x in lines) if r is not None]
+        read = [temperature_load_reading(stream, x) for x in lines]
+        parsed[stream] = [r for r in read if r is not None]
         # each input's quarantine holds exactly its own lines the independent parse rejects
-        rejected = [x for x in lines if reading(stream, x) is None]
+        rejected = [x for x, r in zip(lines, read, strict=True) if r is None]
         assert sorted(r["raw"] for r in quarantined[stream]) == sorted(rejected)
         assert len(rejected) == report.streams[stream].malformed  # this seed: none in load
     # valid + quarantined + late + duplicates = sent (no late or duplicate rows generated)
     valid = len(parsed["temperature"]) + len(parsed["load"])
     assert valid + totals["quarantined"] + totals["late"] + totals["duplicates"] == sent
     assert totals["late"] == totals["duplicates"] == 0
-    temps, loads = pd.DataFrame(parsed["temperature"]), pd.DataFrame(parsed["load"])
-    pairs = temps.merge(loads, on="location_id")
-    hour = pd.Timedelta(hours=1)
-    pairs = pairs[
-        (pairs["load_taken_time"] >= pairs["temp_taken_time"])
-        & (pairs["load_taken_time"] <= pairs["temp_taken_time"] + hour)
-    ]
-    expected = {
-        (p.location_id, ref.iso_exact(p.temp_taken_time), ref.iso_exact(p.load_taken_time))
-        for p in pairs.itertuples()
-    }
+    expected = temperature_load_pairs(parsed["temperature"], parsed["load"])
     assert len(rows) == len(expected) > 0 and _pairs(rows) == expected
     # buffered rows, read from progress: about 3h of temperatures and 2h of loads, not 12h
     state = [
@@ -175,7 +154,7 @@ def test_the_generated_stream_joins_as_pandas_does_and_the_buffers_stop_growing(
     ]
     third = len(state) // 3
     assert max(state[-third:]) <= 1.25 * max(state[third : 2 * third])
-    assert max(state) < 0.5 * (len(temps) + len(loads))
+    assert max(state) < 0.5 * valid
 
 
 def test_check_prints_how_long_each_side_is_buffered(tmp_path: Path) -> None:
