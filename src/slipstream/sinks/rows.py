@@ -36,6 +36,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 
 from slipstream.sinks.base import LEDGER_TABLE, DatabaseSink, SinkContext, quote_ident
+from slipstream.sinks.jvm_rows import foreach_jvm, jvm_writer
 
 log = logging.getLogger("slipstream.sinks")
 
@@ -92,8 +93,6 @@ def attach_rows(
     it, the table created now (on the driver, before the query starts), and what configures
     the query's writer: `foreach` of slipstream's JVM writer (sinks/jvm_rows.py), or of an
     UpsertWriter where there is none (Spark Connect), said in a line."""
-    from slipstream.sinks.jvm_rows import foreach_jvm, jvm_writer
-
     stored = sink.row_frame(frame)
     with closing(sink.connect()) as conn:
         sink.ensure_schema(conn, ctx.table, stored.schema, ctx)
