@@ -22,8 +22,9 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 @pytest.fixture(scope="session")
 def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
-    """One SparkSession for the whole test session; with Spark's Kafka connector when a test
-    marked `kafka` was collected (its packages must be there when the JVM starts)."""
+    """One SparkSession for the whole test session; with Spark's Kafka connector, and the JDBC
+    drivers of the real-time database writer, when a test marked `kafka` was collected (their
+    packages must be there when the JVM starts)."""
     from slipstream.testing import session
 
     kafka = False
@@ -31,7 +32,8 @@ def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
         from tests.services import kafka_connector
 
         kafka = request.config.stash[KAFKA_CONNECTOR] = kafka_connector() is None
-    spark = session(kafka=kafka)
+    # real-time outputs into the databases (Kafka tests) write through the JVM writer
+    spark = session(kafka=kafka, jdbc=("sqlite", "postgresql") if kafka else ())
     yield spark
     spark.stop()
 

@@ -11,21 +11,27 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from pyspark.sql import SparkSession
 
 from slipstream.app.commands import check as check_command
+from slipstream.core.specs import SinkSpec
 from slipstream.settings.config import load_settings
+from slipstream.sinks.postgres_io import PgTarget, plain
+from slipstream.sinks.postgres_io import connect as pg_connect
 from slipstream.sinks.postgres_io import read_table as pg_read_table
 from slipstream.sinks.sqlite import read_table
 from slipstream.testing import PipelineHarness
@@ -36,6 +42,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 REAL_TIME = "real-time:5s"
 DEADLINE_S = 90.0
+#: a `slipstream run` of its own: a JVM, Ivy and Spark start first (minutes on a loaded machine)
+STARTED_WITHIN_S = 300.0
 
 
 def _topic(kafka: Any, request: pytest.FixtureRequest, partitions: int = 1) -> str:
@@ -43,14 +51,20 @@ def _topic(kafka: Any, request: pytest.FixtureRequest, partitions: int = 1) -> s
     return kafka.create_topic(name, partitions)
 
 
-def _until(read: Callable[[], Any], expected: Any, what: str, alive: Callable[[], None]) -> None:
-    """Poll `read()` until it equals `expected`, failing after DEADLINE_S with the last value,
+def _until(
+    read: Callable[[], Any],
+    expected: Any,
+    what: str,
+    alive: Callable[[], None],
+    within_s: float = DEADLINE_S,
+) -> None:
+    """Poll `read()` until it equals `expected`, failing after `within_s` with the last value,
     or as soon as `alive()` raises (the query or the process died)."""
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = time.monotonic() + within_s
     got = read()
     while got != expected:
         alive()
-        assert time.monotonic() < deadline, f"{what}: after {DEADLINE_S} s got {got!r}"
+        assert time.monotonic() < deadline, f"{what}: after {within_s} s got {got!r}"
         time.sleep(0.1)  # a poll of the table, not a wait for an event
         got = read()
 
@@ -141,50 +155,249 @@ def test_wordcount_in_real_time_mode_into_sqlite_and_postgresql_follows_the_topi
             assert bound.sink.owns(bound.ctx)  # the ledger's mark: `reset --outputs` may drop it
 
 
+def test_the_jvm_writer_stores_what_the_python_writer_stores(
+    kafka_spark: SparkSession, postgres: Any, pg_database: str, tmp_path: Path
+) -> None:
+    """Rows of every type the sinks store (long, int, double, float, boolean, timestamps with
+    and without microseconds, date, decimal, an array, text with NUL, nulls, a key written
+    twice) through each writer into its own table, into SQLite and into PostgreSQL: the JVM
+    writer's table equals the Python writer's, value for value and (SQLite) type for type.
+    `foreach` runs the same ForeachWriter contract in a micro-batch (availableNow), so the
+    comparison needs no wait."""
+    import sqlite3
+    from datetime import date
+    from decimal import Decimal
+
+    from slipstream.sinks.base import SinkContext
+    from slipstream.sinks.jvm_rows import foreach_jvm, jvm_writer
+    from slipstream.sinks.postgres import PostgresSink
+    from slipstream.sinks.rows import UpsertWriter, upsert_statement
+    from slipstream.sinks.sqlite import SqliteSink
+
+    schema = (
+        "k STRING, n BIGINT, i INT, x DOUBLE, f FLOAT, b BOOLEAN, ts TIMESTAMP, d DATE, "
+        "m DECIMAL(10,2), tags ARRAY<STRING>, t STRING"
+    )
+    moment = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+    later = moment + timedelta(seconds=1.5)
+    rows = [
+        ("a", 1, 2, 0.1, 1.5, True, moment, date(2026, 3, 2), Decimal("12.34"), ["x"], "plain"),
+        ("b", -(2**53) - 1, -1, 1e300, 0.1, False, moment + timedelta(microseconds=123456),
+         date(1999, 12, 31), Decimal("-0.01"), [], "nul\x00here"),
+        ("c", *[None] * 10),
+        ("a", 7, 8, -2.5, 3.25, False, later, date(2026, 3, 3), Decimal("0.50"), ["y"], "again"),
+    ]  # fmt: skip
+    landing = tmp_path / "in"
+    kafka_spark.createDataFrame(rows, schema).coalesce(1).write.parquet(str(landing))
+    sinks = [
+        SqliteSink(SinkSpec.parse(f"sqlite:{tmp_path / 'out.db'}"), tmp_path / "unused.db"),
+        PostgresSink(SinkSpec.parse(postgres.url(pg_database))),
+    ]
+    for sink in sinks:
+        stored = sink.row_frame(kafka_spark.readStream.schema(schema).parquet(str(landing)))
+        for table in ("python_rows", "jvm_rows"):
+            ctx = SinkContext("p", f"p.{table}", table, ("k",), "update", tmp_path / table)
+            with closing(sink.connect()) as conn:
+                sink.ensure_schema(conn, table, stored.schema, ctx)
+            statement = upsert_statement(table, stored.columns, ("k",), "?")
+            writer, why = jvm_writer(sink, stored, statement, stored.columns)
+            assert why is None, why
+            stream = stored.writeStream.option(
+                "checkpointLocation", str(tmp_path / sink.spec.kind / table)
+            )
+            if table == "jvm_rows":
+                stream = foreach_jvm(writer)(stream)
+            else:
+                stream = stream.foreach(
+                    UpsertWriter(
+                        sink.row_connection(),
+                        upsert_statement(table, stored.columns, ("k",), sink.placeholder),
+                        tuple(stored.columns),
+                    )
+                )
+            stream.trigger(availableNow=True).start().awaitTermination()
+
+    def sqlite_table(table: str) -> list[tuple[Any, ...]]:
+        cols = ", ".join(f'"{c}", typeof("{c}")' for c in ("k", *schema_names(schema)[1:]))
+        with closing(sqlite3.connect(tmp_path / "out.db")) as conn:
+            return conn.execute(f"SELECT {cols} FROM {table} ORDER BY k").fetchall()
+
+    def pg_table(table: str) -> list[tuple[Any, ...]]:
+        with pg_connect(sinks[1].target) as conn:  # type: ignore[attr-defined]
+            return conn.execute(f"SELECT * FROM {table} ORDER BY k").fetchall()
+
+    for read in (sqlite_table, pg_table):
+        python_rows, jvm_rows = read("python_rows"), read("jvm_rows")
+        assert [r[0] for r in python_rows] == ["a", "b", "c"], python_rows
+        assert jvm_rows == python_rows, read.__name__
+
+
+def schema_names(schema: str) -> list[str]:
+    """The column names of a DDL schema string without nested commas (`k STRING, n BIGINT`)."""
+    return [part.split()[0] for part in schema.replace("<STRING>", "").split(",")]
+
+
+#: epochs far longer than any wait below: a row seen in the table was written as it arrived,
+#: not at its epoch's end, and a run killed after its first rows stops inside its first epoch
+LONG_EPOCHS = "real-time:10m"
+#: what the run says when its outputs are written by slipstream's JVM writer (sinks/jvm_rows.py)
+JVM_WRITER = "rows upserted from the JVM as they arrive (slipstream JDBC upsert writer"
+
+
+class MobileRun:
+    """`slipstream run mobile --trigger real-time:10m` from a topic, as a user types it (its own
+    JVM with three cores: the query holds two slots, its quarantine needs a third)."""
+
+    def __init__(self, kafka: Any, topic: str, sink: str, tmp_path: Path) -> None:
+        self.command = [
+            *(sys.executable, "-m", "slipstream", "run", "mobile"),
+            *("--input", kafka.url(topic, startingOffsets="earliest")),
+            *("--trigger", LONG_EPOCHS, "--mode", "update", "--sink", sink),
+            *("--master", "local[3]", "--conf", "spark.sql.shuffle.partitions=1"),
+            *("--state-dir", str(tmp_path / "state")),
+        ]
+        self.tmp_path = tmp_path
+        self.logs: list[Path] = []
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.logs.append(self.tmp_path / f"run{len(self.logs) + 1}.log")
+        with self.logs[-1].open("w") as log:
+            self.process = subprocess.Popen(
+                self.command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def alive(self) -> None:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise AssertionError(self.logs[-1].read_text()[-3000:])
+
+    def stop(self) -> None:
+        """Ctrl-C: stops like `slipstream stop`."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            self.process.wait(120)
+
+    def crash(self) -> None:
+        """SIGKILL to the run's process group: Python, its JVM and its workers at once (a JVM
+        left to notice its parent's end would go on writing meanwhile)."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(120)
+
+    def text(self) -> str:
+        return "".join(log.read_text() for log in self.logs)
+
+
+def _mobile_expected(lines: list[str]) -> list[tuple[Any, ...]]:
+    frame = mobile_counts(lines)[["window_start", "action", "count"]]
+    return sorted(tuple(r) for r in frame.values.tolist())
+
+
 @pytest.mark.slow
 def test_mobile_in_real_time_mode_into_sqlite_equals_pandas(
     kafka_spark: SparkSession, kafka: Any, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    """`slipstream run mobile --trigger real-time:5s` as a user types it (its own JVM with
-    three cores: the query holds two slots, its quarantine needs a third): seed 003's windowed
-    counts in SQLite equal pandas over what was produced, before and after more actions
-    arrive while it runs; the malformed record reaches the quarantine, not the table."""
+    """Seed 003's windowed counts in SQLite, written by the JVM writer, equal pandas over what
+    was produced, before and after more actions arrive while it runs, long before the
+    10-minute epoch ends; the malformed record reaches the quarantine, not the table."""
     topic = _topic(kafka, request)
     start = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
     first = _mobile_lines(300, start, seed=5)
     later = _mobile_lines(200, start + timedelta(hours=1), seed=6)
     produce(kafka.bootstrap, topic, [*first, '{"id": "p1", "action": "open"'])
     database = tmp_path / "mobile.db"
-    command = [
-        *(sys.executable, "-m", "slipstream", "run", "mobile"),
-        *("--input", kafka.url(topic, startingOffsets="earliest")),
-        *("--trigger", REAL_TIME, "--mode", "update", "--sink", f"sqlite:{database}"),
-        *("--master", "local[3]", "--conf", "spark.sql.shuffle.partitions=1"),
-        *("--state-dir", str(tmp_path / "state")),
-    ]
-    log = (tmp_path / "run.log").open("w")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-
-    def alive() -> None:
-        if process.poll() is not None:
-            raise AssertionError((tmp_path / "run.log").read_text()[-3000:])
+    run = MobileRun(kafka, topic, f"sqlite:{database}", tmp_path)
 
     def table() -> list[tuple[Any, ...]]:
         rows = read_table(database, "mobile_action_counts")
         return sorted((r["window_start"], r["action"], r["count"]) for r in rows)
 
-    def expected(lines: list[str]) -> list[tuple[Any, ...]]:
-        frame = mobile_counts(lines)[["window_start", "action", "count"]]
-        return sorted(tuple(r) for r in frame.values.tolist())
-
+    run.start()
     try:
-        _until(table, expected(first), "the actions produced before the start", alive)
+        _until(
+            table,
+            _mobile_expected(first),
+            "the actions produced before the start",
+            run.alive,
+            STARTED_WITHIN_S,
+        )
         produce(kafka.bootstrap, topic, later)
-        _until(table, expected(first + later), "the actions produced while it runs", alive)
+        _until(
+            table, _mobile_expected(first + later), "the actions produced while it runs", run.alive
+        )
     finally:
-        process.send_signal(signal.SIGINT)  # Ctrl-C: stops like `slipstream stop`
-        process.wait(120)
-        log.close()
+        run.stop()
+    assert JVM_WRITER in run.text(), run.text()[-3000:]
+
+
+@pytest.mark.slow
+def test_mobile_in_real_time_mode_into_postgresql_converges_after_a_replayed_epoch(
+    kafka_spark: SparkSession,
+    kafka: Any,
+    postgres: Any,
+    pg_database: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+) -> None:
+    """The same into PostgreSQL (the URL carries the password), killed (SIGKILL, its JVM too)
+    inside its first epoch once the table equals pandas: the restart replays that epoch from
+    its offsets (real-time mode logs an epoch's offsets at its end), upserting every row again
+    (each row's xmin changes), and the table equals pandas over all that was produced, nothing
+    doubled. The password is in neither run's output."""
+    from tests.services import APP_PASSWORD
+
+    topic = _topic(kafka, request)
+    start = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+    first = _mobile_lines(300, start, seed=5)
+    later = _mobile_lines(200, start + timedelta(hours=1), seed=6)  # other windows
+    produce(kafka.bootstrap, topic, first)
+    run = MobileRun(kafka, topic, postgres.url(pg_database), tmp_path)
+    target = PgTarget.from_spec(SinkSpec.parse(postgres.url(pg_database)))
+
+    def rows() -> dict[tuple[Any, ...], tuple[int, str]]:
+        """(window_start, action) -> (count, the row version's xmin)."""
+        with pg_connect(target) as conn:
+            if conn.execute("SELECT to_regclass('mobile_action_counts')").fetchone() == (None,):
+                return {}
+            found = conn.execute(
+                "SELECT window_start, action, count, xmin::text FROM mobile_action_counts"
+            ).fetchall()
+        return {(plain(w), a): (c, x) for w, a, c, x in found}
+
+    def table() -> list[tuple[Any, ...]]:
+        return sorted((*key, count) for key, (count, _) in rows().items())
+
+    run.start()
+    try:
+        _until(
+            table,
+            _mobile_expected(first),
+            "the actions produced before the start",
+            run.alive,
+            STARTED_WITHIN_S,
+        )
+        before = rows()
+        run.crash()  # inside epoch 0: nothing of it committed
+        checkpoint = tmp_path / "state" / "checkpoints" / "mobile" / "counts"
+        assert not list((checkpoint / "commits").glob("[0-9]*")), "epoch 0 was committed"
+        run.start()
+        produce(kafka.bootstrap, topic, later)
+        _until(
+            table,
+            _mobile_expected(first + later),
+            "after the restart",
+            run.alive,
+            STARTED_WITHIN_S,
+        )
+        replayed = rows()
+        assert all(replayed[key][1] != xmin for key, (_, xmin) in before.items()), (
+            "the restart did not upsert the replayed epoch's rows again"
+        )
+    finally:
+        run.stop()
+    assert run.text().count(JVM_WRITER) == 2, run.text()[-3000:]
+    assert APP_PASSWORD not in run.text() and quote(APP_PASSWORD, safe="") not in run.text()
 
 
 def test_a_run_with_too_few_slots_is_refused_before_start(

@@ -1,5 +1,7 @@
-"""17b. Latency from a Kafka topic: a record produced -> its count visible in SQLite, `mobile`
-in Spark's real-time mode against micro-batches (issue 27 item 8).
+"""17b. Latency from a Kafka topic: a record produced -> its count visible in SQLite (or
+PostgreSQL: `--set sink=postgresql`), `mobile` in Spark's real-time mode against micro-batches
+(issue 27 item 8). `--set variants=real-time` runs the real-time variant only, `--set
+epoch=60s` gives it longer epochs (default 5s).
 
 One broker (slipstream.tools.kafka_broker), a one-partition topic, and per variant a
 `slipstream run mobile --input kafka://... --sink sqlite:DB` of its own (`local[3]`, one
@@ -9,10 +11,14 @@ with `ts` = now (so every record lands in the open 10-minute window) and one of 
 and notes when it handed each record to the client (`linger.ms` 0). The main thread reads the
 table every `poll_ms`: when the count of (window, action) reaches c, the first c records of
 that key sent are visible, and each one's latency is the read's time minus its send time (a
-record's latency includes up to one poll interval). p50/p95/p99 over all records."""
+record's latency includes up to one poll interval). p50/p95/p99 over all records.
+
+PostgreSQL is a throwaway server of the test suite's (tests/services.py), its password given
+in PGPASSWORD; the table is read with psycopg on one connection."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -28,20 +34,49 @@ from bench.core import Context, Result
 from bench.procs import Proc, slipstream_command
 
 NAME = "realtime"
-TITLE = "Kafka -> SQLite latency, mobile: real-time mode vs micro-batches"
+TITLE = "Kafka -> database latency, mobile: real-time mode vs micro-batches"
 ACTIONS = ("open", "close", "crash", "swipe")
 #: Maven Central here serves Spark's Kafka connector up to 4.2.0 (README, Kafka)
 CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
 TRIGGERS = {"real-time (5s epochs)": "real-time:5s", "micro-batches (default trigger)": "default"}
 
 
+COUNTS = "SELECT window_start, action, count FROM mobile_action_counts"
+
+
 def counts(db: Path) -> dict[tuple[str, str], int]:
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
-            rows = conn.execute("SELECT window_start, action, count FROM mobile_action_counts")
-            return {(w, a): int(c) for w, a, c in rows}
+            return {(w, a): int(c) for w, a, c in conn.execute(COUNTS)}
     except sqlite3.Error:  # not yet created
         return {}
+
+
+class PgCounts:
+    """The counts in PostgreSQL, read on one autocommit connection (each read sees every row
+    committed before it)."""
+
+    def __init__(self, dsn: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(dsn, autocommit=True)
+
+    def __call__(self) -> dict[tuple[str, str], int]:
+        import psycopg
+
+        try:
+            rows = self.conn.execute(COUNTS).fetchall()
+        except psycopg.errors.UndefinedTable:
+            return {}
+        return {(iso(w), a): int(c) for w, a, c in rows}
+
+
+def iso(moment: str | datetime) -> str:
+    """A window's start as the SQLite sink stores it (the real-time writers store that text in
+    PostgreSQL too)."""
+    if isinstance(moment, str):
+        return moment
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def window_of(moment: datetime) -> str:
@@ -54,7 +89,9 @@ def record(action: str, moment: datetime, index: int) -> str:
     return json.dumps({"id": f"phone{index % 50}", "action": action, "ts": ts})
 
 
-def measure(ctx: Context, broker: Any, variant: str, trigger: str) -> dict[str, Any]:
+def measure(
+    ctx: Context, broker: Any, variant: str, trigger: str, pg: Any = None
+) -> dict[str, Any]:
     from confluent_kafka import Producer
 
     rate, seconds = int(ctx.param("rate", 1000, 1000)), float(ctx.param("seconds", 20, 60))
@@ -62,13 +99,23 @@ def measure(ctx: Context, broker: Any, variant: str, trigger: str) -> dict[str, 
     topic = broker.create_topic(f"actions-{int(time.time() * 1000)}", 1)
     work = ctx.scratch(NAME) / topic
     db = work / "out.db"
+    env = {"SLIPSTREAM_KAFKA_CONNECTOR": os.environ.get("SLIPSTREAM_KAFKA_CONNECTOR", CONNECTOR)}
+    if pg is None:
+        sink = f"sqlite:{db}"
+        read = lambda: counts(db)  # noqa: E731
+    else:
+        from tests.services import APP_PASSWORD
+
+        database = pg.create_database(topic.replace("-", "_"))
+        sink = pg.url(database, password=False)
+        env["PGPASSWORD"] = APP_PASSWORD
+        read = PgCounts(f"{pg.admin_dsn(database)}")
     argv = slipstream_command(
         *("run", "mobile", "--input", broker.url(topic, startingOffsets="earliest")),
-        *("--trigger", trigger, "--mode", "update", "--sink", f"sqlite:{db}"),
+        *("--trigger", trigger, "--mode", "update", "--sink", sink),
         *("--master", "local[3]", "--conf", "spark.sql.shuffle.partitions=1"),
         *("--state-dir", work / "state"),
     )
-    env = {"SLIPSTREAM_KAFKA_CONNECTOR": os.environ.get("SLIPSTREAM_KAFKA_CONNECTOR", CONNECTOR)}
     proc = Proc(argv, work / "run.log", env)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": 1})
     try:
@@ -76,11 +123,11 @@ def measure(ctx: Context, broker: Any, variant: str, trigger: str) -> dict[str, 
         producer.produce(topic, record("warmup", warm, 0).encode())
         producer.flush(30)
         deadline = time.monotonic() + 300
-        while not counts(db):
+        while not read():
             if not proc.alive() or time.monotonic() > deadline:
                 raise RuntimeError(f"{variant}: no row after the warm-up\n{proc.tail()}")
             time.sleep(0.05)
-        base = counts(db)
+        base = read()
         sent: dict[tuple[str, str], list[float]] = defaultdict(list)
         lock = threading.Lock()
         total = int(rate * seconds)
@@ -105,7 +152,7 @@ def measure(ctx: Context, broker: Any, variant: str, trigger: str) -> dict[str, 
         seen: dict[tuple[str, str], int] = defaultdict(int)
         deadline = time.monotonic() + seconds + 60
         while len(latencies) < total and time.monotonic() < deadline:
-            now_counts, at = counts(db), time.monotonic()
+            now_counts, at = read(), time.monotonic()
             with lock:
                 for key, count in now_counts.items():
                     visible = min(count - base.get(key, 0), len(sent.get(key, ())))
@@ -137,18 +184,33 @@ def run(ctx: Context) -> Result:
         "seconds": ctx.param("seconds", 20, 60),
         "poll_ms": ctx.param("poll_ms", 5, 5),
         "master": "local[3], spark.sql.shuffle.partitions=1",
+        "sink": ctx.param("sink", "sqlite", "sqlite"),
+    }
+    epoch = ctx.param("epoch", "5s", "5s")  # real-time mode's epoch (checkpoint interval)
+    result.params["epoch"] = epoch
+    variants = {
+        name.replace("5s", epoch): trigger.replace("5s", epoch)
+        for name, trigger in TRIGGERS.items()
+        if ctx.param("variants", "both", "both") == "both" or trigger.startswith("real-time")
     }
     try:
         broker = KafkaBroker(base=Path(ctx.scratch("broker"))).start()
     except (BrokerError, OSError) as exc:
         result.skipped = f"no Kafka broker: {exc}"
         return result
-    try:
-        for variant, trigger in TRIGGERS.items():
+    with contextlib.ExitStack() as stack:
+        stack.callback(broker.stop)
+        pg = None
+        if result.params["sink"] == "postgresql":
+            from tests.services import running_postgres
+
+            pg = stack.enter_context(running_postgres())
+            if isinstance(pg, str):
+                result.skipped = f"no PostgreSQL: {pg}"
+                return result
+        for variant, trigger in variants.items():
             ctx.log(f"  {variant}")
-            result.add(**measure(ctx, broker, variant, trigger))
-    finally:
-        broker.stop()
+            result.add(**measure(ctx, broker, variant, trigger, pg))
     result.notes.append(
         "latency = the first read of the table (every poll_ms) that shows the record counted, "
         "minus when the producer was handed the record; one run per variant"

@@ -53,7 +53,10 @@ CODES: dict[str, str] = {
     ),
     "SOURCE_NOT_SUPPORTED": "the pipeline cannot read from this source kind",
     "SOURCE_NOT_AVAILABLE": "the source's connector is not installed",
-    "CONNECTOR_UNAVAILABLE": "Spark's Kafka connector could not be resolved (Maven Central)",
+    "CONNECTOR_UNAVAILABLE": (
+        "a package Spark needs (the Kafka connector, a JDBC driver) could not be resolved "
+        "(Maven Central)"
+    ),
     "KAFKA_UNREACHABLE": "no Kafka broker answers at the input's or sink's servers",
     "KAFKA_TOPIC_NOT_FOUND": "a Kafka input's or sink's topic does not exist on its broker",
     "KAFKA_DATA_LOST": (

@@ -16,7 +16,8 @@ refused   append and complete modes (STREAMING_REAL_TIME_MODE.OUTPUT_MODE_NOT_SU
 
 slipstream's database sinks are micro-batch sinks (`foreachBatch` and a batch ledger); in
 real-time mode they write through a ForeachWriter that upserts each row on the output's key
-(sinks/rows.py), so they take part. Each blocker comes back as one line that names it."""
+(sinks/jvm_rows.py, JDBC in the JVM; sinks/rows.py under Spark Connect), so they take part.
+Each blocker comes back as one line that names it."""
 
 from __future__ import annotations
 
@@ -98,8 +99,9 @@ def describe(plan: Plan, mode: OutputMode, sink: str, source: str) -> str:
         return "no: " + "; ".join(found)
     if sink in ("sqlite", "postgresql"):
         how = (
-            "each row upserted on the output's key as it arrives, by a ForeachWriter "
-            "(at-least-once delivery; a replayed epoch converges to the same rows)"
+            "each row upserted on the output's key as it arrives, by slipstream's JVM "
+            "ForeachWriter over JDBC (under Spark Connect the Python one, which writes at the "
+            "epoch's end; at-least-once delivery: a replayed epoch converges to the same rows)"
         )
     elif sink == "kafka":
         how = "Spark's Kafka sink (at-least-once: a replayed epoch writes its records again)"

@@ -29,7 +29,7 @@ from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
 from slipstream.monitor.listener import ConsoleReporter
 from slipstream.pipelines.registry import discover
 from slipstream.runtime import compat, runner
-from slipstream.runtime.bound import uses_kafka
+from slipstream.runtime.bound import jdbc_drivers, uses_kafka
 from slipstream.runtime.control import StopControl
 from slipstream.runtime.explain import explain
 from slipstream.runtime.interrupt import EXIT_INTERRUPTED, CtrlC, ctrl_c
@@ -161,6 +161,7 @@ def _run(settings: Settings, out: TextIO, interrupt: CtrlC) -> int:
         log_level="WARN" if s.verbose else "ERROR",
         remote=s.remote,
         kafka=uses_kafka(prepared),
+        jdbc=jdbc_drivers(prepared),
     )
     interrupt.install()  # PySpark's SparkContext installed its own SIGINT handler
     handlers = [] if s.quiet else [ConsoleReporter(out, verbose=s.verbose)]

@@ -98,3 +98,18 @@ def uses_kafka(prepared: Prepared) -> bool:
     return any(
         b.source is not None and b.source.kind == "kafka" for b in prepared.inputs.values()
     ) or any(o.sink.spec.kind == "kafka" for o in prepared.outputs.values())
+
+
+def jdbc_drivers(prepared: Prepared) -> tuple[str, ...]:
+    """The database sinks (sqlite, postgresql) whose JDBC drivers a run's session needs: those
+    of its outputs that real-time mode writes row by row from the JVM (sinks/jvm_rows.py). None
+    under Spark Connect, whose outputs keep the Python writer."""
+    settings = prepared.settings
+    if settings.trigger.kind != "real-time" or settings.remote is not None:
+        return ()
+    kinds = {
+        o.sink.spec.kind
+        for o in prepared.outputs.values()
+        if o.spec is not None and o.sink.spec.kind in ("sqlite", "postgresql")
+    }
+    return tuple(sorted(kinds))

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from slipstream.errors import ConfigError
@@ -63,10 +63,21 @@ def ivy_jar(coordinate: str, conf: Mapping[str, str]) -> Path:
 def resolve(coordinate: str, conf: Mapping[str, str]) -> float:
     """Have Spark's Ivy resolve `coordinate` into its cache, output captured; the seconds it
     took (0 when it was there). Raises CONNECTOR_UNAVAILABLE with Ivy's own reason."""
-    if ivy_jar(coordinate, conf).is_file():
+    return resolve_all([coordinate], conf, unavailable)
+
+
+def resolve_all(
+    coordinates: Sequence[str], conf: Mapping[str, str], fail: Callable[[str, str], Exception]
+) -> float:
+    """Have Spark's Ivy resolve the `coordinates` not yet in its cache, in one spark-submit
+    whose output is captured; the seconds it took (0 when all were there). Raises
+    `fail(coordinates, reason)` with Ivy's own reason when one cannot be had."""
+    missing = [c for c in coordinates if not ivy_jar(c, conf).is_file()]
+    if not missing:
         return 0.0
     import pyspark
 
+    wanted = ",".join(missing)
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     began = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="slipstream-resolve-") as tmp:
@@ -79,18 +90,18 @@ def resolve(coordinate: str, conf: Mapping[str, str]) -> float:
         env.setdefault("SPARK_HOME", str(submit.parent.parent))
         try:
             done = subprocess.run(
-                [str(submit), "--master", "local[1]", "--packages", coordinate, *extra,
+                [str(submit), "--master", "local[1]", "--packages", wanted, *extra,
                  "--conf", "spark.ui.enabled=false", str(script)],
                 capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, env=env,
             )  # fmt: skip
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise unavailable(coordinate, str(exc)) from None
-    if done.returncode != 0 or not ivy_jar(coordinate, conf).is_file():
+            raise fail(wanted, str(exc)) from None
+    if done.returncode != 0 or not all(ivy_jar(c, conf).is_file() for c in missing):
         text = done.stdout + done.stderr
         found = re.search(r"\[(unresolved dependency: [^\]]+)\]", text)
         last = text.strip().splitlines()[-1] if text.strip() else f"exit {done.returncode}"
         reason = found.group(1) if found else last
-        raise unavailable(coordinate, reason)
+        raise fail(wanted, reason)
     return time.monotonic() - began
 
 

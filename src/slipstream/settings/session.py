@@ -75,7 +75,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -84,6 +84,7 @@ from pyspark.sql import SparkSession
 from slipstream.errors import SlipstreamError
 from slipstream.jvm import required_jar
 from slipstream.settings.connect import session_conf
+from slipstream.settings.jdbc_drivers import driver_conf
 from slipstream.settings.kafka_connector import connector_conf
 
 DEFAULT_MASTER = "local[*]"
@@ -202,6 +203,7 @@ def build_session(
     log_level: str = "WARN",
     remote: str | None = None,
     kafka: bool = False,
+    jdbc: Iterable[str] = (),
 ) -> SparkSession:
     """Build (or return the running) SparkSession with slipstream's streaming defaults.
 
@@ -209,7 +211,9 @@ def build_session(
     local[*]. `conf` wins over the defaults, so every default can be overridden with `--conf`.
     With `remote` (sc://HOST:PORT) the session is a Spark Connect client: no JVM starts here.
     `kafka`: a Kafka input or sink is used; Spark's Kafka connector joins `spark.jars.packages`
-    (resolved first: CONNECTOR_UNAVAILABLE when it cannot be had; sources/kafka_connector.py)."""
+    (resolved first: CONNECTOR_UNAVAILABLE when it cannot be had; sources/kafka_connector.py).
+    `jdbc`: the sinks (sqlite, postgresql) a real-time output writes through slipstream's JVM
+    writer; their JDBC drivers join `spark.jars.packages` the same way (jdbc_drivers.py)."""
     if remote is not None:
         return remote_session(remote, conf or {})
     submitted = submitted_master() if master is None else None
@@ -224,6 +228,7 @@ def build_session(
     settings["spark.jars"] = with_parser_jar(settings.get("spark.jars", ""))
     if kafka:
         settings.update(connector_conf(settings))
+    settings.update(driver_conf(jdbc, settings))
     settings |= java_log_options(log_level, settings)
     builder = SparkSession.builder.appName(app_name)
     if not submitted:  # spark-submit's own master stands as it is

@@ -1,5 +1,9 @@
 """The database sinks in Spark's real-time mode: a ForeachWriter that upserts row by row.
 
+slipstream's JVM writer (sinks/jvm_rows.py, JDBC) does this wherever there is a JVM to hand it
+to; the Python writer below, whose rows reach it in batches at the epoch's end, is kept for
+Spark Connect. Both share `upsert_statement` and the contract:
+
 Real-time mode (`--trigger real-time:5s`) has no micro-batches to hand to `foreachBatch`, so
 the batch ledger of base.DatabaseSink cannot apply. Each task instead holds one connection for
 its epoch and upserts every row as it arrives, on the output's key, in its own short
@@ -17,7 +21,7 @@ ends exact although a row may be written twice (at-least-once delivery, exact en
 Within an epoch the rows of one key come from one partition, in order, so the last upsert of a
 key is its newest value.
 
-The writer is pickled to the executors: it holds the statement, the column order and a
+The Python writer is pickled to the executors: it holds the statement, the column order and a
 picklable `connect` (SQLite: the file's path; PostgreSQL: the target, password in its Secret)."""
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 
 from slipstream.sinks.base import LEDGER_TABLE, DatabaseSink, SinkContext, quote_ident
+from slipstream.sinks.jvm_rows import foreach_jvm, jvm_writer
 
 log = logging.getLogger("slipstream.sinks")
 
@@ -86,14 +91,26 @@ def attach_rows(
 ) -> tuple[DataFrame, Callable[[DataStreamWriter], DataStreamWriter]]:
     """An output into a database sink, for real-time mode: the frame as the database stores
     it, the table created now (on the driver, before the query starts), and what configures
-    the query's writer (`foreach` of an UpsertWriter)."""
+    the query's writer: `foreach` of slipstream's JVM writer (sinks/jvm_rows.py), or of an
+    UpsertWriter where there is none (Spark Connect), said in a line."""
     stored = sink.row_frame(frame)
     with closing(sink.connect()) as conn:
         sink.ensure_schema(conn, ctx.table, stored.schema, ctx)
+    columns = tuple(stored.columns)
+    jvm, why = jvm_writer(sink, stored, upsert_statement(ctx.table, columns, ctx.key, "?"), columns)
+    if jvm is not None:
+        log.info("%s: rows upserted from the JVM as they arrive (%s)", ctx.query_name, jvm)
+        return stored, foreach_jvm(jvm)
+    log.warning(
+        "%s: real-time rows are written by the Python ForeachWriter, whose rows wait for "
+        "the epoch's end (seconds): %s",
+        ctx.query_name,
+        why,
+    )
     writer = UpsertWriter(
         sink.row_connection(),
-        upsert_statement(ctx.table, stored.columns, ctx.key, sink.placeholder),
-        tuple(stored.columns),
+        upsert_statement(ctx.table, columns, ctx.key, sink.placeholder),
+        columns,
     )
     return stored, lambda stream: stream.foreach(writer)
 

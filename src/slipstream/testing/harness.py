@@ -71,10 +71,14 @@ def fault(point: str, batch_id: int) -> dict[str, str]:
 
 
 def session(
-    cores: int = 2, conf: Mapping[str, str] | None = None, kafka: bool = False
+    cores: int = 2,
+    conf: Mapping[str, str] | None = None,
+    kafka: bool = False,
+    jdbc: Iterable[str] = (),
 ) -> SparkSession:
     """A local SparkSession for tests: slipstream's defaults, small shuffles, quiet logs;
-    `kafka`: with Spark's Kafka connector (session.build_session)."""
+    `kafka`: with Spark's Kafka connector; `jdbc`: with the JDBC drivers of the real-time
+    database writer for these sinks (sqlite, postgresql; session.build_session)."""
 
     test_conf = {
         "spark.sql.shuffle.partitions": "2",
@@ -83,7 +87,12 @@ def session(
         **dict(conf or {}),
     }
     return build_session(
-        f"local[{cores}]", test_conf, app_name="slipstream-tests", log_level="ERROR", kafka=kafka
+        f"local[{cores}]",
+        test_conf,
+        app_name="slipstream-tests",
+        log_level="ERROR",
+        kafka=kafka,
+        jdbc=jdbc,
     )
 
 

@@ -1,0 +1,156 @@
+"""The database sinks in real-time mode, written from the JVM: slipstream's JdbcUpsertWriter.
+
+Real-time mode hands a Python `foreach` its rows in pickled batches that wait for more rows or
+the epoch's end, so a Python writer's rows become visible seconds late (docs/benchmarks.md,
+section 20). A JVM ForeachWriter receives each row as the task computes it. This module builds
+one (java/src/slipstream/jvm/JdbcUpsertWriter.java, in slipstream's jar) for an output into
+SQLite or PostgreSQL and puts it on the query's writer through py4j:
+
+    open(partition, epoch)   a JDBC connection, autocommit: each row its own transaction
+    process(row)             the Python writer's upsert (rows.upsert_statement, `?` marks),
+                             the row's values bound in the statement's column order
+    close(error)             close the connection
+
+It writes the frame the Python writer receives (the sink's `row_frame`: timestamps as ISO-8601
+UTC text, nested values as JSON text, PostgreSQL text without NUL, SQLite decimals and dates as
+text) into the same table, so the table holds the same values; string parameters go to
+PostgreSQL untyped (`stringtype=unspecified`), as psycopg sends them, so each takes its
+column's type. The driver (sqlite-jdbc, pgjdbc) comes from `spark.jars.packages`
+(settings/jdbc_drivers.py).
+
+The PostgreSQL password reaches the writer as a py4j argument and travels inside the serialized
+task; it is in no Spark setting (the UI's properties), no URL, no plan and no message (the
+writer's `toString` and errors name the target without it).
+
+The Python writer (rows.UpsertWriter) stays where there is no JVM to talk to (Spark Connect), or
+the session started without the driver, or PostgreSQL is reached through a Unix socket (JDBC
+speaks TCP only): `jvm_writer` then says why."""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql.streaming import DataStreamWriter
+
+from slipstream.settings.connect import is_connect
+from slipstream.settings.jdbc_drivers import DRIVER_CLASSES
+from slipstream.sinks.base import DatabaseSink
+
+WRITER_CLASS = "slipstream.jvm.JdbcUpsertWriter"
+#: libpq keywords of a sink URL and the pgjdbc property that means the same
+PG_PROPERTIES = {
+    "application_name": "ApplicationName",
+    "connect_timeout": "connectTimeout",
+    "sslmode": "sslmode",
+    "sslrootcert": "sslrootcert",
+    "sslcert": "sslcert",
+    "sslkey": "sslkey",
+    "options": "options",
+}
+#: SQLite connection settings (sqlite-jdbc properties), as the Python writer's `row_connect`
+SQLITE_PROPERTIES = {"journal_mode": "WAL", "synchronous": "NORMAL", "busy_timeout": "30000"}
+
+
+@dataclass(frozen=True)
+class JdbcTarget:
+    """Where the JVM writer connects: everything but the password is printable."""
+
+    kind: str  # sqlite, postgresql
+    url: str
+    properties: dict[str, str]
+    where: str  # for messages
+    connect_fix: str
+    password: Any = None  # a Secret, or None
+
+    @property
+    def driver(self) -> str:
+        return DRIVER_CLASSES[self.kind]
+
+
+def jdbc_target(sink: DatabaseSink) -> JdbcTarget | str:
+    """The JDBC connection of a SQLite or PostgreSQL sink, or why it has none."""
+    kind = sink.spec.kind
+    if kind == "sqlite":
+        path = Path(sink.path).absolute()  # type: ignore[attr-defined]
+        return JdbcTarget(
+            kind,
+            f"jdbc:sqlite:{path}",
+            dict(SQLITE_PROPERTIES),
+            f"SQLite {path}",
+            "check that the file's folder is writable and no other program holds a lock on it",
+        )
+    if kind == "postgresql":
+        from slipstream.sinks.postgres_io import FIX_CONNECT
+
+        target = sink.target  # type: ignore[attr-defined]
+        if target.host and target.host.startswith("/"):
+            return f"PostgreSQL through the Unix socket {target.host} (JDBC connects over TCP)"
+        user = target.user or getpass.getuser()  # libpq's defaults
+        props = {"user": user, "stringtype": "unspecified", "ApplicationName": "slipstream"}
+        for key, value in target.keywords().items():
+            if key in PG_PROPERTIES:
+                props[PG_PROPERTIES[key]] = str(value)
+        url = (
+            f"jdbc:postgresql://{target.host or 'localhost'}:{target.port or 5432}/"
+            f"{target.dbname or user}"
+        )
+        where = f"PostgreSQL at {target.where()}"
+        return JdbcTarget(kind, url, props, where, FIX_CONNECT, target.password)
+    return f"no JDBC writer for a {kind} sink"
+
+
+def jvm_writer(
+    sink: DatabaseSink, stored: DataFrame, statement: str, columns: Sequence[str]
+) -> tuple[Any, str | None]:
+    """The JVM ForeachWriter for `stored` into `sink`, and None; or None and why the Python
+    writer is used instead."""
+    if is_connect(stored):
+        return None, "Spark Connect: no JVM in this process to hand a writer to"
+    target = jdbc_target(sink)
+    if isinstance(target, str):
+        return None, target
+    jvm = stored.sparkSession.sparkContext._jvm
+    assert jvm is not None
+    if not driver_loadable(jvm, target.driver):
+        return None, (
+            f"the JDBC driver {target.driver} is not on Spark's classpath (this session started "
+            "without it; slipstream adds it to the sessions it builds)"
+        )
+    password = target.password.reveal() if target.password is not None else None
+    writer = jvm.slipstream.jvm.JdbcUpsertWriter(
+        target.driver,
+        target.url,
+        target.properties,
+        password,
+        statement,
+        list(columns),
+        target.where,
+        target.connect_fix,
+    )
+    return writer, None
+
+
+def driver_loadable(jvm: Any, name: str) -> bool:
+    """Whether the driver's class can be loaded where Spark loads its jars."""
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    try:
+        jvm.java.lang.Class.forName(name, False, loader)
+    except Exception:  # noqa: BLE001 - py4j's ClassNotFoundException
+        return False
+    return True
+
+
+def foreach_jvm(writer: Any) -> Callable[[DataStreamWriter], DataStreamWriter]:
+    """What puts a JVM ForeachWriter on a query's writer (pyspark's own `foreach` does the same
+    with its Python-running one): the query then starts, with its trigger, as any other."""
+
+    def attach(stream: DataStreamWriter) -> DataStreamWriter:
+        stream._jwrite.foreach(writer)
+        return stream
+
+    return attach
