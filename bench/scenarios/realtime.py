@@ -26,6 +26,7 @@ from typing import Any
 
 from bench.core import Context, Result
 from bench.procs import Proc, slipstream_command
+from bench.stage import param_args
 
 NAME = "realtime"
 TITLE = "Kafka -> SQLite latency, mobile: real-time mode vs micro-batches"
@@ -67,6 +68,7 @@ def measure(ctx: Context, broker: Any, variant: str, trigger: str) -> dict[str, 
         *("--trigger", trigger, "--mode", "update", "--sink", f"sqlite:{db}"),
         *("--master", "local[3]", "--conf", "spark.sql.shuffle.partitions=1"),
         *("--state-dir", work / "state"),
+        *param_args(ctx),
     )
     env = {"SLIPSTREAM_KAFKA_CONNECTOR": os.environ.get("SLIPSTREAM_KAFKA_CONNECTOR", CONNECTOR)}
     proc = Proc(argv, work / "run.log", env)
