@@ -103,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME=VALUE",
         help="override a scenario parameter (VALUE is JSON, else text), e.g. "
-        '--set rates=[1000] --set variants=\'["default", "trigger=1s"]\'',
+        "--set rates=[1000] "
+        '--set variants=\'["ingest-stage=false", "ingest-stage=false,trigger=1s"]\'',
     )
     return parser
 

@@ -204,10 +204,12 @@ def start_run(
     spark: SparkSession, pipeline: str, flags: Mapping[str, Any], declared: Any = None
 ) -> Any:
     """A slipstream run started as the CLI starts it: settings from `flags`, no environment
-    (`declared`: a Pipeline object not in the registry)."""
+    (`declared`: a Pipeline object not in the registry). `flags` must name `ingest_stage`."""
+    from bench.stage import require_setting
     from slipstream.runtime import runner
     from slipstream.settings.config import load_settings
 
+    require_setting(flags, f"a run of {pipeline}")
     settings = load_settings(pipeline, dict(flags), environ={})
     return runner.start(spark, runner.prepare(settings, declared))
 

@@ -4,7 +4,10 @@ A run is a `Proc` (its own process group) watched by a sampler thread that reads
 0.2 s: the resident memory of every process of the group, summed (peak = the highest sum), and
 their CPU time. Wall time is launch to exit; "processing" excludes start-up where the program
 says when it starts reading (`PEER-MARK reading <epoch s>`, bench/peers/peer_common.py) or,
-for slipstream, as the sum of its micro-batches' durations.
+for slipstream, as the span of its micro-batches, every `trending.*` query's: from the start of
+the first to the end of the last (with the ingest stage the ingest query's batch runs first and
+the outputs' after it; without, the results and quarantine queries' batches run together).
+Before issue 26 (run L) it was the sum of the results query's batches alone.
 
 Output rows are compared as sets of (window_start, window_end, article_id, title, section,
 views, in_catalog), an empty title or section read as NULL."""
@@ -79,11 +82,11 @@ def measure(argv: list[str], log: Path, events: int, timeout: float) -> dict[str
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     reaped = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
     seen = marks(log)
-    batches = proc.batch_lines("trending.views")
+    batches = [b for b in proc.batch_lines() if b.query.startswith("trending.")]
     if "reading" in seen:
         processing = seen.get("done", ended) - seen["reading"]
     elif batches:
-        processing = sum(b.seconds for b in batches)
+        processing = max(b.at for b in batches) - min(b.at - b.seconds for b in batches)
     else:
         processing = float("nan")
     wall = ended - launched

@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.stage import require_flag
+
 BATCH_LINE = re.compile(
     r"^(?P<query>\S+)\s+batch\s+(?P<batch>\d+)\s+\|\s+(?P<rows>[\d,]+) rows\s+\|\s+"
     r"(?P<rps>[\d,]+) rows/s\s+\|\s+(?P<seconds>[\d.]+) s"
@@ -39,6 +41,9 @@ class BatchLine:
 
 
 def slipstream_command(*args: str | Path) -> list[str]:
+    """`python -m slipstream ARGS`; a `run` must name the ingest stage (bench/stage.py)."""
+    if args and str(args[0]) == "run":
+        require_flag(args, f"slipstream run {args[1] if len(args) > 1 else ''}".strip())
     return [sys.executable, "-m", "slipstream", *map(str, args)]
 
 

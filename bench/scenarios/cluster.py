@@ -27,6 +27,7 @@ from typing import Any
 from bench.core import Context, Result, median
 from bench.live import LiveRun, latency_summary
 from bench.procs import Proc, slipstream_command
+from bench.stage import param_args
 from bench.workloads import generate_trending, land_all
 
 NAME = "cluster"
@@ -35,10 +36,10 @@ IN_PROCESS = False
 VARIANTS = ("local", "cluster")
 
 
-def master_args(variant: str, cluster: Any) -> tuple[str, ...]:
+def master_args(variant: str, cluster: Any, ctx: Context) -> tuple[str, ...]:
     if variant == "local":
-        return ("--master", "local[*]")
-    return ("--master", cluster.url, *cluster.client_args())
+        return ("--master", "local[*]", *param_args(ctx))
+    return ("--master", cluster.url, *cluster.client_args(), *param_args(ctx))
 
 
 def backfill(ctx: Context, variant: str, cluster: Any, events: int, rate: int) -> dict[str, Any]:
@@ -50,7 +51,7 @@ def backfill(ctx: Context, variant: str, cluster: Any, events: int, rate: int) -
             "run", "trending", "--input", work / "landing", "--input", f"catalog={data.catalog}",
             "--state-dir", work / "state", "--sink", f"sqlite:{work / 'state' / 'trending.db'}",
             "--trigger", "available-now", "--max-files-per-trigger", "1",
-            *master_args(variant, cluster),
+            *master_args(variant, cluster, ctx),
         ),
         work / "run.log",
     )  # fmt: skip
@@ -73,7 +74,7 @@ def backfill(ctx: Context, variant: str, cluster: Any, events: int, rate: int) -
 
 def live(ctx: Context, variant: str, cluster: Any, rate: int, seconds: int) -> dict[str, Any]:
     run = LiveRun.prepare(
-        ctx.scratch(f"live-{variant}"), rate, seconds, master_args(variant, cluster)
+        ctx.scratch(f"live-{variant}"), rate, seconds, master_args(variant, cluster, ctx)
     )
     try:
         startup = run.start()
@@ -99,7 +100,7 @@ def live(ctx: Context, variant: str, cluster: Any, rate: int, seconds: int) -> d
 
 def lost_worker(ctx: Context, cluster: Any, rate: int, seconds: int, steady: int) -> dict:
     run = LiveRun.prepare(
-        ctx.scratch("lost-worker"), rate, seconds, master_args("cluster", cluster)
+        ctx.scratch("lost-worker"), rate, seconds, master_args("cluster", cluster, ctx)
     )
     views = run.state / "checkpoints" / "trending" / "views"
 

@@ -4,9 +4,11 @@ Both read the same JSON-lines files (the trending generator's output, with its d
 lines, duplicates, out-of-order and late events, unknown articles) and write the same table,
 `article_views`, into a SQLite file:
 
-- **streaming**: slipstream's runner with the trending pipeline, `--trigger available-now`, the
-  default sink (SQLite) -- exactly what `slipstream run trending --input DIR --input catalog=FILE
-  --trigger available-now` runs, in the benchmark's JVM so both variants share it;
+- **streaming (no stage)** and **streaming, ingest stage**: slipstream's runner with the
+  trending pipeline, `--trigger available-now`, the default sink (SQLite) -- exactly what
+  `slipstream run trending --input DIR --input catalog=FILE --trigger available-now
+  --ingest-stage false|true` runs, in the benchmark's JVM so all variants share it (the other
+  streaming variants below run without the stage);
 - **batch job**: a plain Spark batch job written for the same result: `spark.read.json` with the
   schema, the pipeline's rules as filters, `dropDuplicates(event_id)`, sliding windows, the
   catalog join, rows written to SQLite with `executemany`.
@@ -97,11 +99,12 @@ def run_streaming(
     label: str,
     conf: dict[str, str] | None = None,
     late: str = "skip",
-    ingest_stage: bool = False,
+    *,
+    ingest_stage: bool,
 ) -> dict[str, Any]:
     """`late`: the dead-letter as it is ("skip": a batch Spark dropped nothing in is not read
     again), "reread" (every batch read again, as before that skip) or "off" (`--late-rows
-    false`)."""
+    false`). `ingest_stage` is always passed (bench/stage.py)."""
     from unittest import mock
 
     from slipstream.runtime import runner
@@ -115,13 +118,12 @@ def run_streaming(
         "trigger": "available-now",
         "state_dir": scratch,
         "sink": f"sqlite:{db}",
+        "ingest_stage": ingest_stage,
     }
     if max_files:
         flags["max_files_per_trigger"] = max_files
     if late == "off":
         flags["late_rows"] = False
-    if ingest_stage:
-        flags["ingest_stage"] = True
     prepared = runner.prepare(load_settings("trending", flags, environ={}))
     unknown = mock.patch("slipstream.runtime.deadletter._dropped", lambda progress: None)
     with unknown if late == "reread" else contextlib.nullcontext():
@@ -186,27 +188,28 @@ def run(ctx: Context) -> Result:
         "streaming, dead-letter reads every batch again": "reread",
         "streaming, --late-rows false": "off",
     }
-    staged = "streaming, ingest stage"
+    plain, staged = "streaming (no stage)", "streaming, ingest stage"
     variants = [
-        "streaming", staged, "batch job", slip_batch, capped, *by_partitions, *dead_letter
+        plain, staged, "batch job", slip_batch, capped, *by_partitions, *dead_letter
     ]  # fmt: skip
     variants = [v for v in variants if v in ctx.param("variants", variants, variants)]
 
     def one(variant: str, rep: int) -> dict[str, Any]:
         if variant in by_partitions:
             conf = {inproc.PARTITIONS_KEY: by_partitions[variant]}
-            return run_streaming(ctx, landing, data, None, "partitions", conf)
-        if variant == "streaming":
-            return run_streaming(ctx, landing, data, None, "stream")
-        if variant == staged:
-            return run_streaming(ctx, landing, data, None, "staged", ingest_stage=True)
+            return run_streaming(ctx, landing, data, None, "partitions", conf, ingest_stage=False)
+        if variant in (plain, staged):
+            on = variant == staged
+            label = "staged" if on else "stream"
+            return run_streaming(ctx, landing, data, None, label, ingest_stage=on)
         if variant in dead_letter:
-            return run_streaming(ctx, landing, data, None, "late", late=dead_letter[variant])
+            late = dead_letter[variant]
+            return run_streaming(ctx, landing, data, None, "late", late=late, ingest_stage=False)
         if variant == "batch job":
             return run_batch(ctx, landing, data)
         if variant == slip_batch:
             return run_batch(ctx, landing, data, "slipstream")
-        return run_streaming(ctx, landing, data, cap, "capped")
+        return run_streaming(ctx, landing, data, cap, "capped", ingest_stage=False)
 
     runs = alternate(variants, one, reps, warmup=True, log=ctx.log)
     tables = {
@@ -227,23 +230,21 @@ def run(ctx: Context) -> Result:
         )
     default_partitions = inproc.session().conf.get(inproc.PARTITIONS_KEY)
     pairs = [
-        ("streaming", "batch job", "streaming / batch job"),
+        (plain, "batch job", "streaming / batch job"),
         (staged, "batch job", "streaming with the ingest stage / batch job"),
-        (staged, "streaming", "ingest stage / without"),
+        (staged, plain, "ingest stage / without"),
         (slip_batch, "batch job", "batch job: slipstream parser / Spark's JSON reader"),
-        ("streaming", slip_batch, "streaming / batch job with the same (slipstream) parser"),
-        (capped, "streaming", f"{cap} files/batch / one batch"),
-        *((v, "streaming", f"{v} / {default_partitions} (default)") for v in by_partitions),
-        *(("streaming", v, f"streaming (dead-letter skips) / {v}") for v in dead_letter),
+        (plain, slip_batch, "streaming / batch job with the same (slipstream) parser"),
+        (capped, plain, f"{cap} files/batch / one batch"),
+        *((v, plain, f"{v} / {default_partitions} (default)") for v in by_partitions),
+        *((plain, v, f"streaming (dead-letter skips) / {v}") for v in dead_letter),
     ]
     for a, b, label in pairs:
         if a in variants and b in variants:
             result.headline[f"{label}, events/s"] = summarize_ratio(
                 paired_ratios(runs, "events_per_s", a, b)
             )
-    one_batch = [
-        v for v in ("streaming", staged, "batch job", slip_batch, *dead_letter) if v in tables
-    ]
+    one_batch = [v for v in (plain, staged, "batch job", slip_batch, *dead_letter) if v in tables]
     same = all(tables[v] == tables[one_batch[0]] for v in one_batch)
     if len(one_batch) > 1:
         result.headline[f"rows identical across {', '.join(one_batch)}"] = same

@@ -3,8 +3,9 @@ same pre-generated files, on the same machine, in one run.
 
 Each variant is a process of its own, launched and timed the same way, alternated:
 
-- **slipstream**: `slipstream run trending --trigger available-now` to its default SQLite sink
-  (every file in one micro-batch, as scenario 3's streaming variant);
+- **slipstream (no stage)** and **slipstream, ingest stage**: `slipstream run trending --trigger
+  available-now --ingest-stage false|true` to its default SQLite sink (every file in one
+  micro-batch, as scenario 3's streaming variants; `--set slipstream='["..."]'` keeps one);
 - **flink**, **pathway**, **bytewax**: bench/peers/NAME_trending.py in the peer's own virtual
   environment `.venv-peers/NAME` (`make bench-peers` creates them, pinned by
   bench/peers/requirements-NAME.txt), writing its final rows to a CSV file. Each program's
@@ -45,12 +46,15 @@ from bench.core import REPO, Context, Result, alternate, median, paired_ratios, 
 from bench.live import LiveRun, PeerLiveRun, latency_row
 from bench.peerruns import Row, compare, csv_rows, measure
 from bench.procs import slipstream_command
+from bench.stage import cli_args
 from bench.workloads import TrendingInput, generate_trending, land_all
 
 NAME = "peers"
 TITLE = "peers side by side: trending on slipstream, Flink, Pathway, Bytewax, same files"
 IN_PROCESS = False
 PEERS = ("flink", "pathway", "bytewax")
+SLIP, STAGED = "slipstream (no stage)", "slipstream, ingest stage"
+SLIPSTREAM = (SLIP, STAGED)  # the ingest stage named in every run (bench/stage.py)
 METRICS = (
     "wall_s",
     "events_per_s",
@@ -71,6 +75,10 @@ SEMANTICS = {  # when a row of an event's (window, article) first shows in the o
     "bytewax": "partial counts per source batch (one stateful step, not count_window, which "
     "emits only when the watermark closes a window)",
 }
+
+
+def semantics(variant: str) -> str:
+    return SEMANTICS["slipstream" if variant in SLIPSTREAM else variant]
 
 
 def peer_python(peer: str) -> Path:
@@ -112,10 +120,10 @@ def live_one(ctx: Context, variant: str, data: TrendingInput, rate: int) -> dict
     seconds = len(data.files) - 1
     settle = int(ctx.param("latency_settle", 3, 5))
     drain = float(ctx.param("latency_drain", 30, 90))
-    work = ctx.scratch(f"latency/{variant}-{rate}")
+    work = ctx.scratch(f"latency/{variant.replace(' ', '-')}-{rate}")
     mine = copy_input(data, work / "input")
-    if variant == "slipstream":
-        live: LiveRun = LiveRun(work, mine)
+    if variant in SLIPSTREAM:
+        live: LiveRun = LiveRun(work, mine, extra_args=cli_args(variant == STAGED))
     else:
         script = REPO / "bench" / "peers" / f"{variant}_trending.py"
         extra: tuple[str, ...] = ()
@@ -140,7 +148,7 @@ def latency(ctx: Context, variants: list[str]) -> Result:
     rates = list(ctx.param("latency_rates", [1_000], [1_000, 10_000]))
     seconds = int(ctx.param("latency_seconds", 15, 60))
     wanted = list(ctx.param("latency_variants", variants, variants))
-    absent = [v for v in wanted if v != "slipstream" and not peer_python(v).exists()]
+    absent = [v for v in wanted if v not in SLIPSTREAM and not peer_python(v).exists()]
     wanted = [v for v in wanted if v not in absent]
     if absent:
         result.notes.append(f"not installed (run `make bench-peers`): {', '.join(absent)}")
@@ -152,7 +160,7 @@ def latency(ctx: Context, variants: list[str]) -> Result:
         "drain_timeout_s": ctx.param("latency_drain", 30, 90),
         "poll_interval_s": 0.05,
         "variants": wanted,
-        "semantics": {v: SEMANTICS[v] for v in wanted},
+        "semantics": {v: semantics(v) for v in wanted},
         "flink_early_fire": ctx.param("flink_early_fire", "0 s", "0 s"),
     }
     failed: dict[str, str] = {}
@@ -173,13 +181,14 @@ def latency(ctx: Context, variants: list[str]) -> Result:
         result.headline[f"latency at {rate:,}/s, p50 / p99 s"] = "; ".join(
             f"{v} {r['latency_p50_s']:.2f} / {r['latency_p99_s']:.2f}" for v, r in mine.items()
         )
-        base = mine.get("slipstream")
-        for v, r in mine.items():
-            if base is not None and v != "slipstream":
-                result.headline[f"slipstream / {v} at {rate:,}/s, latency p50, p99"] = (
-                    f"{base['latency_p50_s'] / r['latency_p50_s']:.2f}, "
-                    f"{base['latency_p99_s'] / r['latency_p99_s']:.2f}"
-                )
+        for slip in SLIPSTREAM:
+            base = mine.get(slip)
+            for v, r in mine.items():
+                if base is not None and v != slip and (v not in SLIPSTREAM or slip == STAGED):
+                    result.headline[f"{slip} / {v} at {rate:,}/s, latency p50, p99"] = (
+                        f"{base['latency_p50_s'] / r['latency_p50_s']:.2f}, "
+                        f"{base['latency_p99_s'] / r['latency_p99_s']:.2f}"
+                    )
     result.notes.append(
         "latency = file renamed into the landing folder -> a row of its marker visible "
         "(slipstream: SQLite; a peer: the live output file), first files after start-up left "
@@ -188,7 +197,7 @@ def latency(ctx: Context, variants: list[str]) -> Result:
         "pacing; marker_views_max must be 1 (each marker is one event)"
     )
     for v in wanted:
-        result.notes.append(f"{v}: {SEMANTICS[v]}")
+        result.notes.append(f"{v}: {semantics(v)}")
     return result
 
 
@@ -200,8 +209,16 @@ def run(ctx: Context) -> Result:
     if "throughput" in parts:
         throughput(ctx, result)
     if "latency" in parts:
-        result.sections.append(latency(ctx, ["slipstream", *installed]))
+        result.sections.append(latency(ctx, [*slipstream_variants(ctx), *installed]))
     return result
+
+
+def slipstream_variants(ctx: Context) -> list[str]:
+    wanted = list(ctx.param("slipstream", list(SLIPSTREAM), list(SLIPSTREAM)))
+    unknown = [v for v in wanted if v not in SLIPSTREAM]
+    if unknown or not wanted:
+        raise ValueError(f"--set slipstream= takes some of {list(SLIPSTREAM)}, got {wanted}")
+    return wanted
 
 
 def throughput(ctx: Context, result: Result) -> None:
@@ -231,13 +248,14 @@ def throughput(ctx: Context, result: Result) -> None:
     failed: dict[str, str] = {}
 
     def one(variant: str, rep: int) -> dict[str, Any]:
-        work = ctx.scratch(f"runs/{variant}-{rep + 1}")
+        work = ctx.scratch(f"runs/{variant.replace(' ', '-')}-{rep + 1}")
         log = work / "run.log"
-        if variant == "slipstream":
+        if variant in SLIPSTREAM:
             db = work / "out.db"
             argv = slipstream_command(
                 "run", "trending", "--input", landing, "--input", f"catalog={data.catalog}",
                 "--trigger", "available-now", "--state-dir", work, "--sink", f"sqlite:{db}",
+                *cli_args(variant == STAGED),
             )  # fmt: skip
             outputs[variant] = db
         else:
@@ -253,16 +271,19 @@ def throughput(ctx: Context, result: Result) -> None:
             failed[variant] = f"{type(exc).__name__}: {str(exc)[:300]}"
             return dict.fromkeys(METRICS, math.nan)
 
-    variants = ["slipstream", *peers]
+    slips = slipstream_variants(ctx)
+    variants = [*slips, *peers]
     runs = alternate(variants, one, reps, warmup=False, log=ctx.log)
     for v, why in failed.items():
         result.notes.append(f"{v} failed: {why}")
     variants = [v for v in variants if v in outputs]
-    if "slipstream" not in outputs:
+    slips = [v for v in slips if v in outputs]
+    if not slips:
         result.failed = "slipstream's run failed: nothing to compare with"
         return
+    first = slips[0]  # the rows every other engine's are compared with
     tables = {
-        v: table_rows(outputs[v]) if v == "slipstream" else csv_rows(outputs[v]) for v in variants
+        v: table_rows(outputs[v]) if v in SLIPSTREAM else csv_rows(outputs[v]) for v in variants
     }
     refs: dict[str, set[Row]] = {}
     if ctx.param("reference", True, True):
@@ -274,8 +295,8 @@ def throughput(ctx: Context, result: Result) -> None:
             row[metric] = median([r[metric] for r in mine])
         row["output_rows"] = len(tables[v])
         row["views"] = sum(r[5] for r in tables[v])
-        same = compare(tables[v], tables["slipstream"])
-        row["rows = slipstream"] = same["equal"]
+        same = compare(tables[v], tables[first])
+        row[f"rows = {first}"] = same["equal"]
         for label, ref in refs.items():
             versus = compare(tables[v], ref)
             row[f"rows = reference, {label}"] = versus["equal"]
@@ -289,21 +310,24 @@ def throughput(ctx: Context, result: Result) -> None:
         result.add(**row)
         if not same["equal"]:
             result.notes.append(
-                f"{v} vs slipstream: {same['rows_only_here']} rows only in {v}, "
-                f"{same['rows_only_there']} only in slipstream, views {same['views_diff']:+,}"
+                f"{v} vs {first}: {same['rows_only_here']} rows only in {v}, "
+                f"{same['rows_only_there']} only in {first}, views {same['views_diff']:+,}"
             )
     for label, ref in refs.items():
         result.headline[f"reference ({label}): rows, views"] = (
             f"{len(ref):,} rows, {sum(r[5] for r in ref):,} views"
         )
-    for peer in variants[1:]:
+    others = [(slip, v) for slip in slips for v in variants if v not in SLIPSTREAM]
+    if len(slips) == 2:
+        others.append((STAGED, SLIP))
+    for slip, peer in others:
         for metric, label in (
             ("events_per_s", "events/s, launch to exit"),
             ("events_per_s_processing", "events/s, processing"),
             ("events_per_cpu_s", "events per CPU second"),
         ):
-            result.headline[f"slipstream / {peer}, {label}"] = summarize_ratio(
-                paired_ratios(runs, metric, "slipstream", peer)
+            result.headline[f"{slip} / {peer}, {label}"] = summarize_ratio(
+                paired_ratios(runs, metric, slip, peer)
             )
     result.notes.append(
         "events = every input line (dirt included); wall = launch to exit, start-up included; "

@@ -32,6 +32,7 @@ from typing import Any
 
 from bench.core import Context, Result
 from bench.procs import Proc, slipstream_command
+from bench.stage import param_args
 
 NAME = "realtime"
 TITLE = "Kafka -> database latency, mobile: real-time mode vs micro-batches"
@@ -115,6 +116,7 @@ def measure(
         *("--trigger", trigger, "--mode", "update", "--sink", sink),
         *("--master", "local[3]", "--conf", "spark.sql.shuffle.partitions=1"),
         *("--state-dir", work / "state"),
+        *param_args(ctx),
     )
     proc = Proc(argv, work / "run.log", env)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": 1})

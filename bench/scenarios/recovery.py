@@ -20,6 +20,7 @@ from typing import Any
 
 from bench.core import Context, Result
 from bench.live import LiveRun, latency_summary
+from bench.stage import param_args
 
 NAME = "recovery"
 TITLE = "recovery: SIGKILL trending mid-stream, restart, time to first batch and to catch up"
@@ -94,9 +95,10 @@ def run(ctx: Context) -> Result:
         "steady_s_before_each_kill": steady_s,
         "catch_up_timeout_s": catchup_timeout,
         "signal": "SIGKILL to the process group (driver + JVM)",
+        "stage": " ".join(param_args(ctx)),
     }
     ctx.log(f"  generating {seconds} files of {rate:,} events")
-    live = LiveRun.prepare(ctx.scratch("run"), rate, seconds)
+    live = LiveRun.prepare(ctx.scratch("run"), rate, seconds, param_args(ctx))
     try:
         startup = live.start()
         ctx.log(f"  first file visible after {startup:.1f} s; pacing")

@@ -36,6 +36,7 @@ from typing import Any
 from bench.core import Context, Result, median
 from bench.inproc import rss_mib
 from bench.procs import Proc, slipstream_command
+from bench.stage import param_args
 
 NAME = "soak"
 TITLE = "soak: trending at a fixed live rate; heap after GC and batch time must stay flat"
@@ -189,6 +190,7 @@ def run(ctx: Context) -> Result:
         slipstream_command(
             "run", "trending", "--input", landing, "--input", f"catalog={catalog}",
             "--state-dir", state, "--sink", f"sqlite:{state / 'trending.db'}",
+            *param_args(ctx),
         ),
         work / "run.log",
     )  # fmt: skip

@@ -23,6 +23,7 @@ from typing import Any
 
 from bench.core import Context, Result, alternate, median, paired_ratios, summarize_ratio
 from bench.procs import Proc, slipstream_command
+from bench.stage import param_args
 from bench.workloads import generate_trending, land_all
 
 NAME = "startup"
@@ -100,7 +101,7 @@ def run(ctx: Context) -> Result:
             return launch_and_time(argv, log, db, "counts")
         pipeline = variant.split()[-1]
         args: list[str | Path] = ["run", pipeline, "--state-dir", work, "--sink", f"sqlite:{db}"]
-        args += ["--trigger", "available-now", "--quiet"]
+        args += ["--trigger", "available-now", "--quiet", *param_args(ctx)]
         if pipeline == "mobile":
             args += ["--input", mobile_input]
             table = "mobile_action_counts"

@@ -2,7 +2,8 @@
 
 For each input rate, files of `rate` events land in the landing folder once a second (event
 time advances one second per file, like a live feed) while `slipstream run trending --input
-DIR --catalog FILE` runs in a subprocess with its defaults (default trigger, SQLite sink).
+DIR --catalog FILE --ingest-stage false|true` runs in a subprocess with its defaults otherwise
+(default trigger, SQLite sink); each variant names the ingest stage (issue 26).
 
 - **keeps up?** Every landed file's counts become visible before the drain deadline and the
   latency of the last third of the files is not drifting up: its p50 at most 1 s (or 10%) above
@@ -24,6 +25,7 @@ from typing import Any
 
 from bench.core import Context, Result
 from bench.live import LiveRun, latency_row
+from bench.stage import cli_args
 
 NAME = "sustained"
 TITLE = "sustained rate and latency: trending, default trigger, files landing every second"
@@ -31,9 +33,14 @@ IN_PROCESS = False
 
 
 def variant_args(variant: str) -> tuple[str, ...]:
-    """'default' | 'trigger=1s' | 'partitions=2' | 'trigger=1s,partitions=2' -> CLI flags."""
+    """'ingest-stage=false' | 'ingest-stage=true,trigger=1s' | ... -> CLI flags. Every variant
+    names the ingest stage (`ingest-stage=true|false`): its default is changing
+    (bench/stage.py)."""
     args: list[str] = []
-    for part in filter(None, variant.split(",")):
+    parts = list(filter(None, variant.split(",")))
+    if not any(p.startswith("ingest-stage=") for p in parts):
+        raise ValueError(f"variant {variant!r} must name ingest-stage=true|false")
+    for part in parts:
         if part == "default":
             continue
         key, _, value = part.partition("=")
@@ -47,16 +54,19 @@ def variant_args(variant: str) -> tuple[str, ...]:
             args += ["--quarantine-trigger", value]
         elif key == "max-files":
             args += ["--max-files-per-trigger", value]
+        elif key == "ingest-stage" and value in ("true", "false"):
+            args += [*cli_args(value == "true")]
         else:
             raise ValueError(
                 f"unknown variant part {part!r} "
-                "(trigger=, late-rows=, quarantine-trigger=, partitions=, max-files=)"
+                "(ingest-stage=, trigger=, late-rows=, quarantine-trigger=, partitions=, "
+                "max-files=)"
             )
     return tuple(args)
 
 
 def one_rate(
-    ctx: Context, rate: int, seconds: int, settle: int, drain: int, variant: str = "default"
+    ctx: Context, rate: int, seconds: int, settle: int, drain: int, variant: str
 ) -> dict[str, Any]:
     label = f"{rate:,} events/s, {variant}"
     ctx.log(f"  {label}: generating {seconds + 1} files")
@@ -84,7 +94,9 @@ def one_rate(
 def run(ctx: Context) -> Result:
     result = Result(NAME, TITLE)
     rates = ctx.param("rates", [1_000, 10_000], [1_000, 10_000, 50_000])
-    variants = ctx.param("variants", ["default"], ["default", "trigger=1s"])
+    both = [f"ingest-stage={on}" for on in ("false", "true")]
+    variants = list(ctx.param("variants", both, both))
+    base = variants[0]  # the ratios' denominator, and the variant run alone at other rates
     variant_rates = ctx.param("variant_rates", rates, [1_000, 10_000])
     seconds = ctx.param("seconds", 20, 60)
     settle = ctx.param("settle", 3, 5)
@@ -99,33 +111,35 @@ def run(ctx: Context) -> Result:
         "drain_timeout_s": drain,
         "poll_interval_s": 0.05,
         "command": "slipstream run trending --input LANDING --catalog CATALOG "
-        "--state-dir STATE --sink sqlite:STATE/trending.db [variant flags]",
+        "--state-dir STATE --sink sqlite:STATE/trending.db --ingest-stage false|true "
+        "[variant flags]",
     }
     # every variant at the rates it is compared at, alternated (A B, B A, ...); the default
     # alone at the other rates
     runs: list[tuple[int, str]] = []
     for i, rate in enumerate(rates):
-        mine = variants if rate in variant_rates else ["default"]
+        mine = variants if rate in variant_rates else [base]
         runs += [(rate, v) for v in (mine if i % 2 == 0 else list(reversed(mine)))]
     for rate, variant in runs:
         result.add(**one_rate(ctx, rate, seconds, settle, drain, variant))
-    kept = [r["rate"] for r in result.rows if r["keeps_up"] and r["variant"] == "default"]
-    result.headline["highest rate that keeps up"] = f"{max(kept):,} events/s" if kept else "none"
+    for variant in variants:
+        kept = [r["rate"] for r in result.rows if r["keeps_up"] and r["variant"] == variant]
+        result.headline[f"highest rate that keeps up, {variant}"] = (
+            f"{max(kept):,} events/s" if kept else "none"
+        )
     for r in result.rows:
         result.headline[f"latency at {r['rate']:,}/s, {r['variant']}: p50/p95/p99 (s)"] = (
             f"{r['latency_p50_s']:.2f} / {r['latency_p95_s']:.2f} / {r['latency_p99_s']:.2f}"
         )
     for rate in variant_rates:
-        base = next(
-            (r for r in result.rows if r["rate"] == rate and r["variant"] == "default"), None
-        )
+        first = next((r for r in result.rows if r["rate"] == rate and r["variant"] == base), None)
         for r in result.rows:
-            if base is None or r["rate"] != rate or r["variant"] == "default":
+            if first is None or r["rate"] != rate or r["variant"] == base:
                 continue
-            result.headline[f"{r['variant']} / default at {rate:,}/s: latency p50, p99, CPU"] = (
-                f"{r['latency_p50_s'] / base['latency_p50_s']:.2f}, "
-                f"{r['latency_p99_s'] / base['latency_p99_s']:.2f}, "
-                f"{r['cpu_cores'] / base['cpu_cores']:.2f}"
+            result.headline[f"{r['variant']} / {base} at {rate:,}/s: latency p50, p99, CPU"] = (
+                f"{r['latency_p50_s'] / first['latency_p50_s']:.2f}, "
+                f"{r['latency_p99_s'] / first['latency_p99_s']:.2f}, "
+                f"{r['cpu_cores'] / first['cpu_cores']:.2f}"
             )
     result.notes.append(
         "headroom = Spark's processing rate (rows / time inside batches) / input rate; busy = "
