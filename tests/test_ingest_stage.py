@@ -103,12 +103,12 @@ def test_mobile_restart_reads_on_and_quarantines_exactly_once(
 def test_a_checkpoint_from_before_the_ingest_stage_is_refused(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    # a checkpoint as slipstream made it before the ingest stage was the default
-    with PipelineHarness(spark, "mobile", tmp_path, sink="sqlite", ingest_stage=False) as h:
+    # a checkpoint made without the ingest stage (the default)
+    with PipelineHarness(spark, "mobile", tmp_path, sink="sqlite") as h:
         h.feed(VALID)
         h.process()
-    with pytest.raises(CheckpointError) as refused:  # the default now: refused, not restarted
-        PipelineHarness(spark, "mobile", tmp_path, sink="sqlite").start()
+    with pytest.raises(CheckpointError) as refused:  # refused, never restarted from zero
+        PipelineHarness(spark, "mobile", tmp_path, sink="sqlite", ingest_stage=True).start()
     assert refused.value.code == "CHECKPOINT_FROM_OLDER_VERSION"
     assert "reset" in str(refused.value.fix) and "--ingest-stage false" in str(refused.value.fix)
     # and the way back: the old checkpoint goes on without the ingest stage

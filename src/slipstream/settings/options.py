@@ -60,7 +60,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "rows to STATE_DIR/bronze and the rejected ones to the quarantine; every output reads "
         "the typed rows (runtime/ingest_stage.py)",
         "true or false",
-        default=True,
+        default=False,
         metavar="BOOL",
     ),
     Option(
