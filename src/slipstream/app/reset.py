@@ -45,6 +45,19 @@ def deferred_sigterm() -> Iterator[None]:
         raise SystemExit(128 + signal.SIGTERM)
 
 
+def confirm(targets: list[str], pipeline: str, out: TextIO, given: TextIO | None) -> None:
+    """Show what a reset deletes and ask for the pipeline's name (RESET_REFUSED otherwise)."""
+    print("This deletes:\n  " + "\n  ".join(targets), file=out)
+    print("Type the pipeline name to confirm: ", end="", file=out, flush=True)
+    answer = (given or sys.stdin).readline().strip()
+    if answer != pipeline:
+        raise CheckpointError(
+            "RESET_REFUSED",
+            "reset not confirmed; nothing was deleted",
+            f"type {pipeline!r} at the prompt, or pass --yes",
+        )
+
+
 def reset(
     settings: Settings,
     *,
@@ -80,15 +93,7 @@ def reset(
         targets.append(f"late rows {s.late_root}")
         targets.append(f"event log {s.event_log}")
     if not yes:
-        print("This deletes:\n  " + "\n  ".join(targets), file=out)
-        print("Type the pipeline name to confirm: ", end="", file=out, flush=True)
-        answer = (confirm_input or sys.stdin).readline().strip()
-        if answer != s.pipeline:
-            raise CheckpointError(
-                "RESET_REFUSED",
-                "reset not confirmed; nothing was deleted",
-                f"type {s.pipeline!r} at the prompt, or pass --yes",
-            )
+        confirm(targets, s.pipeline, out, confirm_input)
     # nothing is deleted unless everything to delete carries slipstream's mark
     if not checkpoint_is_ours(root):
         raise not_ours(root, "checkpoint")
@@ -154,15 +159,7 @@ def reset_output(
     folder = query_checkpoint(s.checkpoint_root, name)
     targets = [f"checkpoint {folder}"] + [f"output {name}: {o.sink.describe(o.ctx)}" for o in mine]
     if not yes:
-        print("This deletes:\n  " + "\n  ".join(targets), file=out)
-        print("Type the pipeline name to confirm: ", end="", file=out, flush=True)
-        answer = (confirm_input or sys.stdin).readline().strip()
-        if answer != s.pipeline:
-            raise CheckpointError(
-                "RESET_REFUSED",
-                "reset not confirmed; nothing was deleted",
-                f"type {s.pipeline!r} at the prompt, or pass --yes",
-            )
+        confirm(targets, s.pipeline, out, confirm_input)
     for o in mine:
         if not o.sink.owns(o.ctx):
             raise not_ours(o.sink.describe(o.ctx), f"output {o.name}")
