@@ -81,9 +81,13 @@ def bronze_schema(valid: DataFrame) -> StructType:
 
 
 def per_batch(bound: BoundInput) -> bool:
-    """A source that bounds its batches (`--max-files-per-trigger`): bronze is then written one
-    file per batch and read one file per output batch, so the outputs' batches are the ingest
-    query's, and the watermark judges late rows at the same boundaries as without the stage."""
+    """A source that bounds its batches (`--max-files-per-trigger`, a topic's
+    `maxOffsetsPerTrigger`): bronze is then written one file per batch and read one file per
+    output batch, so the outputs' batches are the ingest query's, and the watermark judges late
+    rows at the same boundaries as without the stage."""
+    topic = bound.binding.topic
+    if topic is not None and "maxOffsetsPerTrigger" in dict(topic.options):
+        return True
     return bool(bound.source_options.get("max_files_per_trigger"))
 
 
