@@ -213,3 +213,26 @@ def test_a_sigkill_between_bronze_and_quarantine_loses_and_doubles_nothing(
     bronze = spark.read.parquet(str(state / "bronze" / "trending" / "events"))
     counted = bronze.groupBy("batch").count().collect()
     assert len(counted) == len(list(files.iterdir()))  # one folder per batch, no double
+
+
+def test_reset_with_outputs_deletes_what_the_ingest_stage_wrote(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The ingest query writes the quarantine itself (not through Spark's file sink), so it
+    marks the folder as slipstream's: `reset --outputs` deletes it with bronze and the rest."""
+    import io
+
+    from slipstream.app.reset import reset as reset_command
+
+    with PipelineHarness(
+        spark, "mobile", tmp_path, sink="sqlite", mode="update", ingest_stage=True
+    ) as h:
+        h.feed(VALID + [m[0] for m in MALFORMED])
+        h.process()
+        settings = h.prepared.settings
+        quarantine = h.prepared.inputs["actions"].quarantine
+    assert quarantine is not None and any(quarantine.glob("batch-*.json"))
+    assert _bronze_batches(tmp_path / "state", "mobile", "actions") == ["batch=0"]
+    assert reset_command(settings, outputs=True, yes=True, out=io.StringIO()) == 0
+    assert not quarantine.exists() or not any(quarantine.glob("batch-*.json"))
+    assert not settings.bronze_root.exists()

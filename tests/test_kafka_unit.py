@@ -352,3 +352,19 @@ def test_a_kafka_batchs_offset_ranges_come_from_the_offset_log(tmp_path) -> None
     assert kafka_ranges(tmp_path, 0, "acts") == {"0": (5, 9), "1": (0, 3)}
     assert kafka_ranges(tmp_path, 1, "acts") == {"1": (3, 7), "2": (-2, 4)}
     assert kafka_ranges(tmp_path, 1, "elsewhere") == {}
+
+
+def test_a_topic_read_in_bounded_batches_keeps_its_batches_through_the_ingest_stage() -> None:
+    """With `maxOffsetsPerTrigger` the ingest stage writes and the outputs read one bronze batch
+    per batch, so lateness is judged at the source's batch boundaries (ingest_stage.per_batch)."""
+    from types import SimpleNamespace
+
+    from slipstream.core.kafka_url import KafkaTopic
+    from slipstream.runtime.ingest_stage import per_batch
+
+    def bound(url: str) -> SimpleNamespace:
+        binding = SimpleNamespace(topic=KafkaTopic.parse(url))
+        return SimpleNamespace(binding=binding, source_options={})
+
+    assert per_batch(bound("kafka://127.0.0.1:9092/t?maxOffsetsPerTrigger=60"))  # type: ignore[arg-type]
+    assert not per_batch(bound("kafka://127.0.0.1:9092/t"))  # type: ignore[arg-type]

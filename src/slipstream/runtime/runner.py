@@ -63,6 +63,7 @@ from slipstream.settings.config import Settings
 from slipstream.settings.connect import sink_violations, start_query
 from slipstream.sinks.base import DatabaseSink
 from slipstream.sinks.rows import attach_rows, mark_real_time
+from slipstream.sinks.spark_sinks import write_mark
 from slipstream.sources.kafka import bound_topic, check_topic
 
 _log = logging.getLogger("slipstream")
@@ -323,7 +324,9 @@ def start(
             writer = writer.outputMode(out.ctx.mode)
             writer = writer.option("checkpointLocation", str(out.ctx.checkpoint))
             if query.ingest is not None:
-                # the ingest stage feeds the outputs: it runs at the run's trigger
+                # the ingest stage feeds the outputs: it runs at the run's trigger; it writes
+                # the quarantine itself, so it marks the folder as the file sink would (reset)
+                write_mark(query.ingest.quarantine, out.ctx.checkpoint)
                 writer = writer.foreachBatch(query.ingest)
                 started = start_query(apply_trigger(writer, settings.trigger))
             else:
