@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
-from slipstream.app import cli
+from slipstream.app import cli, exits
 from slipstream.core.files import write_atomically
 from slipstream.ingest.quarantine import read_quarantine
 from slipstream.sinks.sqlite import read_table
@@ -131,13 +131,13 @@ def test_check_refuses_a_wrong_mode_in_the_example_naming_the_rule_and_the_outpu
     argv = ["check", "examples.orders:Orders", "--input", f"orders={tmp_path / 'o'}"]
     argv += ["--input", f"payments={tmp_path / 'p'}", "--state-dir", str(tmp_path / "state")]
     out = io.StringIO()
-    assert cli.main([*argv, "--mode", "paid_orders=update"], out) == cli.EXIT_REFUSED
+    assert cli.main([*argv, "--mode", "paid_orders=update"], out) == exits.EXIT_REFUSED
     text = out.getvalue()
     # the output declares the modes a stream-stream join allows: refused before Spark plans
     assert "refused [MODE_NOT_SUPPORTED] output orders.paid_orders" in text
     assert "fix: use --mode append" in text
     out = io.StringIO()
-    assert cli.main(argv, out) == cli.EXIT_OK, out.getvalue()
+    assert cli.main(argv, out) == exits.EXIT_OK, out.getvalue()
     text = out.getvalue()  # the plans read from the real queries name both joins
     assert "join        stream-stream Inner (bounded by watermarks)" in text
     assert "join        stream-stream LeftOuter (bounded by watermarks)" in text

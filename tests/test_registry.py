@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from slipstream.app import commands
+from slipstream.app import commands, exits
 from slipstream.errors import ConfigError
 from slipstream.pipelines import registry
 from slipstream.pipelines.mobile import MobilePipeline
@@ -87,7 +87,7 @@ def test_a_module_that_fails_to_import_reports_its_own_error(installed: None) ->
     assert "ModuleNotFoundError" in raised.value.message
     assert "thirdparty_missing_dependency" in raised.value.message
     out = io.StringIO()
-    assert commands.list_pipelines(out) == commands.EXIT_FAILED
+    assert commands.list_pipelines(out) == exits.EXIT_FAILED
     rows = {line.split()[0]: line for line in out.getvalue().splitlines() if line.strip()}
     assert "BROKEN: " in rows["broken"] and "thirdparty_missing_dependency" in rows["broken"]
     assert "a third-party pipeline" in rows["mine"] and "counts" in rows["mine"]
