@@ -8,6 +8,7 @@ import json
 import re
 import shlex
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -80,10 +81,23 @@ def test_the_workload_commands_run(tmp_path: Path) -> None:
     block = block_after(
         "## Sensors, IoT steps, temperature/load, ads and activity", "text", "docs/pipelines.md"
     )
+    # each workload's lines (generate, then run) in order; two workloads at a time, as in two
+    # terminals: each pipeline has its own checkpoints and tables, the SQLite file is shared
+    workloads: list[list[str]] = []
     for line in block.replace("\\\n", " ").strip().splitlines():
-        args = shlex.split(line.partition("#")[0])
-        done = slipstream(*args[1:], cwd=tmp_path)
-        assert done.returncode == 0, (line, done.stdout[-3000:], done.stderr[-3000:])
+        if line.startswith("slipstream generate"):
+            workloads.append([])
+        workloads[-1].append(line)
+
+    def run(lines: list[str]) -> None:
+        for line in lines:
+            args = shlex.split(line.partition("#")[0])
+            done = slipstream(*args[1:], cwd=tmp_path)
+            assert done.returncode == 0, (line, done.stdout[-3000:], done.stderr[-3000:])
+
+    with ThreadPoolExecutor(2) as pool:
+        for future in [pool.submit(run, lines) for lines in workloads]:
+            future.result()
     with sqlite3.connect(tmp_path / "state" / "slipstream.db") as conn:
         alerted = {r[0] for r in conn.execute("SELECT sensor_id FROM sensor_alerts")}
         joined = conn.execute("SELECT count(*) FROM temperature_load").fetchone()[0]

@@ -46,9 +46,11 @@ DEADLINE_S = 90.0
 STARTED_WITHIN_S = 300.0
 
 
-def _topic(kafka: Any, request: pytest.FixtureRequest, partitions: int = 1) -> str:
+def _topic(
+    kafka: Any, request: pytest.FixtureRequest, partitions: int = 1, suffix: str = ""
+) -> str:
     name = "rt-" + "".join(c if c.isalnum() else "-" for c in request.node.name)[:80]
-    return kafka.create_topic(name, partitions)
+    return kafka.create_topic(name + suffix, partitions)
 
 
 def _until(
@@ -257,6 +259,7 @@ class MobileRun:
             *("--state-dir", str(tmp_path / "state")),
         ]
         self.tmp_path = tmp_path
+        tmp_path.mkdir(parents=True, exist_ok=True)
         self.logs: list[Path] = []
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -295,44 +298,7 @@ def _mobile_expected(lines: list[str]) -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.slow
-def test_mobile_in_real_time_mode_into_sqlite_equals_pandas(
-    kafka_spark: SparkSession, kafka: Any, request: pytest.FixtureRequest, tmp_path: Path
-) -> None:
-    """Seed 003's windowed counts in SQLite, written by the JVM writer, equal pandas over what
-    was produced, before and after more actions arrive while it runs, long before the
-    10-minute epoch ends; the malformed record reaches the quarantine, not the table."""
-    topic = _topic(kafka, request)
-    start = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
-    first = _mobile_lines(300, start, seed=5)
-    later = _mobile_lines(200, start + timedelta(hours=1), seed=6)
-    produce(kafka.bootstrap, topic, [*first, '{"id": "p1", "action": "open"'])
-    database = tmp_path / "mobile.db"
-    run = MobileRun(kafka, topic, f"sqlite:{database}", tmp_path)
-
-    def table() -> list[tuple[Any, ...]]:
-        rows = read_table(database, "mobile_action_counts")
-        return sorted((r["window_start"], r["action"], r["count"]) for r in rows)
-
-    run.start()
-    try:
-        _until(
-            table,
-            _mobile_expected(first),
-            "the actions produced before the start",
-            run.alive,
-            STARTED_WITHIN_S,
-        )
-        produce(kafka.bootstrap, topic, later)
-        _until(
-            table, _mobile_expected(first + later), "the actions produced while it runs", run.alive
-        )
-    finally:
-        run.stop()
-    assert JVM_WRITER in run.text(), run.text()[-3000:]
-
-
-@pytest.mark.slow
-def test_mobile_in_real_time_mode_into_postgresql_converges_after_a_replayed_epoch(
+def test_mobile_in_real_time_mode_into_sqlite_and_postgresql(
     kafka_spark: SparkSession,
     kafka: Any,
     postgres: Any,
@@ -340,22 +306,35 @@ def test_mobile_in_real_time_mode_into_postgresql_converges_after_a_replayed_epo
     request: pytest.FixtureRequest,
     tmp_path: Path,
 ) -> None:
-    """The same into PostgreSQL (the URL carries the password), killed (SIGKILL, its JVM too)
-    inside its first epoch once the table equals pandas: the restart replays that epoch from
-    its offsets (real-time mode logs an epoch's offsets at its end), upserting every row again
-    (each row's xmin changes), and the table equals pandas over all that was produced, nothing
-    doubled. The password is in neither run's output."""
+    """Two runs of `slipstream run mobile --trigger real-time:10m` at once (two terminals, two
+    JVMs: their start-ups overlap), each from its own topic, written by the JVM writer:
+
+    - into SQLite: seed 003's windowed counts equal pandas over what was produced, before and
+      after more actions arrive while it runs, long before the 10-minute epoch ends; the
+      malformed record reaches the quarantine, not the table;
+    - into PostgreSQL (the URL carries the password), killed (SIGKILL, its JVM too) inside its
+      first epoch once the table equals pandas: the restart replays that epoch from its offsets
+      (real-time mode logs an epoch's offsets at its end), upserting every row again (each
+      row's xmin changes), and the table equals pandas over all that was produced, nothing
+      doubled. The password is in neither of its runs' output."""
     from tests.services import APP_PASSWORD
 
-    topic = _topic(kafka, request)
     start = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
     first = _mobile_lines(300, start, seed=5)
     later = _mobile_lines(200, start + timedelta(hours=1), seed=6)  # other windows
-    produce(kafka.bootstrap, topic, first)
-    run = MobileRun(kafka, topic, postgres.url(pg_database), tmp_path)
+    lite_topic, pg_topic = _topic(kafka, request, suffix="-sqlite"), _topic(kafka, request)
+    produce(kafka.bootstrap, lite_topic, [*first, '{"id": "p1", "action": "open"'])
+    produce(kafka.bootstrap, pg_topic, first)
+    database = tmp_path / "mobile.db"
+    lite = MobileRun(kafka, lite_topic, f"sqlite:{database}", tmp_path / "sqlite")
+    pg = MobileRun(kafka, pg_topic, postgres.url(pg_database), tmp_path / "postgresql")
     target = PgTarget.from_spec(SinkSpec.parse(postgres.url(pg_database)))
 
-    def rows() -> dict[tuple[Any, ...], tuple[int, str]]:
+    def lite_table() -> list[tuple[Any, ...]]:
+        rows = read_table(database, "mobile_action_counts")
+        return sorted((r["window_start"], r["action"], r["count"]) for r in rows)
+
+    def pg_rows() -> dict[tuple[Any, ...], tuple[int, str]]:
         """(window_start, action) -> (count, the row version's xmin)."""
         with pg_connect(target) as conn:
             if conn.execute("SELECT to_regclass('mobile_action_counts')").fetchone() == (None,):
@@ -365,39 +344,46 @@ def test_mobile_in_real_time_mode_into_postgresql_converges_after_a_replayed_epo
             ).fetchall()
         return {(plain(w), a): (c, x) for w, a, c, x in found}
 
-    def table() -> list[tuple[Any, ...]]:
-        return sorted((*key, count) for key, (count, _) in rows().items())
+    def pg_table() -> list[tuple[Any, ...]]:
+        return sorted((*key, count) for key, (count, _) in pg_rows().items())
 
-    run.start()
+    lite.start()
+    pg.start()
     try:
-        _until(
-            table,
-            _mobile_expected(first),
-            "the actions produced before the start",
-            run.alive,
-            STARTED_WITHIN_S,
-        )
-        before = rows()
-        run.crash()  # inside epoch 0: nothing of it committed
-        checkpoint = tmp_path / "state" / "checkpoints" / "mobile" / "counts"
+        before_start = "the actions produced before the start"
+        _until(lite_table, _mobile_expected(first), before_start, lite.alive, STARTED_WITHIN_S)
+        _until(pg_table, _mobile_expected(first), before_start, pg.alive, STARTED_WITHIN_S)
+        before = pg_rows()
+        pg.crash()  # inside epoch 0: nothing of it committed
+        checkpoint = tmp_path / "postgresql" / "state" / "checkpoints" / "mobile" / "counts"
         assert not list((checkpoint / "commits").glob("[0-9]*")), "epoch 0 was committed"
-        run.start()
-        produce(kafka.bootstrap, topic, later)
+        pg.start()
+        produce(kafka.bootstrap, lite_topic, later)
+        produce(kafka.bootstrap, pg_topic, later)
         _until(
-            table,
+            lite_table,
+            _mobile_expected(first + later),
+            "the actions produced while it runs",
+            lite.alive,
+        )
+        lite.stop()
+        _until(
+            pg_table,
             _mobile_expected(first + later),
             "after the restart",
-            run.alive,
+            pg.alive,
             STARTED_WITHIN_S,
         )
-        replayed = rows()
+        replayed = pg_rows()
         assert all(replayed[key][1] != xmin for key, (_, xmin) in before.items()), (
             "the restart did not upsert the replayed epoch's rows again"
         )
     finally:
-        run.stop()
-    assert run.text().count(JVM_WRITER) == 2, run.text()[-3000:]
-    assert APP_PASSWORD not in run.text() and quote(APP_PASSWORD, safe="") not in run.text()
+        lite.stop()
+        pg.stop()
+    assert JVM_WRITER in lite.text(), lite.text()[-3000:]
+    assert pg.text().count(JVM_WRITER) == 2, pg.text()[-3000:]
+    assert APP_PASSWORD not in pg.text() and quote(APP_PASSWORD, safe="") not in pg.text()
 
 
 def test_a_run_with_too_few_slots_is_refused_before_start(
