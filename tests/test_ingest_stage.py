@@ -236,3 +236,53 @@ def test_reset_with_outputs_deletes_what_the_ingest_stage_wrote(
     assert reset_command(settings, outputs=True, yes=True, out=io.StringIO()) == 0
     assert not quarantine.exists() or not any(quarantine.glob("batch-*.json"))
     assert not settings.bronze_root.exists()
+
+
+def _batch_spans(events_log: Path, query: str) -> list[tuple[datetime, datetime]]:
+    """(start, end) of each batch of `query` that read records, from the run's event log."""
+    spans = []
+    for line in events_log.read_text().splitlines():
+        event = json.loads(line)
+        progress = event.get("progress") or {}
+        if event.get("query") != query or not progress.get("numInputRows"):
+            continue
+        began = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00"))
+        spans.append((began, began + timedelta(milliseconds=progress["batchDuration"])))
+    return spans
+
+
+def test_available_now_runs_the_outputs_beside_the_ingest_query(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """`--trigger available-now --max-files-per-trigger 1 --ingest-stage true`, as a user types
+    it: the results query reads bronze batch N while the ingest query writes N+1 (a results
+    batch starts before the ingest query's last one ends), ends by itself once it has read all
+    of bronze, and its table equals an independent replay of the same batches (one file each:
+    the late rows are judged at the same boundaries as without the stage)."""
+    spec = replace(STREAM, seed=31, events=1500, rate=500.0)
+    files, catalog, report = _stream(tmp_path / "gen", spec)
+    state = tmp_path / "state"
+    command = [
+        sys.executable, "-m", "slipstream", "run", "trending", "--quiet",
+        "--input", str(files), "--input", f"catalog={catalog}", "--sink", "sqlite",
+        "--state-dir", str(state), "--trigger", "available-now",
+        "--max-files-per-trigger", "1", "--master", "local[2]", "--ingest-stage", "true",
+        "--conf", "spark.sql.shuffle.partitions=2",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(SRC), "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    log = state / "events" / "trending.jsonl"
+    assert "finished: all input processed" in log.read_text()
+    ingest = _batch_spans(log, "trending.quarantine.events")
+    views = _batch_spans(log, "trending.views")
+    paths = sorted(files.iterdir())
+    assert len(ingest) == len(views) == len(paths) > 2  # one file, one bronze batch, each
+    assert views[0][0] < ingest[-1][1], (views, ingest)  # beside it, not after it
+    batches = [path.read_text().splitlines() for path in paths]
+    events, stats = counted_events(batches, WATERMARK, datetime.now(UTC))
+    assert stats["late"] > 0 and stats["late"] <= report.late
+    table = read_table(state / "slipstream.db", "article_views")
+    assert table_rows(table) == article_views(events, catalog, WINDOW, SLIDE)
+    quarantine = read_quarantine(spark, state / "quarantine" / "trending" / "events").collect()
+    assert len(quarantine) == stats["invalid"] == report.malformed

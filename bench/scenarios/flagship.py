@@ -182,6 +182,7 @@ def run(ctx: Context) -> Result:
     }
     ctx.log(f"  {data.total_lines:,} events in {len(data.files)} files")
     capped = f"streaming, {cap} files/batch"
+    capped_staged = f"streaming, {cap} files/batch, ingest stage"
     slip_batch = "batch job, slipstream parser"
     by_partitions = {f"streaming, {p} shuffle partitions": p for p in partitions}
     dead_letter = {
@@ -190,7 +191,8 @@ def run(ctx: Context) -> Result:
     }
     plain, staged = "streaming (no stage)", "streaming, ingest stage"
     variants = [
-        plain, staged, "batch job", slip_batch, capped, *by_partitions, *dead_letter
+        plain, staged, "batch job", slip_batch, capped, capped_staged, *by_partitions,
+        *dead_letter,
     ]  # fmt: skip
     variants = [v for v in variants if v in ctx.param("variants", variants, variants)]
 
@@ -209,6 +211,8 @@ def run(ctx: Context) -> Result:
             return run_batch(ctx, landing, data)
         if variant == slip_batch:
             return run_batch(ctx, landing, data, "slipstream")
+        if variant == capped_staged:  # the outputs run beside the ingest query
+            return run_streaming(ctx, landing, data, cap, "capped-staged", ingest_stage=True)
         return run_streaming(ctx, landing, data, cap, "capped", ingest_stage=False)
 
     runs = alternate(variants, one, reps, warmup=True, log=ctx.log)
@@ -236,6 +240,8 @@ def run(ctx: Context) -> Result:
         (slip_batch, "batch job", "batch job: slipstream parser / Spark's JSON reader"),
         (plain, slip_batch, "streaming / batch job with the same (slipstream) parser"),
         (capped, plain, f"{cap} files/batch / one batch"),
+        (capped_staged, capped, f"{cap} files/batch: ingest stage / without"),
+        (capped_staged, "batch job", f"{cap} files/batch with the ingest stage / batch job"),
         *((v, plain, f"{v} / {default_partitions} (default)") for v in by_partitions),
         *((plain, v, f"streaming (dead-letter skips) / {v}") for v in dead_letter),
     ]

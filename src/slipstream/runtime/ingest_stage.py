@@ -38,6 +38,7 @@ import shutil
 import signal
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
+from slipstream.core.specs import TriggerSpec
 from slipstream.errors import CheckpointError
 from slipstream.ingest.parse import RAW, REASON
 from slipstream.ingest.quarantine import QUALITY_METRICS, rejected
@@ -89,6 +91,27 @@ def per_batch(bound: BoundInput) -> bool:
     if topic is not None and "maxOffsetsPerTrigger" in dict(topic.options):
         return True
     return bool(bound.source_options.get("max_files_per_trigger"))
+
+
+#: the outputs' trigger while they follow the ingest queries of an available-now run
+#: (`overlaps`): how often an idle output looks for the next bronze batch. Each look lists the
+#: bronze folders, so not 0; short beside an ingest batch (seconds), so the series becomes an
+#: overlap: output batch N runs while the ingest query writes N+1.
+FOLLOW = TriggerSpec("interval", timedelta(milliseconds=500))
+
+
+def overlaps(settings: Settings, inputs: list[BoundInput]) -> bool:
+    """Whether the outputs of an available-now run with the ingest stage run beside its ingest
+    queries (each output reads bronze batch N while the ingest query writes N+1) rather than
+    after them: when every stream input is staged and bounds its batches (`per_batch`), an
+    output batch is one bronze batch whenever it runs, so its batches, watermarks and late
+    rows are the same as after the ingest; the run then ends each output once the ingest
+    queries have ended and it has read all of bronze (`Run.wait`). One unbounded batch has
+    nothing to overlap."""
+    if settings.trigger.kind != "available-now":
+        return False
+    streams = [b for b in inputs if b.source is not None]
+    return bool(streams) and all(applies(settings, b) and per_batch(b) for b in streams)
 
 
 def read_bronze(spark: SparkSession, folder: Path, schema: StructType, one: bool) -> DataFrame:

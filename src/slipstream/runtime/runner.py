@@ -41,6 +41,7 @@ from slipstream.runtime.control import StopControl
 from slipstream.runtime.deadletter import dead_letter
 from slipstream.runtime.from_checkpoint import begin
 from slipstream.runtime.ingest_stage import (
+    FOLLOW,
     IngestBatch,
     applies,
     bronze_dir,
@@ -48,6 +49,7 @@ from slipstream.runtime.ingest_stage import (
     check_checkpoints,
     ingest_batch,
     mark_checkpoints,
+    overlaps,
     per_batch,
     quality,
     read_bronze,
@@ -303,6 +305,9 @@ def start(
         refuse_or_record(prepared, restart_verdicts(spark, prepared, built), _say)
         begin(prepared, _say)  # a new checkpoint's start (--from-checkpoint), recorded
         mark_checkpoints(prepared, staged)
+        overlap = overlaps(settings, list(prepared.inputs.values()))
+        leaders: list[str] = []  # the ingest queries, and the outputs that follow them
+        followers: list[str] = []
         record_outputs(prepared)
         recorder.run_started([q.output.ctx.query_name for q in built], origin)
         # before the queries start: it tells this run's batches from earlier ones
@@ -329,14 +334,18 @@ def start(
                 write_mark(query.ingest.quarantine, out.ctx.checkpoint)
                 writer = writer.foreachBatch(query.ingest)
                 started = start_query(apply_trigger(writer, settings.trigger))
+                leaders.append(out.name)
             else:
                 trigger = query_trigger(settings, quarantine=out.spec is None)
+                if overlap:  # beside the ingest queries; Run.wait ends them after them
+                    trigger = FOLLOW
+                    followers.append(out.name)
                 started = start_query(apply_trigger(attach(writer, out.ctx), trigger))
                 if rows is not None:
                     mark_real_time(rows, out.ctx, str(started.id))
             listener.register(str(started.id), out.ctx.query_name)
             queries[out.name] = started
-            if query.ingest is not None and settings.trigger.kind in ("available-now", "once"):
+            if query.ingest is not None and settings.trigger.finite and not overlap:
                 started.awaitTermination()  # the outputs then read all of what it wrote
     except BaseException as exc:
         for started in queries.values():
@@ -358,4 +367,5 @@ def start(
         recorder=recorder,
         dead_letter=late.start(),
         landed=landed,
+        following=(tuple(leaders), tuple(followers)) if overlap else None,
     )
