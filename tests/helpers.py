@@ -60,8 +60,8 @@ def check_in_process(spark: Any, pipeline: str, workdir: Path, *args: str) -> st
     """What `slipstream check PIPELINE ARGS` prints, parsed by the CLI's own parser and run in
     this process on the test's session (it builds the queries and reads their plans; none
     starts). The `--input` folders are made."""
-    from slipstream.app.cli import build_parser, pipeline_of, settings_from_args
     from slipstream.app.commands import check
+    from slipstream.app.parser import build_parser, pipeline_of, settings_from_args
 
     argv = ["check", pipeline, "--state-dir", str(workdir / "state"), *args]
     parsed = build_parser(pipeline_of(argv)).parse_args(argv)

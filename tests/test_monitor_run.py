@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from slipstream.app.cli import build_parser, settings_from_args
+from slipstream.app.parser import build_parser, settings_from_args
 from slipstream.checkpoint.lifecycle import CheckpointLock
 from slipstream.errors import ConfigError
 from slipstream.monitor.backfill import BackfillBar, files_read, pending_files

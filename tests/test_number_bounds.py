@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from slipstream.app.cli import build_parser
+from slipstream.app.parser import build_parser
 from slipstream.core import values
 from slipstream.errors import ConfigError
 from slipstream.runtime import runner

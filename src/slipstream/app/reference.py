@@ -1,7 +1,7 @@
 """The documentation site's reference pages, generated from the code at build time (the MkDocs
 hook in scripts/docs_hooks.py calls these), so they cannot drift from it:
 
-- `cli_reference()`: every command's `--help` from the argparse parsers of `app/cli.py`, the
+- `cli_reference()`: every command's `--help` from the argparse parsers of `app/parser.py`, the
   built-in pipelines' own parameters and the generators' flags;
 - `error_reference()`: every stable code of `slipstream.errors.CODES`, in the catalog's groups,
   with the modules that raise or report it."""
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from slipstream import errors
-from slipstream.app.cli import build_parser
+from slipstream.app.parser import build_parser
 from slipstream.tools import catalog
 
 #: the width `--help` is wrapped to on the page (a terminal's is its own)
@@ -62,7 +62,7 @@ def cli_reference() -> str:
         parser = build_parser()
         out = [
             "# CLI reference\n",
-            "Generated from the command line's own parsers (`src/slipstream/app/cli.py`) when "
+            "Generated from the command line's own parsers (`src/slipstream/app/parser.py`) when "
             "the site is built: what `--help` prints, command by command.\n",
             "## slipstream\n",
             _help_block(parser.format_help()),
