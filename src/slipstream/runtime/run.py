@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -31,9 +32,14 @@ from slipstream.ingest.expectations import as_expectation_failure
 from slipstream.monitor.listener import RunListener, RunTotals
 from slipstream.monitor.recorder import RunRecorder
 from slipstream.runtime.control import StopControl
+from slipstream.settings.connect import WORKER_TIMEOUT
 from slipstream.sources.kafka_faults import as_kafka_failure
 
 log = logging.getLogger(__name__)
+
+#: how many times a run starts one query again after its Python worker was too slow to
+#: connect back (`Run._start_again`)
+WORKER_RESTARTS = 2
 
 if TYPE_CHECKING:
     from slipstream.core.kafka_url import KafkaTopic
@@ -66,6 +72,9 @@ class Run:
     # (ingest queries, outputs that follow them): an available-now run whose outputs run
     # beside its ingest queries (runtime.ingest_stage.overlaps); `wait` ends the outputs
     following: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    # how to start each query again (runner.start), for `_start_again`
+    restarts: dict[str, Callable[[], StreamingQuery]] = field(default_factory=dict)
+    _restarted: dict[str, int] = field(default_factory=dict)
 
     def request_stop(self, reason: str) -> None:
         """Ask `wait` to stop at the next batch boundary (safe from a signal handler)."""
@@ -74,14 +83,18 @@ class Run:
 
     def process_all_available(self) -> None:
         """Block until every query has processed all input available now (tests, backfills)."""
-        for query in self.queries.values():
-            try:
-                query.processAllAvailable()
-            except Exception as exc:
-                failure = as_expectation_failure(exc)
-                if failure is None:
-                    raise
-                raise failure from exc
+        for name in list(self.queries):
+            while True:
+                try:
+                    self.queries[name].processAllAvailable()
+                    break
+                except Exception as exc:
+                    if self._start_again(name):
+                        continue
+                    failure = as_expectation_failure(exc)
+                    if failure is None:
+                        raise
+                    raise failure from exc
         self.sync_progress()
         if self.landed is not None and self.landed.failure is not None:
             raise self.landed.failure
@@ -117,6 +130,8 @@ class Run:
             while True:
                 self._end_followers()
                 ended = [n for n, q in self.queries.items() if not q.isActive]
+                if [n for n in ended if self._start_again(n)]:
+                    continue
                 # a failed query stops its siblings under every trigger: the outputs and the
                 # quarantine would otherwise end at different batches
                 failed = any(self.queries[n].exception() is not None for n in ended)
@@ -149,6 +164,35 @@ class Run:
         finally:
             self.stop()
         self.raise_failure()
+
+    def _start_again(self, name: str) -> bool:
+        """Start query `name` again when it failed because a Python worker that Spark starts
+        on the driver (transformWithState's pre-init worker) did not connect back within
+        Spark's fixed 10 s: on a busy machine the worker takes longer to import pyspark,
+        pandas and pyarrow. It fails as its batch is planned, before anything is written, and
+        a start resumes from the checkpoint, so nothing is lost or doubled. At most
+        `WORKER_RESTARTS` times per query and run; a query failing so again fails the run."""
+        query = self.queries[name]
+        if query.isActive or name not in self.restarts:
+            return False
+        error = query.exception()
+        if error is None or WORKER_TIMEOUT not in str(error):
+            return False
+        done = self._restarted.get(name, 0)
+        if done >= WORKER_RESTARTS:
+            return False
+        self._restarted[name] = done + 1
+        query_name = f"{self.prepared.pipeline.name}.{name}"
+        print(
+            f"slipstream: {query_name}: Spark's Python worker was slow to start "
+            f"({WORKER_TIMEOUT}, a busy machine); starting the query again from its checkpoint "
+            f"({done + 1}/{WORKER_RESTARTS})",
+            file=sys.stderr,
+        )
+        again = self.restarts[name]()
+        self.listener.register(str(again.id), query_name)
+        self.queries[name] = again
+        return True
 
     def _end_followers(self) -> None:
         """Once the ingest queries of an overlapped available-now run have all ended well,

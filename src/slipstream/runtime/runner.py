@@ -10,6 +10,7 @@ Run.wait() (runtime.run) until the queries finish, --duration passes, Ctrl-C or 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -308,6 +309,7 @@ def start(
         overlap = overlaps(settings, list(prepared.inputs.values()))
         leaders: list[str] = []  # the ingest queries, and the outputs that follow them
         followers: list[str] = []
+        restarts: dict[str, Callable[[], StreamingQuery]] = {}  # Run._start_again
         record_outputs(prepared)
         recorder.run_started([q.output.ctx.query_name for q in built], origin)
         # before the queries start: it tells this run's batches from earlier ones
@@ -332,19 +334,21 @@ def start(
                 # the ingest stage feeds the outputs: it runs at the run's trigger; it writes
                 # the quarantine itself, so it marks the folder as the file sink would (reset)
                 write_mark(query.ingest.quarantine, out.ctx.checkpoint)
-                writer = writer.foreachBatch(query.ingest)
-                started = start_query(apply_trigger(writer, settings.trigger))
+                ready = apply_trigger(writer.foreachBatch(query.ingest), settings.trigger)
+                started = start_query(ready)
                 leaders.append(out.name)
             else:
                 trigger = query_trigger(settings, quarantine=out.spec is None)
                 if overlap:  # beside the ingest queries; Run.wait ends them after them
                     trigger = FOLLOW
                     followers.append(out.name)
-                started = start_query(apply_trigger(attach(writer, out.ctx), trigger))
+                ready = apply_trigger(attach(writer, out.ctx), trigger)
+                started = start_query(ready)
                 if rows is not None:
                     mark_real_time(rows, out.ctx, str(started.id))
             listener.register(str(started.id), out.ctx.query_name)
             queries[out.name] = started
+            restarts[out.name] = lambda ready=ready: start_query(ready)
             if query.ingest is not None and settings.trigger.finite and not overlap:
                 started.awaitTermination()  # the outputs then read all of what it wrote
     except BaseException as exc:
@@ -368,4 +372,5 @@ def start(
         dead_letter=late.start(),
         landed=landed,
         following=(tuple(leaders), tuple(followers)) if overlap else None,
+        restarts=restarts,
     )
