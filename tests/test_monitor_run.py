@@ -27,7 +27,7 @@ from slipstream.monitor.status import query_status
 from slipstream.runtime import runner
 from slipstream.runtime.control import REQUEST_FILE, StopControl, read_request, request_stop
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, load_settings
-from slipstream.sinks.base import LEDGER_TABLE
+from slipstream.sinks.database import LEDGER_TABLE
 from slipstream.sinks.sqlite import table_view
 from slipstream.tools.views import results_view
 

@@ -21,7 +21,7 @@ from slipstream.checkpoint.lifecycle import LOCK_FILE, CheckpointLock
 from slipstream.runtime import runner
 from slipstream.runtime.ownership import RECORD, record_outputs
 from slipstream.settings.config import load_settings
-from slipstream.sinks.base import LEDGER_TABLE
+from slipstream.sinks.database import LEDGER_TABLE
 from slipstream.sinks.spark_sinks import OUTPUT_MARK, write_mark
 from slipstream.sinks.sqlite import SqliteSink
 

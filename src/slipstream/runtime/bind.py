@@ -25,7 +25,7 @@ from slipstream.runtime.from_checkpoint import apply, start_from
 from slipstream.settings.config import Settings
 from slipstream.settings.connect import sink_violations
 from slipstream.sinks import Sink, SinkContext, make_sink
-from slipstream.sinks.base import check_table
+from slipstream.sinks.database import check_table
 from slipstream.sources.base import Binding
 from slipstream.sources.registry import get_source
 

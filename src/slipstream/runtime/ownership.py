@@ -30,7 +30,7 @@ from slipstream.errors import CheckpointError
 from slipstream.runtime.bound import QUARANTINE, BoundOutput, Prepared
 from slipstream.settings.config import Settings
 from slipstream.sinks import Sink, SinkContext, make_sink
-from slipstream.sinks.base import DatabaseSink
+from slipstream.sinks.database import DatabaseSink
 from slipstream.sinks.spark_sinks import FileSink, mark_names
 from slipstream.sinks.sqlite import SqliteSink
 

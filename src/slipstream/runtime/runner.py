@@ -64,7 +64,7 @@ from slipstream.runtime.run import Run, batch_boundaries
 from slipstream.runtime.written import WrittenRows
 from slipstream.settings.config import Settings
 from slipstream.settings.connect import sink_violations, start_query
-from slipstream.sinks.base import DatabaseSink
+from slipstream.sinks.database import DatabaseSink
 from slipstream.sinks.rows import attach_rows, mark_real_time
 from slipstream.sinks.spark_sinks import write_mark
 from slipstream.sources.kafka import bound_topic, check_topic

@@ -1,7 +1,7 @@
 """The rows each output's sink wrote per batch, by the sink's own count, in the event log.
 
 Spark reports `numOutputRows` -1 for a `foreachBatch` sink, so its progress cannot say what a
-database sink wrote; the sink counts the rows it inserts or upserts (sinks.base.DatabaseSink).
+database sink wrote; the sink counts the rows it inserts or upserts (sinks.database.DatabaseSink).
 `WrittenRows` is the run listener's first handler: it stamps each progress record of an output
 with `written_rows`, so the event log, `status` and the dashboard show rows written per second
 beside Spark's processed rows. A sink that does not count (file sinks, Kafka, foreach, a sink

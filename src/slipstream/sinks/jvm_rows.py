@@ -39,7 +39,7 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from slipstream.settings.connect import is_connect
 from slipstream.settings.jdbc_drivers import DRIVER_CLASSES
-from slipstream.sinks.base import DatabaseSink
+from slipstream.sinks.database import DatabaseSink
 
 WRITER_CLASS = "slipstream.jvm.JdbcUpsertWriter"
 #: libpq keywords of a sink URL and the pgjdbc property that means the same

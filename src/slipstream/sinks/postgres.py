@@ -68,14 +68,8 @@ from slipstream.checkpoint.lifecycle import not_ours
 from slipstream.core.specs import SinkSpec
 from slipstream.core.words import count
 from slipstream.errors import SlipstreamError, find_error
-from slipstream.sinks.base import (
-    LEDGER_TABLE,
-    BatchInfo,
-    DatabaseSink,
-    SinkContext,
-    quote_ident,
-    with_iso_timestamps,
-)
+from slipstream.sinks.base import BatchInfo, SinkContext, with_iso_timestamps
+from slipstream.sinks.database import LEDGER_TABLE, DatabaseSink, quote_ident
 from slipstream.sinks.postgres_io import (
     FIX_CONNECT,
     STAGE_COLUMNS,

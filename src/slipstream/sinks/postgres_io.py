@@ -22,7 +22,7 @@ from pyspark.sql.types import TimestampNTZType, TimestampType
 
 from slipstream.core.specs import Secret, SinkSpec
 from slipstream.errors import SlipstreamError
-from slipstream.sinks.base import quote_ident, sql_type
+from slipstream.sinks.database import quote_ident, sql_type
 
 if TYPE_CHECKING:
     import psycopg

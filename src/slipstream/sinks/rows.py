@@ -5,7 +5,7 @@ to; the Python writer below, whose rows reach it in batches at the epoch's end, 
 Spark Connect. Both share `upsert_statement` and the contract:
 
 Real-time mode (`--trigger real-time:5s`) has no micro-batches to hand to `foreachBatch`, so
-the batch ledger of base.DatabaseSink cannot apply. Each task instead holds one connection for
+the batch ledger of database.DatabaseSink cannot apply. Each task instead holds one connection for
 its epoch and upserts every row as it arrives, on the output's key, in its own short
 transaction:
 
@@ -35,7 +35,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 
-from slipstream.sinks.base import LEDGER_TABLE, DatabaseSink, SinkContext, quote_ident
+from slipstream.sinks.base import SinkContext
+from slipstream.sinks.database import LEDGER_TABLE, DatabaseSink, quote_ident
 from slipstream.sinks.jvm_rows import foreach_jvm, jvm_writer
 
 log = logging.getLogger("slipstream.sinks")

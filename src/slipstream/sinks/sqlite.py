@@ -27,16 +27,8 @@ from pyspark.sql.types import DataType, DateType, DecimalType, StructField, Stru
 from slipstream.checkpoint.lifecycle import not_ours
 from slipstream.core.specs import SinkSpec
 from slipstream.errors import SlipstreamError
-from slipstream.sinks.base import (
-    LEDGER_TABLE,
-    BatchInfo,
-    DatabaseSink,
-    SinkContext,
-    local_rows,
-    quote_ident,
-    sql_type,
-    with_iso_timestamps,
-)
+from slipstream.sinks.base import BatchInfo, SinkContext, local_rows, with_iso_timestamps
+from slipstream.sinks.database import LEDGER_TABLE, DatabaseSink, quote_ident, sql_type
 
 CHUNK = 5000
 # SQLite's primary result codes that a later try can outlive: another process holds the file

@@ -24,7 +24,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from slipstream.sinks.base import Sink, SinkContext, quote_ident
+from slipstream.sinks.base import Sink, SinkContext
+from slipstream.sinks.database import quote_ident
 from slipstream.sinks.sqlite import has_table, last_commit, read_only
 
 COLUMNS = ("window_start", "window_end", "article_id", "title", "section", "views", "in_catalog")
