@@ -7,7 +7,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from slipstream.analysis.plan import state_operators
+from slipstream.analysis.state_ops import state_operators
 from slipstream.errors import CODES
 from slipstream.runtime.compat import judge, read_build, write_build
 

@@ -30,7 +30,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from slipstream.analysis.plan import Plan, state_operators
+from slipstream.analysis.plan import Plan
+from slipstream.analysis.state_ops import state_operators
 from slipstream.checkpoint.lifecycle import last_committed_batch
 from slipstream.core.files import write_atomically
 from slipstream.core.specs import TriggerSpec, format_duration
