@@ -57,9 +57,12 @@ def test_mobile_parses_once_and_reconciles(spark: SparkSession, tmp_path: Path) 
         h.process()
         results = h.results()
         quarantined = read_quarantine(spark, h.prepared.inputs["actions"].quarantine).collect()
+        # what the harness (and the dashboard's preview) reads: the ingest query's batch files
+        shown = h.results("quarantine.actions")
         totals, read = h.totals, dict(h.run.totals.by_query)
     by_raw = {r["raw"]: r for r in quarantined}
     assert len(quarantined) == len(MALFORMED)
+    assert sorted(r["raw"] for r in shown) == sorted(line for line, _ in MALFORMED)
     for line, reason in MALFORMED:
         assert by_raw[line]["reason"].startswith(reason), (line, by_raw[line]["reason"])
         assert by_raw[line]["source"].endswith(landed.name)

@@ -104,12 +104,13 @@ class FileSink(Sink):
         return f"{self.spec.kind} files in {self.directory} (exactly-once: _spark_metadata log)"
 
     def read(self, spark: SparkSession, ctx: SinkContext) -> DataFrame | None:
-        if not (self.directory / "_spark_metadata").exists():
-            return None
         reader = spark.read.format(self.spec.kind)
         if self.spec.kind == "csv":
             reader = reader.option("header", "true").option("inferSchema", "true")
-        return reader.load(str(self.directory))
+        if (self.directory / "_spark_metadata").exists():
+            return reader.load(str(self.directory))
+        staged = committed_files(self.directory)  # a quarantine the ingest stage wrote
+        return reader.load([str(f) for f in staged]) if staged else None
 
     def preview(
         self, ctx: SinkContext, *, limit: int = 50, order_by: str | None = None
@@ -184,10 +185,13 @@ def last_sink_batch(directory: Path) -> int | None:
 
 def committed_files(directory: Path) -> list[Path]:
     """The data files Spark's file sink committed to `directory`, oldest batch first, from its
-    `_spark_metadata` log (`N` and `N.compact` files: a `v1` line, then one JSON entry a file)."""
+    `_spark_metadata` log (`N` and `N.compact` files: a `v1` line, then one JSON entry a file).
+    A quarantine the ingest stage writes (runtime/ingest_stage.py) has no such log: each of its
+    `batch-N.json` files is renamed in whole, so every one there is committed."""
     log = directory / "_spark_metadata"
     if not log.is_dir():
-        return []
+        staged = [(p.stem.split("-", 1)[1], p) for p in directory.glob("batch-*.json")]
+        return [p for n, p in sorted((int(n), p) for n, p in staged if n.isdigit())]
     batches = sorted(
         (int(p.name.split(".")[0]), p)
         for p in log.iterdir()
