@@ -215,9 +215,8 @@ class DeadLetter:
                 try:
                     self._catch_up(cover, live)
                 except Exception as exc:  # never the query's failure: tried again next time
-                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
                     log.warning("late-row dead-letter of %s: %s (tried again at the next "
-                                "batch)", cover.output.ctx.query_name, first)  # fmt: skip
+                                "batch)", cover.output.ctx.query_name, _why(exc))  # fmt: skip
             return self.written - before
 
     def _catch_up(self, cover: Covered, live: bool) -> None:
@@ -362,3 +361,13 @@ def dead_letter(spark: SparkSession, prepared: Prepared) -> DeadLetter:
             _write_private(root / MARK, iter(["slipstream late-row dead-letter"]))
         covered.append(Covered(prepared.outputs[name], found, folder))
     return DeadLetter(spark, prepared, covered)
+
+
+def _why(exc: BaseException) -> str:
+    """A failure in one line: its first, and for a Java error (`An error occurred while
+    calling oN.javaToPython.`, which says nothing) the Java exception under it."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    cause = next((line for line in lines[1:] if "Exception" in line or "Error" in line), None)
+    return f"{lines[0]} {cause}" if cause else lines[0]
