@@ -157,7 +157,11 @@ def test_checkpoint_of_the_other_kind_is_refused_both_ways(tmp_path: Path) -> No
     plain = runner.prepare(load_settings("mobile", flags, environ={}))
     checkpoint = plain.outputs["counts"].ctx.checkpoint
     checkpoint.mkdir(parents=True)
-    (checkpoint / "metadata").write_text("{}")  # a run without the ingest stage made it
+    (checkpoint / "metadata").write_text("{}")  # started, killed before its first offset
+    (checkpoint / "offsets").mkdir()
+    (checkpoint / "offsets" / ".0.tmp").write_text("v1")
+    check_checkpoints(plain, {"actions"})  # it read nothing: either kind may go on from it
+    (checkpoint / "offsets" / "0").write_text("v1")  # a run without the ingest stage made it
     check_checkpoints(plain, set())  # the same kind: it goes on
     assert code_of(lambda: check_checkpoints(plain, {"actions"})) == (
         "CHECKPOINT_FROM_OLDER_VERSION"

@@ -232,7 +232,10 @@ def accounts(prepared: Prepared, by_query: dict[str, dict]) -> dict[str, dict]:
 
 
 def _has_run(checkpoint: Path) -> bool:
-    return (Path(checkpoint) / "offsets").is_dir() or (Path(checkpoint) / "metadata").is_file()
+    """Whether a checkpoint has planned a batch (an `offsets/N` file): one with only its
+    `metadata`, or the temp file of a kill inside its first offset write, has read nothing."""
+    offsets = Path(checkpoint) / "offsets"
+    return offsets.is_dir() and any(p.name.isdigit() for p in offsets.iterdir())
 
 
 def check_checkpoints(prepared: Prepared, staged: set[str]) -> None:

@@ -9,12 +9,14 @@ Run.wait() (runtime.run) until the queries finish, --duration passes, Ctrl-C or 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
@@ -350,7 +352,12 @@ def start(
             queries[out.name] = started
             restarts[out.name] = lambda ready=ready: start_query(ready)
             if query.ingest is not None and settings.trigger.finite and not overlap:
-                started.awaitTermination()  # the outputs then read all of what it wrote
+                # the outputs then read all of what it wrote; if it failed, none starts, and
+                # Run.wait raises its failure with its code (KAFKA_DATA_LOST, ...)
+                with contextlib.suppress(StreamingQueryException):
+                    started.awaitTermination()
+                if started.exception() is not None:
+                    break
     except BaseException as exc:
         for started in queries.values():
             started.stop()
