@@ -199,6 +199,7 @@ def test_check_through_connect_reads_the_classic_plans_and_refuses_what_cannot_w
     flags = {
         "input": [f"events={tmp_path / 'input'}", f"catalog={tmp_path / 'catalog.csv'}"],
         "state_dir": str(tmp_path / "state"),
+        "ingest_stage": False,  # a run through Connect never stages (ingest_stage.applies)
     }
     classic = io.StringIO()
     code = commands.check(load_settings("trending", flags, environ={}), classic, spark=spark)

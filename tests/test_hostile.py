@@ -113,6 +113,26 @@ class DeletingCollectSink(CollectSink):
         super().write_batch(batch, info)
 
 
+def delete_in_the_ingest_stage(
+    monkeypatch: pytest.MonkeyPatch, *sinks: DeletingCollectSink
+) -> None:
+    """Under the ingest stage the raw files are read by the ingest query, whose batch runs
+    before any output's: each sink's victim is deleted there, in its own run's ingest batch
+    (after the listing, before the read), as the sink deletes it without the stage."""
+    from slipstream.runtime.ingest_stage import IngestBatch
+
+    original = IngestBatch.__call__
+
+    def call(self: IngestBatch, batch: DataFrame, batch_id: int) -> None:
+        for sink in sinks:
+            if sink.victim.exists() and sink.victim.parent.parent in self.bronze.parents:
+                sink.victim.unlink()
+                sink.deleted_in = batch_id
+        original(self, batch, batch_id)
+
+    monkeypatch.setattr(IngestBatch, "__call__", call)
+
+
 def land(folder: Path, keys: list[str]) -> dict[str, str]:
     """Copy corpus files into a landing folder; file name -> manifest key."""
     named = {}
@@ -172,10 +192,13 @@ def sent(key: str) -> int:
     return sum(f.values()) - f["skipped"] - f["withdrawn"]
 
 
-def test_hostile_corpus_every_format(spark: SparkSession, tmp_path: Path) -> None:
+def test_hostile_corpus_every_format(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mobile = {"mode": "update", "window": "1ms"}
     json_sink = DeletingCollectSink(tmp_path / "json" / "input" / "deleted.json")
     text_sink = DeletingCollectSink(tmp_path / "text" / "input" / "deleted.txt")
+    delete_in_the_ingest_stage(monkeypatch, json_sink, text_sink)
     runs = {
         "json": PipelineHarness(spark, "mobile", tmp_path / "json", sink=json_sink, **mobile),
         "csv": PipelineHarness(spark, MobileCsv(), tmp_path / "csv", format="csv", **mobile),

@@ -32,7 +32,7 @@ from slipstream.ingest.parse import REASON, SOURCE
 from slipstream.ingest.quarantine import read_quarantine
 from slipstream.sources.parquet_files import parquet_rows
 from slipstream.testing import PipelineHarness
-from tests.test_hostile import NUMBERS, DeletingCollectSink
+from tests.test_hostile import NUMBERS, DeletingCollectSink, delete_in_the_ingest_stage
 
 pytestmark = pytest.mark.spark
 
@@ -203,10 +203,13 @@ def expected_rows(data: bytes) -> tuple[list[tuple[Any, ...]], dict[str, str]]:
     return valid, bad
 
 
-def test_hostile_parquet_files(spark: SparkSession, tmp_path: Path) -> None:
+def test_hostile_parquet_files(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     files = make_files()
     assert set(files) == set(FILES)
     sink = DeletingCollectSink(tmp_path / "input" / "deleted.parquet")
+    delete_in_the_ingest_stage(monkeypatch, sink)
     run = PipelineHarness(spark, ParquetNumbers(), tmp_path, sink=sink)
     for name, data in files.items():
         (run.input / name).write_bytes(data)

@@ -106,8 +106,8 @@ def test_mobile_restart_reads_on_and_quarantines_exactly_once(
 def test_a_checkpoint_from_before_the_ingest_stage_is_refused(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    # a checkpoint made without the ingest stage (the default)
-    with PipelineHarness(spark, "mobile", tmp_path, sink="sqlite") as h:
+    # a checkpoint made without the ingest stage
+    with PipelineHarness(spark, "mobile", tmp_path, sink="sqlite", ingest_stage=False) as h:
         h.feed(VALID)
         h.process()
     with pytest.raises(CheckpointError) as refused:  # refused, never restarted from zero

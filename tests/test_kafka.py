@@ -360,8 +360,9 @@ def test_the_batch_line_shows_the_consumer_lag_as_a_capped_backfill_catches_up(
         handlers=[ConsoleReporter(out)],
     ) as h:
         h.process()
-        h.run.totals.wait_for("mobile.counts", 3)  # type: ignore[union-attr]
-    lines = [x for x in out.getvalue().splitlines() if x.startswith("mobile.counts")]
+        # the query that reads the topic in either mode: the quarantine's, or the ingest stage's
+        h.run.totals.wait_for("mobile.quarantine.actions", 3)  # type: ignore[union-attr]
+    lines = [x for x in out.getvalue().splitlines() if x.startswith("mobile.quarantine.actions")]
     lags = [int(re.search(r"kafka lag ([\d,]+)", x).group(1).replace(",", "")) for x in lines]  # type: ignore[union-attr]
     assert lags[:4] == [750, 500, 250, 0], out.getvalue()
 
