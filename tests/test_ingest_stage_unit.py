@@ -47,3 +47,31 @@ def test_a_quarantine_the_ingest_stage_wrote_is_read_file_by_file_in_batch_order
     (tmp_path / ".tmp-batch-4-abc").mkdir()  # a write a crash interrupted: hidden, never read
     assert committed_files(tmp_path) == [tmp_path / "batch-2.json", tmp_path / "batch-10.json"]
     assert committed_files(tmp_path / "missing") == []
+
+
+def test_auto_stages_a_new_finite_run_whose_input_feeds_two_outputs_and_keeps_a_checkpoints_kind(
+    tmp_path: Path,
+) -> None:
+    from slipstream.runtime import runner
+    from slipstream.runtime.ingest_stage import MARK
+    from slipstream.settings.config import load_settings
+
+    def staged(pipeline: str, **flags: Any) -> bool | None:
+        settings = load_settings(pipeline, {"state_dir": tmp_path / "state", **flags}, environ={})
+        return runner.prepare(settings, check_source=False).settings.ingest_stage
+
+    # sensors: 3 outputs + the quarantine read each reading; mobile: 1 + the quarantine
+    assert staged("sensors", trigger="available-now") is True
+    assert staged("ads", trigger="once") is True
+    assert staged("mobile", trigger="available-now") is False
+    assert staged("sensors") is False  # a live trigger: latency would pay for the hop
+    assert staged("sensors", trigger="available-now", ingest_stage="false") is False
+    assert staged("mobile", ingest_stage="true") is True
+    # a checkpoint that planned a batch goes on as it was made, whatever the trigger
+    checkpoint = tmp_path / "state" / "checkpoints" / "sensors" / "sensor_stats"
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "offsets" / "0").write_text("v1")
+    assert staged("sensors", trigger="available-now") is False  # made without the stage
+    (checkpoint / MARK).write_text("")
+    assert staged("sensors") is True  # made with it: a live run goes on with it
+    assert staged("sensors", ingest_stage="false") is False  # as given (then refused at start)

@@ -117,6 +117,16 @@ def boolean(value: Any) -> bool:
     raise ValueError("true or false")
 
 
+def boolean_or_auto(value: Any) -> bool | None:
+    """A boolean, or `auto` (None): the run decides (e.g. `--ingest-stage`)."""
+    if value is None or str(value).strip().lower() == "auto":
+        return None
+    try:
+        return boolean(value)
+    except ValueError:
+        raise ValueError("true, false or auto") from None
+
+
 _SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+):/")
 
 

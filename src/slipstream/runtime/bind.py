@@ -22,6 +22,7 @@ from slipstream.ingest.guard import EventTimeGuard
 from slipstream.pipelines import Pipeline, get_pipeline
 from slipstream.runtime.bound import QUARANTINE, BoundInput, BoundOutput, Prepared
 from slipstream.runtime.from_checkpoint import apply, start_from
+from slipstream.runtime.ingest_stage import decide
 from slipstream.settings.config import Settings
 from slipstream.settings.connect import sink_violations
 from slipstream.sinks import Sink, SinkContext, make_sink
@@ -59,7 +60,6 @@ def prepare(
     }
     if check_source:
         pipeline.validate(params, {n: b.binding.path for n, b in inputs.items()})
-    start = start_from(settings, pipeline.name, inputs) if check_source else None
     for flag in ("sink", "table", "mode"):
         _refuse_unknown(pipeline, getattr(settings, flag), "output", f"--{flag}")
     outputs: dict[str, BoundOutput] = {}
@@ -86,6 +86,9 @@ def prepare(
                 reads=(bound_input.name,),
             )
     _refuse_shared_targets(outputs)
+    # `--ingest-stage auto`: decided here, once, from the checkpoints and the outputs
+    settings = settings.with_(ingest_stage=decide(settings, inputs, outputs))
+    start = start_from(settings, pipeline.name, inputs) if check_source else None
     inputs = apply(inputs, start, [Path(o.ctx.checkpoint) for o in outputs.values()])
     prepared = Prepared(pipeline, settings, params, inputs, outputs, start_from=start)
     problems = [

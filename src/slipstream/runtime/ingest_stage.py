@@ -53,7 +53,7 @@ from slipstream.ingest.quarantine import QUALITY_METRICS, rejected
 from slipstream.sinks.base import FAULT_ENV
 
 if TYPE_CHECKING:
-    from slipstream.runtime.bound import BoundInput, Prepared
+    from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared
     from slipstream.settings.config import Settings
 
 BATCH = "batch"  # the partition column of bronze's `batch=N` folders
@@ -71,6 +71,37 @@ def applies(settings: Settings, bound: BoundInput) -> bool:
     if bound.source is None or not bound.parses:
         return False
     return bound.source.kind != "socket"
+
+
+#: `--ingest-stage auto` stages a new checkpoint's inputs under a finite trigger when an input
+#: is read by this many queries or more (its outputs and its quarantine). docs/benchmarks.md
+#: section 23, available-now, stage / no stage: `sensors` (4 readers) 1.01x, `ads` (4 per
+#: input) 1.11-1.31x, `trending` (2) 1.01-1.07x, `mobile` (2) 0.66x; live, latency 1.43-1.71x
+#: worse with the stage, so a live trigger does not stage by default.
+AUTO_READERS = 3
+
+
+def decide(
+    settings: Settings, inputs: dict[str, BoundInput], outputs: dict[str, BoundOutput]
+) -> bool:
+    """`--ingest-stage auto` (the default): whether this run stages its inputs. A checkpoint
+    that has planned a batch goes on as it was made (its mark); a new one stages when the
+    trigger is finite (available-now, once) and a stream input it parses is read by
+    `AUTO_READERS` queries or more. `true`/`false` are taken as given."""
+    if settings.ingest_stage is not None:
+        return settings.ingest_stage
+    checkpoints = [Path(out.ctx.checkpoint) for out in outputs.values()]
+    made = [c for c in checkpoints if _has_run(c)]
+    if made:
+        return any((c / MARK).is_file() for c in made)
+    if not settings.trigger.finite:
+        return False
+    n_outputs = sum(1 for out in outputs.values() if out.spec is not None)
+    return any(
+        n_outputs + (b.quarantine is not None) >= AUTO_READERS
+        for b in inputs.values()
+        if b.source is not None and b.parses
+    )
 
 
 def bronze_dir(settings: Settings, bound: BoundInput) -> Path:

@@ -63,7 +63,8 @@ class Settings:
     input: dict[str, Path | KafkaTopic] = field(default_factory=dict)  # "" = the one input
     format: str | None = None
     late_rows: bool = True  # the late-row dead-letter (runtime/deadletter.py)
-    ingest_stage: bool = False  # parse once, outputs read bronze (runtime/ingest_stage.py)
+    #: parse once, outputs read bronze; None: auto, decided by runtime.bind (ingest_stage.decide)
+    ingest_stage: bool | None = None
     #: the sources' own settings given (`--host`, `--max-files-per-trigger`, ...), parsed by the
     #: declarations each source keeps (sources/); `Source.given` fills in the defaults
     source_options: dict[str, Any] = field(default_factory=dict)

@@ -55,13 +55,15 @@ RUN_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "ingest_stage",
-        values.boolean,
+        values.boolean_or_auto,
         "read and parse each stream input once, in one ingest query that writes the valid typed "
         "rows to STATE_DIR/bronze and the rejected ones to the quarantine; every output reads "
-        "the typed rows (runtime/ingest_stage.py)",
-        "true or false",
-        default=False,
-        metavar="BOOL",
+        "the typed rows. auto (the default): a checkpoint goes on as it was made; a new one "
+        "uses the stage under a finite trigger when an input feeds two or more outputs "
+        "(runtime/ingest_stage.py)",
+        "true, false or auto",
+        default=None,
+        metavar="BOOL|auto",
     ),
     Option(
         "late_rows",
