@@ -154,17 +154,21 @@ class FileSink(Sink):
         (batch ids from 0) would lose its first batches without a word. A resume, or a restart
         after a crash between the sink's commit and the checkpoint's, has planned them."""
 
-        held = last_sink_batch(self.directory)
+        logged = last_sink_batch(self.directory)
+        # a quarantine the ingest stage writes: its `batch-N.json` files, each skipped by a
+        # replay that finds it (runtime/ingest_stage.py), so the same silent skip
+        staged = max((int(n) for n, _ in _staged_files(self.directory)), default=None)
+        held = max((b for b in (logged, staged) if b is not None), default=None)
         if held is None:
             return None
         planned = last_planned_batch(ctx.checkpoint)
         if planned is not None and held <= planned:
             return None
         ran = "has planned no batch" if planned is None else f"planned batches up to {planned}"
+        where = "in its _spark_metadata log" if held == logged else "as batch-N.json files"
         return (
-            f"batches up to {held} in its _spark_metadata log while checkpoint "
-            f"{ctx.checkpoint} {ran}: Spark's file sink would skip the new batches up to "
-            f"{held} without a word"
+            f"batches up to {held} {where} while checkpoint {ctx.checkpoint} {ran}: the new "
+            f"batches up to {held} would be skipped without a word"
         )
 
     def owns(self, ctx: SinkContext) -> bool:
@@ -183,6 +187,12 @@ def last_sink_batch(directory: Path) -> int | None:
     return max(ids, default=None)
 
 
+def _staged_files(directory: Path) -> list[tuple[str, Path]]:
+    """The ingest stage's quarantine files in `directory`: (N, `batch-N.json`)."""
+    found = [(p.stem.split("-", 1)[1], p) for p in Path(directory).glob("batch-*.json")]
+    return [(n, p) for n, p in found if n.isdigit()]
+
+
 def committed_files(directory: Path) -> list[Path]:
     """The data files Spark's file sink committed to `directory`, oldest batch first, from its
     `_spark_metadata` log (`N` and `N.compact` files: a `v1` line, then one JSON entry a file).
@@ -190,8 +200,7 @@ def committed_files(directory: Path) -> list[Path]:
     `batch-N.json` files is renamed in whole, so every one there is committed."""
     log = directory / "_spark_metadata"
     if not log.is_dir():
-        staged = [(p.stem.split("-", 1)[1], p) for p in directory.glob("batch-*.json")]
-        return [p for n, p in sorted((int(n), p) for n, p in staged if n.isdigit())]
+        return [p for _, p in sorted((int(n), p) for n, p in _staged_files(directory))]
     batches = sorted(
         (int(p.name.split(".")[0]), p)
         for p in log.iterdir()
