@@ -22,7 +22,7 @@ from slipstream.ingest.guard import EventTimeGuard
 from slipstream.pipelines import Pipeline, get_pipeline
 from slipstream.runtime.bound import QUARANTINE, BoundInput, BoundOutput, Prepared
 from slipstream.runtime.from_checkpoint import apply, start_from
-from slipstream.runtime.ingest_stage import decide
+from slipstream.runtime.ingest_stage import applies, decide
 from slipstream.settings.config import Settings
 from slipstream.settings.connect import sink_violations
 from slipstream.sinks import Sink, SinkContext, make_sink
@@ -89,7 +89,12 @@ def prepare(
     # `--ingest-stage auto`: decided here, once, from the checkpoints and the outputs
     settings = settings.with_(ingest_stage=decide(settings, inputs, outputs))
     start = start_from(settings, pipeline.name, inputs) if check_source else None
-    inputs = apply(inputs, start, [Path(o.ctx.checkpoint) for o in outputs.values()])
+    # the queries that read the raw files (`--from-checkpoint`'s filter lasts until each has
+    # committed past OLD's files): with every stream input staged, its ingest queries only
+    streams = [b for b in inputs.values() if b.source is not None]
+    staged = bool(streams) and all(applies(settings, b) for b in streams)
+    raw = [Path(o.ctx.checkpoint) for o in outputs.values() if o.spec is None or not staged]
+    inputs = apply(inputs, start, raw)
     prepared = Prepared(pipeline, settings, params, inputs, outputs, start_from=start)
     problems = [
         ValidationError(v.code, f"output {out.ctx.query_name}: {v.message}", v.fix)
