@@ -75,3 +75,19 @@ def test_auto_stages_a_new_finite_run_whose_input_feeds_two_outputs_and_keeps_a_
     (checkpoint / MARK).write_text("")
     assert staged("sensors") is True  # made with it: a live run goes on with it
     assert staged("sensors", ingest_stage="false") is False  # as given (then refused at start)
+
+
+def test_an_output_of_bronze_accounts_for_every_line_its_ingest_query_read() -> None:
+    """The summary's `records read = valid + quarantined + late + duplicates` for an output that
+    reads bronze: what its ingest query quarantined, and the lines that were no record (blank
+    lines, a CSV header), are added back, as the output counted them without the stage."""
+    from slipstream.monitor.accounts import with_ingest
+
+    def totals(rows: int, quarantined: int, checked: int) -> dict[str, Any]:
+        return {"rows": rows, "quarantined": quarantined, "checked": checked, "expectations": {}}
+
+    output = totals(rows=38, quarantined=0, checked=0)  # the valid rows it read from bronze
+    ingest = totals(rows=52, quarantined=8, checked=46)  # 6 blank lines, 8 rejected, 38 valid
+    merged = with_ingest(output, [ingest])
+    assert (merged["rows"], merged["quarantined"]) == (52, 8)
+    assert with_ingest(output, []) is output

@@ -24,7 +24,10 @@ def with_ingest(t: dict[str, Any], ingests: list[dict[str, Any]]) -> dict[str, A
         return t
     merged = dict(t, expectations=dict(t["expectations"]))
     for ingest in ingests:
-        merged["rows"] += ingest["quarantined"]
+        # and the lines Spark read that are no record (blank lines, a CSV header): read, judged
+        # by nobody, as without the stage
+        unjudged = max(0, ingest["rows"] - ingest.get("checked", ingest["rows"]))
+        merged["rows"] += ingest["quarantined"] + unjudged
         merged["quarantined"] += ingest["quarantined"]
         merged["checked"] = merged.get("checked", 0) + ingest.get("checked", 0)
         merged["reason"] = merged.get("reason") or ingest.get("reason")

@@ -229,12 +229,14 @@ def ingest_batch(settings: Settings, bound: BoundInput) -> IngestBatch:
 
 
 def quality(parsed: DataFrame) -> DataFrame:
-    """The ingest query's per-batch counts: every record read, quarantined, valid."""
+    """The ingest query's per-batch counts: every record read, quarantined, valid, and one
+    of the batch's reasons (the least, as the quarantine query's: `mostly_quarantined`)."""
     return parsed.observe(
         QUALITY_METRICS,
         F.count(F.lit(1)).alias("input"),
         F.count(F.col(REASON)).alias("quarantined"),
         F.count(F.when(F.col(REASON).isNull(), 1)).alias("valid"),
+        F.min(F.col(REASON)).alias("reason"),
     )
 
 
