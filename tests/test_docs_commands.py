@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from slipstream.sinks.spark_sinks import committed_files
 from tests import doc_blocks
 from tests.helpers import MOBILE_SAMPLES, cli_env, mobile_counts
 
@@ -80,9 +81,9 @@ def test_tutorial_from_init_to_a_crash_safe_run(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "state" / "slipstream.db") as conn:
         table = sorted(conn.execute("SELECT * FROM page_views_counts").fetchall())
     assert table == views_per_user_and_window(tmp_path / "landing")
-    quarantined = [
+    quarantined = [  # Spark's committed part-* files, or the ingest stage's batch-N.json
         line
-        for p in (tmp_path / "state" / "quarantine" / "page_views" / "views").glob("part-*")
+        for p in committed_files(tmp_path / "state" / "quarantine" / "page_views" / "views")
         for line in p.read_text().splitlines()
     ]
     assert len(quarantined) == 1 and "missing required field 'ts'" in quarantined[0]

@@ -110,6 +110,9 @@ def test_metrics_endpoint_matches_the_running_querys_progress(
         families, after = scrape(server.url)
         assert query.lastProgress["timestamp"] == last["timestamp"]  # nothing ran meanwhile
         recent = [json.loads(p.json) for p in query.recentProgress]
+        # the query that judged the records: the output, or under the ingest stage its ingest
+        judge = "quarantine.actions" if h.prepared.settings.ingest_stage else "counts"
+        judged = [json.loads(p.json) for p in h.run.queries[judge].recentProgress]  # type: ignore[union-attr]
 
     assert set(families) >= FAMILIES
     ops = last["stateOperators"]
@@ -148,8 +151,14 @@ def test_metrics_endpoint_matches_the_running_querys_progress(
     assert value(families, "slipstream_batches_completed") == len(ran) >= 5
     dropped = sum(o["numRowsDroppedByWatermark"] for p in recent for o in p["stateOperators"])
     assert value(families, "slipstream_rows_dropped_by_watermark") == dropped == 1
-    quarantined = sum(p["observedMetrics"]["quality"]["quarantined"] for p in ran)
-    assert value(families, "slipstream_quarantined_rows") == quarantined == len(BAD_LINES)
+    quarantined = sum(
+        p["observedMetrics"]["quality"]["quarantined"]
+        for p in judged
+        if "addBatch" in p["durationMs"]
+    )
+    judged_by = {"query": f"mobile.{judge}"}
+    assert value(families, "slipstream_quarantined_rows", **judged_by) == quarantined
+    assert quarantined == len(BAD_LINES)
 
     # the harness run wrote the pipeline's event log like a CLI run
     events = read_events(tmp_path / "state" / "events" / "mobile.jsonl")
@@ -236,7 +245,11 @@ def test_live_dashboard_follows_a_running_pipeline(spark: SparkSession, tmp_path
                 f"""() => [...document.querySelectorAll('{card} canvas')]
                     .every(c => Number(c.dataset.points) >= 2)"""
             )
-            assert page.inner_text(f'{card} [data-fact="quarantined"]') == "1"
+            # the rejected line, on the card of the query that judged it (the output, or under
+            # the ingest stage its ingest query)
+            judge = "quarantine.events" if settings.ingest_stage else "views"
+            judged = f'article[data-key="trending/trending.{judge}"]'
+            assert page.inner_text(f'{judged} [data-fact="quarantined"]') == "1"
             # each stateful operator of the last batch, as `slipstream status` reports it
             query = h.run.queries["views"]  # type: ignore[union-attr]
             ops = query.lastProgress["stateOperators"]
