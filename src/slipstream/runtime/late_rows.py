@@ -130,12 +130,22 @@ def kafka_raw(spark: SparkSession, topic: KafkaTopic, ranges: Ranges) -> DataFra
     """The records of `ranges` as the stream read them: value, and `kafka:TOPIC:P:OFFSET`."""
     from slipstream.sources.kafka import raw_records
 
-    options = {k: v for k, v in topic.spark_options().items() if k not in _STREAM_ONLY}
+    options = {
+        k: v
+        for k, v in topic.spark_options().items()
+        if k not in _STREAM_ONLY and k not in ("subscribe", "subscribePattern", "assign")
+    }
     starts = {topic.topic: {p: s for p, (s, _) in ranges.items()}}
     ends = {topic.topic: {p: e for p, (_, e) in ranges.items()}}
+    # `assign`, the partitions the batch read, not `subscribe`: Spark refuses offsets that do
+    # not name every partition the consumer is assigned ("Partitions specified for Kafka start
+    # offsets don't match what are assigned"), and a batch that read one partition of two
+    # names one (seen in CI: every re-read of a 2-partition topic failed so)
+    assigned = {topic.topic: sorted(int(p) for p in ranges)}
     frame = (
         spark.read.format("kafka")
         .options(**options)
+        .option("assign", json.dumps(assigned))
         .option("startingOffsets", json.dumps(starts))
         .option("endingOffsets", json.dumps(ends))
         .load()
