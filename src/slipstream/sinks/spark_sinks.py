@@ -157,7 +157,7 @@ class FileSink(Sink):
         logged = last_sink_batch(self.directory)
         # a quarantine the ingest stage writes: its `batch-N.json` files, each skipped by a
         # replay that finds it (runtime/ingest_stage.py), so the same silent skip
-        staged = max((int(n) for n, _ in _staged_files(self.directory)), default=None)
+        staged = max((n for n, _ in _staged_files(self.directory)), default=None)
         held = max((b for b in (logged, staged) if b is not None), default=None)
         if held is None:
             return None
@@ -187,10 +187,10 @@ def last_sink_batch(directory: Path) -> int | None:
     return max(ids, default=None)
 
 
-def _staged_files(directory: Path) -> list[tuple[str, Path]]:
-    """The ingest stage's quarantine files in `directory`: (N, `batch-N.json`)."""
+def _staged_files(directory: Path) -> list[tuple[int, Path]]:
+    """The ingest stage's quarantine files in `directory`, oldest first: (N, `batch-N.json`)."""
     found = [(p.stem.split("-", 1)[1], p) for p in Path(directory).glob("batch-*.json")]
-    return [(n, p) for n, p in found if n.isdigit()]
+    return sorted((int(n), p) for n, p in found if n.isdigit())
 
 
 def committed_files(directory: Path) -> list[Path]:
@@ -200,7 +200,7 @@ def committed_files(directory: Path) -> list[Path]:
     `batch-N.json` files is renamed in whole, so every one there is committed."""
     log = directory / "_spark_metadata"
     if not log.is_dir():
-        return [p for _, p in sorted((int(n), p) for n, p in _staged_files(directory))]
+        return [p for _, p in _staged_files(directory)]
     batches = sorted(
         (int(p.name.split(".")[0]), p)
         for p in log.iterdir()
