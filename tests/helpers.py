@@ -115,6 +115,25 @@ def late_records(state_dir: Path, pipeline: str, output: str) -> dict[int, list[
     return found
 
 
+def data_batch_ids(checkpoint: Path) -> list[int]:
+    """The ids of a query's committed batches that read data (a source's offset moved), in
+    order. An id missing between two is a no-data batch Spark ran for a new watermark (a
+    query that caught up with its input), which moves the watermark later rows are judged by
+    (`stream_reference.counted`'s `ids`)."""
+    from slipstream.checkpoint.logs import batch_offsets
+
+    commits = Path(checkpoint) / "commits"
+    committed = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    ids: list[int] = []
+    before: tuple[Any, ...] | None = None
+    for batch in committed:
+        sources = batch_offsets(Path(checkpoint), batch).sources
+        if sources != before:
+            ids.append(batch)
+        before = sources
+    return ids
+
+
 def window_end(moment: datetime, length: timedelta) -> datetime:
     """The end (exclusive) of the epoch-aligned tumbling window of `length` holding `moment`."""
     since = moment - datetime(1970, 1, 1, tzinfo=UTC)

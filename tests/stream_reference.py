@@ -85,17 +85,25 @@ def counted(
     key: Callable[[dict[str, Any]], Any] | None,
     watermark: timedelta,
     window: timedelta | None = None,
+    ids: Sequence[int] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The records that count, and what happened to the others: invalid, late, duplicates,
     and the final watermark (max valid event time - watermark). With a `key`, a deduplication
     drops late rows (by their own time); without one, an aggregation over tumbling `window`s
-    does (by their window's end, which is exclusive)."""
+    does (by their window's end, which is exclusive).
+
+    A row of batch B is late by the watermark of batch B-1, made from the batches before B-1
+    (Spark's watermark for late rows). `ids`: the query's batch id of each of `batches`
+    (`data_batch_ids`); a gap is a no-data batch Spark ran for a new watermark, after which
+    the next batch judges by every batch before it. Default: back to back, 0, 1, 2, ..."""
+    ids = list(range(len(batches))) if ids is None else list(ids)
+    assert len(ids) == len(batches), (len(ids), len(batches))
     maxima: list[datetime | None] = []
     seen: set[Any] = set()
     kept: list[dict[str, Any]] = []
     stats: dict[str, Any] = {"invalid": 0, "late": 0, "duplicates": 0}
     for k, lines in enumerate(batches):
-        earlier = [m for m in maxima[: max(k - 1, 0)] if m is not None]
+        earlier = [m for j, m in enumerate(maxima) if ids[j] < ids[k] - 1 and m is not None]
         late_at = max(earlier) - watermark if earlier else None
         batch_max = None
         for line in lines:
