@@ -1,42 +1,12 @@
-"""The ingest stage's rules without Spark: when the outputs run beside the ingest queries
-(`overlaps`), and which quarantine files the readers take as committed (`committed_files`)."""
+"""The ingest stage's rules without Spark: which quarantine files the readers take as committed
+(`committed_files`), and when `auto` stages a run (`decide`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
-from slipstream.core.specs import TriggerSpec
-from slipstream.runtime.ingest_stage import overlaps
 from slipstream.sinks.spark_sinks import committed_files
-
-
-def _settings(trigger: str, stage: bool = True) -> Any:
-    return SimpleNamespace(ingest_stage=stage, remote=None, trigger=TriggerSpec.parse(trigger))
-
-
-def _input(max_files: int | None, kind: str = "files") -> Any:
-    return SimpleNamespace(
-        source=SimpleNamespace(kind=kind),
-        parses=True,
-        binding=SimpleNamespace(topic=None),
-        source_options={"max_files_per_trigger": max_files} if max_files else {},
-    )
-
-
-def test_the_outputs_run_beside_the_ingest_only_for_bounded_available_now_batches() -> None:
-    catalog = SimpleNamespace(source=None)  # a static table: not a stream, never staged
-    assert overlaps(_settings("available-now"), [_input(1), catalog])
-    # one unbounded batch: nothing to overlap; `once`: one batch
-    assert not overlaps(_settings("available-now"), [_input(None)])
-    assert not overlaps(_settings("once"), [_input(1)])
-    # a live trigger runs every query together already; without the stage there is no ingest
-    assert not overlaps(_settings("default"), [_input(1)])
-    assert not overlaps(_settings("available-now", stage=False), [_input(1)])
-    # every stream input must be staged and bounded: one unbounded input decides
-    assert not overlaps(_settings("available-now"), [_input(1), _input(None)])
-    assert not overlaps(_settings("available-now"), [_input(1, kind="socket")])
 
 
 def test_a_quarantine_the_ingest_stage_wrote_is_read_file_by_file_in_batch_order(

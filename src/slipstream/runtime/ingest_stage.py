@@ -25,11 +25,22 @@ and takes new files in modification-time order; the pipeline's `build` still rec
 frames with the columns it received before. The dead-letter re-reads an output's batch from the
 bronze files its offset log names.
 
+When the outputs run: under a finite trigger (available-now, once) after the ingest queries
+have ended, back to back over bronze, one bronze batch per output batch when the source bounds
+its batches (`per_batch`): the batches, watermarks and late rows of a direct read. Under a live
+trigger beside them: an output that catches up with its ingest query runs the no-data batch
+Spark runs for a new watermark before the next batch, which then judges late rows by that
+watermark (a direct read of a backlog runs its batches back to back and judges by the one
+before). A live read of a source that trickles does the same; either way a row within the
+watermark's delay is never dropped, and the dead-letter holds every row that was.
+
 Not applied (the path of today: every query reads and parses): socket sources (not replayable),
 Spark Connect (foreachBatch runs in a server-side worker), inputs that do not parse.
 
-A checkpoint made without the ingest stage is refused with CHECKPOINT_FROM_OLDER_VERSION (and
-one made with it, by a run without it): its offsets name the raw files, not bronze."""
+`--ingest-stage auto` (the default, `decide`) goes on with a checkpoint as it was made. Asked
+for explicitly, a checkpoint made without the ingest stage is refused with
+CHECKPOINT_FROM_OLDER_VERSION (and one made with it, by a run without it,
+CHECKPOINT_FROM_INGEST_STAGE): its offsets name the raw files, not bronze."""
 
 from __future__ import annotations
 
@@ -38,7 +49,6 @@ import shutil
 import signal
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,7 +56,6 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from slipstream.core.specs import TriggerSpec
 from slipstream.errors import CheckpointError
 from slipstream.ingest.parse import RAW, REASON
 from slipstream.ingest.quarantine import QUALITY_METRICS, rejected
@@ -122,27 +131,6 @@ def per_batch(bound: BoundInput) -> bool:
     if topic is not None and "maxOffsetsPerTrigger" in dict(topic.options):
         return True
     return bool(bound.source_options.get("max_files_per_trigger"))
-
-
-#: the outputs' trigger while they follow the ingest queries of an available-now run
-#: (`overlaps`): how often an idle output looks for the next bronze batch. Each look lists the
-#: bronze folders, so not 0; short beside an ingest batch (seconds), so the series becomes an
-#: overlap: output batch N runs while the ingest query writes N+1.
-FOLLOW = TriggerSpec("interval", timedelta(milliseconds=500))
-
-
-def overlaps(settings: Settings, inputs: list[BoundInput]) -> bool:
-    """Whether the outputs of an available-now run with the ingest stage run beside its ingest
-    queries (each output reads bronze batch N while the ingest query writes N+1) rather than
-    after them: when every stream input is staged and bounds its batches (`per_batch`), an
-    output batch is one bronze batch whenever it runs, so its batches, watermarks and late
-    rows are the same as after the ingest; the run then ends each output once the ingest
-    queries have ended and it has read all of bronze (`Run.wait`). One unbounded batch has
-    nothing to overlap."""
-    if settings.trigger.kind != "available-now":
-        return False
-    streams = [b for b in inputs if b.source is not None]
-    return bool(streams) and all(applies(settings, b) and per_batch(b) for b in streams)
 
 
 def read_bronze(spark: SparkSession, folder: Path, schema: StructType, one: bool) -> DataFrame:

@@ -69,9 +69,6 @@ class Run:
     # a stop asked from this process (Ctrl-C: runtime.interrupt), whatever `stop_requested` is
     _asked: threading.Event = field(default_factory=threading.Event)
     _asked_reason: str | None = None
-    # (ingest queries, outputs that follow them): an available-now run whose outputs run
-    # beside its ingest queries (runtime.ingest_stage.overlaps); `wait` ends the outputs
-    following: tuple[tuple[str, ...], tuple[str, ...]] | None = None
     # how to start each query again (runner.start), for `_start_again`
     restarts: dict[str, Callable[[], StreamingQuery]] = field(default_factory=dict)
     _restarted: dict[str, int] = field(default_factory=dict)
@@ -128,7 +125,6 @@ class Run:
         # A failure is raised after the stop, by raise_failure (which maps expectation errors).
         try:
             while True:
-                self._end_followers()
                 ended = [n for n, q in self.queries.items() if not q.isActive]
                 if [n for n in ended if self._start_again(n)]:
                     continue
@@ -193,23 +189,6 @@ class Run:
         self.listener.register(str(again.id), query_name)
         self.queries[name] = again
         return True
-
-    def _end_followers(self) -> None:
-        """Once the ingest queries of an overlapped available-now run have all ended well,
-        each output that follows them reads what remains in bronze (and runs the no-data
-        batch its watermark calls for) and is stopped: it ends where it would have ended had
-        it started after them, with the trigger available-now."""
-        if self.following is None:
-            return
-        leaders, followers = self.following
-        if any(self.queries[n].isActive or self.queries[n].exception() for n in leaders):
-            return  # still writing, or failed: a failure stops every query (wait)
-        self.following = None
-        for name in followers:
-            query = self.queries[name]
-            with contextlib.suppress(StreamingQueryException):  # raised after the stop
-                query.processAllAvailable()
-            query.stop()
 
     def _ended_reason(self, ended: list[str], finite: bool) -> str:
         pipeline = self.prepared.pipeline.name

@@ -44,7 +44,6 @@ from slipstream.runtime.control import StopControl
 from slipstream.runtime.deadletter import dead_letter
 from slipstream.runtime.from_checkpoint import begin
 from slipstream.runtime.ingest_stage import (
-    FOLLOW,
     IngestBatch,
     applies,
     bronze_dir,
@@ -52,7 +51,6 @@ from slipstream.runtime.ingest_stage import (
     check_checkpoints,
     ingest_batch,
     mark_checkpoints,
-    overlaps,
     per_batch,
     quality,
     read_bronze,
@@ -308,9 +306,6 @@ def start(
         refuse_or_record(prepared, restart_verdicts(spark, prepared, built), _say)
         begin(prepared, _say)  # a new checkpoint's start (--from-checkpoint), recorded
         mark_checkpoints(prepared, staged)
-        overlap = overlaps(settings, list(prepared.inputs.values()))
-        leaders: list[str] = []  # the ingest queries, and the outputs that follow them
-        followers: list[str] = []
         restarts: dict[str, Callable[[], StreamingQuery]] = {}  # Run._start_again
         record_outputs(prepared)
         recorder.run_started([q.output.ctx.query_name for q in built], origin)
@@ -338,12 +333,8 @@ def start(
                 write_mark(query.ingest.quarantine, out.ctx.checkpoint)
                 ready = apply_trigger(writer.foreachBatch(query.ingest), settings.trigger)
                 started = start_query(ready)
-                leaders.append(out.name)
             else:
                 trigger = query_trigger(settings, quarantine=out.spec is None)
-                if overlap:  # beside the ingest queries; Run.wait ends them after them
-                    trigger = FOLLOW
-                    followers.append(out.name)
                 ready = apply_trigger(attach(writer, out.ctx), trigger)
                 started = start_query(ready)
                 if rows is not None:
@@ -351,9 +342,12 @@ def start(
             listener.register(str(started.id), out.ctx.query_name)
             queries[out.name] = started
             restarts[out.name] = lambda ready=ready: start_query(ready)
-            if query.ingest is not None and settings.trigger.finite and not overlap:
-                # the outputs then read all of what it wrote; if it failed, none starts, and
-                # Run.wait raises its failure with its code (KAFKA_DATA_LOST, ...)
+            if query.ingest is not None and settings.trigger.finite:
+                # the outputs then read all of what it wrote, back to back as they would read
+                # the input itself (an output beside it would catch up and run the no-data
+                # batch of a new watermark between two batches, so a row near the watermark
+                # could be judged late where a direct read keeps it). If it failed, none
+                # starts, and Run.wait raises its failure with its code (KAFKA_DATA_LOST, ...)
                 with contextlib.suppress(StreamingQueryException):
                     started.awaitTermination()
                 if started.exception() is not None:
@@ -378,6 +372,5 @@ def start(
         recorder=recorder,
         dead_letter=late.start(),
         landed=landed,
-        following=(tuple(leaders), tuple(followers)) if overlap else None,
         restarts=restarts,
     )
