@@ -10,7 +10,7 @@ from slipstream.core import values
 from slipstream.errors import ConfigError
 from slipstream.runtime import runner
 from slipstream.settings.config import load_settings
-from slipstream.tools.generators import streams
+from slipstream.tools.generators import stream_command
 
 TOO_MANY = "1000000001"  # one over values.MAX_COUNT
 BOUND = "1,000,000,000"
@@ -66,13 +66,15 @@ def test_command_flags_name_their_bounds(
 
 
 def test_generator_numbers_name_their_bounds() -> None:
-    assert streams.number("rate", "1000000000", float, 1.0) == 1e9
-    assert streams.number("seed", str(2**63 - 1), int, 1) == 2**63 - 1
+    assert stream_command.number("rate", "1000000000", float, 1.0) == 1e9
+    assert stream_command.number("seed", str(2**63 - 1), int, 1) == 2**63 - 1
     for name, text, kind in (
         ("rate", "1e12", float), ("rate", "inf", float), ("rate", "nan", float),
         ("users", TOO_MANY, int), ("seed", str(2**63), int),
     ):  # fmt: skip
-        error = refused(lambda name=name, text=text, kind=kind: streams.number(name, text, kind, 0))
+        error = refused(
+            lambda name=name, text=text, kind=kind: stream_command.number(name, text, kind, 0)
+        )
         top = f"{2**63 - 1:,}" if name == "seed" else BOUND
         assert f"--{name}" in error.render() and top in error.render(), error.render()
 

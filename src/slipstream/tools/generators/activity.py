@@ -19,6 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from slipstream.tools.generators import streams
+from slipstream.tools.generators.stream_command import Own, command
 from slipstream.tools.generators.streams import Record, Shape, StreamSpec
 
 ACTIONS = ("click", "scroll", "purchase")
@@ -97,10 +98,10 @@ class Users:
 
 
 OWN = (
-    streams.Own("users", 200, "users (200)"),
-    streams.Own("bursty", 3, "users acting every 1-2 s (3)"),
-    streams.Own("idle", timedelta(minutes=45), "mean idle gap between sessions (45m)"),
+    Own("users", 200, "users (200)"),
+    Own("bursty", 3, "users acting every 1-2 s (3)"),
+    Own("idle", timedelta(minutes=45), "mean idle gap between sessions (45m)"),
 )
 
 
-add_arguments, run = streams.command(DEFAULTS, OWN, lambda own, spec: Users(**own, seed=spec.seed))
+add_arguments, run = command(DEFAULTS, OWN, lambda own, spec: Users(**own, seed=spec.seed))

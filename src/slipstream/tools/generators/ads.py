@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from slipstream.core.files import write_atomically
-from slipstream.tools.generators import streams
+from slipstream.tools.generators import stream_command, streams
+from slipstream.tools.generators.stream_command import Own
 from slipstream.tools.generators.streams import Record, Shape, StreamSpec
 
 CAMPAIGNS = ("spring-sale", "new-phone", "travel", "streaming", "fitness", "books", "cars")
@@ -152,16 +153,16 @@ def read_catalog(path: Path) -> list[dict[str, str]]:
 
 
 OWN = (
-    streams.Own("rate", 2.0, "impressions per second of event time (2)"),
-    streams.Own("ads", 40, "ads in the catalog (40)"),
-    streams.Own("users", 5_000, "distinct users (5000)"),
-    streams.Own("ctr", 0.1, "share of impressions clicked (0.1)", "F"),
-    streams.Own("late_clicks", 0.05, "share of clicks 1-2 hours after the impression (0.05)", "F"),
+    Own("rate", 2.0, "impressions per second of event time (2)"),
+    Own("ads", 40, "ads in the catalog (40)"),
+    Own("users", 5_000, "distinct users (5000)"),
+    Own("ctr", 0.1, "share of impressions clicked (0.1)", "F"),
+    Own("late_clicks", 0.05, "share of clicks 1-2 hours after the impression (0.05)", "F"),
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    streams.add_arguments(parser, DEFAULTS, *OWN)
+    stream_command.add_arguments(parser, DEFAULTS, *OWN)
     parser.add_argument(
         "--catalog",
         type=Path,
@@ -171,10 +172,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    spec = streams.spec_from_args(args, DEFAULTS)
-    workload = Ads(**streams.own_values(args, *OWN), seed=spec.seed)
+    spec = stream_command.spec_from_args(args, DEFAULTS)
+    workload = Ads(**stream_command.own_values(args, *OWN), seed=spec.seed)
     catalog = args.catalog or Path(args.out).resolve().parent / CATALOG_NAME
     workload.write_catalog(catalog)
-    streams.run(args, out, workload, spec)
+    stream_command.run(args, out, workload, spec)
     print(f"catalog {catalog}", file=out)
     return 0

@@ -31,10 +31,10 @@ from typing import Any, TextIO
 
 from slipstream.core.specs import DURATION_HELP, format_duration, parse_duration
 from slipstream.errors import ConfigError
-from slipstream.tools.generators import streams
+from slipstream.tools.generators import stream_command
 from slipstream.tools.generators.kafka_out import topic_writer
+from slipstream.tools.generators.stream_command import moment
 from slipstream.tools.generators.stream_model import REPORT_NAME, late_note, report_beside
-from slipstream.tools.generators.streams import moment
 from slipstream.tools.generators.trending import (
     SpecError,
     SystemClock,
@@ -118,7 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _number(name: str, text: str, kind: type) -> Any:
-    return streams.number(name, text, kind, None)
+    return stream_command.number(name, text, kind, None)
 
 
 def spec_from_args(args: argparse.Namespace) -> tuple[TrendingSpec, bool]:

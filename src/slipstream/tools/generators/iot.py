@@ -22,6 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from slipstream.tools.generators import streams
+from slipstream.tools.generators.stream_command import Own, command
 from slipstream.tools.generators.streams import Record, Shape, StreamSpec
 
 
@@ -94,10 +95,10 @@ class Devices:
 
 
 OWN = (
-    streams.Own("rate", 5.0, "records per second of event time (5)"),
-    streams.Own("users", 40, "distinct users (40)"),
-    streams.Own("devices", 20, "distinct devices (20)"),
+    Own("rate", 5.0, "records per second of event time (5)"),
+    Own("users", 40, "distinct users (40)"),
+    Own("devices", 20, "distinct devices (20)"),
 )
 
 
-add_arguments, run = streams.command(DEFAULTS, OWN, lambda own, spec: Devices(**own))
+add_arguments, run = command(DEFAULTS, OWN, lambda own, spec: Devices(**own))

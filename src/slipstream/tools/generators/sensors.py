@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from slipstream.tools.generators import streams
+from slipstream.tools.generators.stream_command import Own, command
 from slipstream.tools.generators.streams import Record, Shape, StreamSpec
 
 ERROR_CODES = ("E01", "E17", "E42", "E99")
@@ -108,11 +109,11 @@ class Sensors:
 
 
 OWN = (
-    streams.Own("sensors", 20, "sensors in all (default 20)"),
-    streams.Own("noisy", 2, "sensors that report far too often (default 2)"),
-    streams.Own("drifting", 2, "sensors whose value drifts upward (default 2)"),
-    streams.Own("erroring", 2, "sensors that send error codes (default 2)"),
-    streams.Own("noisy_every", 10.0, "how often a noisy sensor reports (default 10)", "SECONDS"),
+    Own("sensors", 20, "sensors in all (default 20)"),
+    Own("noisy", 2, "sensors that report far too often (default 2)"),
+    Own("drifting", 2, "sensors whose value drifts upward (default 2)"),
+    Own("erroring", 2, "sensors that send error codes (default 2)"),
+    Own("noisy_every", 10.0, "how often a noisy sensor reports (default 10)", "SECONDS"),
 )
 
 
@@ -126,4 +127,4 @@ def fleet(own: dict[str, Any], spec: StreamSpec) -> Sensors:
     )
 
 
-add_arguments, run = streams.command(DEFAULTS, OWN, fleet)
+add_arguments, run = command(DEFAULTS, OWN, fleet)

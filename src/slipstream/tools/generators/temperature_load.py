@@ -20,6 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from slipstream.tools.generators import streams
+from slipstream.tools.generators.stream_command import Own, command
 from slipstream.tools.generators.streams import Record, Shape, StreamSpec
 
 SHAPES = (
@@ -95,12 +96,10 @@ class Locations:
 
 
 OWN = (
-    streams.Own("locations", 10, "locations (10)"),
-    streams.Own("temp_every", timedelta(minutes=10), "temperature period (10m)"),
-    streams.Own("load_every", timedelta(minutes=15), "load period (15m)"),
+    Own("locations", 10, "locations (10)"),
+    Own("temp_every", timedelta(minutes=10), "temperature period (10m)"),
+    Own("load_every", timedelta(minutes=15), "load period (15m)"),
 )
 
 
-add_arguments, run = streams.command(
-    DEFAULTS, OWN, lambda own, spec: Locations(**own, seed=spec.seed)
-)
+add_arguments, run = command(DEFAULTS, OWN, lambda own, spec: Locations(**own, seed=spec.seed))
