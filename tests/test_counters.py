@@ -25,7 +25,7 @@ from slipstream.monitor.listener import ConsoleReporter, RunTotals
 from slipstream.monitor.status import query_status
 from slipstream.monitor.status_view import status_table
 from slipstream.testing import article_views_db
-from slipstream.tools.demo_trending import RESULTS_QUERY, TopView
+from slipstream.tools.demo_view import RESULTS_QUERY, TopView
 from slipstream.tools.serving import top_articles
 
 LOG = Path(__file__).parent / "fixtures" / "eventlogs" / "trending_counts.jsonl"

@@ -401,7 +401,7 @@ def test_live_generation_stops_cleanly_on_sigint(tmp_path: Path) -> None:
 
 
 def test_demo_view_renders_the_top_ten(tmp_path: Path) -> None:
-    from slipstream.tools.demo_trending import TopView
+    from slipstream.tools.demo_view import TopView
 
     rows = [_row(0, f"a{i}", 100 - i) for i in range(12)] + [_row(0, "a99", 1, known=False)]
     db = article_views_db(tmp_path / "v.db", rows)
@@ -418,7 +418,8 @@ def test_demo_view_renders_the_top_ten(tmp_path: Path) -> None:
 def test_the_demo_prunes_landing_files_every_query_has_long_read(tmp_path: Path) -> None:
     import os
 
-    from slipstream.tools.demo_trending import RESULTS_QUERY, LandingJanitor
+    from slipstream.tools.demo_trending import LandingJanitor
+    from slipstream.tools.demo_view import RESULTS_QUERY
 
     now = time.time()
     ages = {"old.jsonl": 3600, "edge-old.jsonl": 1801, "edge-new.jsonl": 1799, "new.jsonl": 5}
