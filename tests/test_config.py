@@ -293,12 +293,13 @@ def test_a_file_uri_is_its_local_path(tmp_path: Path) -> None:
 def test_the_quarantine_queries_take_their_own_trigger_only_beside_micro_batches(
     trigger: str, quarantine: str | None, outputs_get: str, quarantines_get: str
 ) -> None:
-    from slipstream.runtime.runner import query_trigger
+    from slipstream.runtime.bound import QueryKind
+    from slipstream.runtime.writers import query_trigger
 
     flags = {"trigger": trigger} | ({"quarantine_trigger": quarantine} if quarantine else {})
     settings = load_settings("mobile", flags, environ={})
-    assert query_trigger(settings, quarantine=False).describe() == outputs_get
-    assert query_trigger(settings, quarantine=True).describe() == quarantines_get
+    assert query_trigger(settings, QueryKind.OUTPUT).describe() == outputs_get
+    assert query_trigger(settings, QueryKind.QUARANTINE).describe() == quarantines_get
 
 
 @pytest.mark.parametrize(

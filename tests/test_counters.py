@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from slipstream.analysis.plan import Plan
-from slipstream.app.summary import summary
+from slipstream.runtime.summary import summary
 from slipstream.core.specs import TriggerSpec
 from slipstream.core.words import count
 from slipstream.monitor.console import render
@@ -54,10 +54,11 @@ def _fake_run(totals: RunTotals, *, plans: dict[str, Plan] | None = None, mode: 
         late_root=Path("state/late/trending"),
     )
     views = SimpleNamespace(
-        spec=object(), name="views", reads=(), ctx=SimpleNamespace(query_name=output, mode=mode)
-    )
+        spec=object(), name="views", reads=(), is_output=True,
+        ctx=SimpleNamespace(query_name=output, mode=mode),
+    )  # fmt: skip
     quarantine = SimpleNamespace(
-        spec=None, name="quarantine.events", reads=("events",),
+        spec=None, name="quarantine.events", reads=("events",), is_output=False,
         ctx=SimpleNamespace(query_name=QUARANTINE, mode="append"),
     )  # fmt: skip
     prepared = SimpleNamespace(

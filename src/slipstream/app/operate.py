@@ -154,7 +154,7 @@ def latest_rows(state_dir: Path, pipeline: str, limit: int = 5) -> dict[str, dic
         return {}
     shown: dict[str, dict[str, object]] = {}
     for out in prepared.outputs.values():
-        if out.spec is None:
+        if not out.is_output:
             continue  # the quarantine: raw records, not results
         view = out.sink.preview(out.ctx, limit=limit)
         if view is not None:

@@ -8,6 +8,7 @@ The rules that need the query's shape run in `runner` on the plans Spark analyze
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from slipstream.errors import ConfigError, ValidationError
 from slipstream.ingest.expectations import check_expectations
 from slipstream.ingest.guard import EventTimeGuard
 from slipstream.pipelines import Pipeline, get_pipeline
-from slipstream.runtime.bound import QUARANTINE, BoundInput, BoundOutput, Prepared
+from slipstream.runtime.bound import QUARANTINE, BoundInput, BoundOutput, Prepared, QueryKind
 from slipstream.runtime.from_checkpoint import apply, start_from
 from slipstream.runtime.ingest_stage import applies, decide
 from slipstream.settings.config import Settings
@@ -84,22 +85,29 @@ def prepare(
                 make_sink(SinkSpec("json", str(bound_input.quarantine)), Path()),
                 _ctx(pipeline, settings, name, QUARANTINE, (), "append"),
                 reads=(bound_input.name,),
+                kind=QueryKind.QUARANTINE,
             )
     _refuse_shared_targets(outputs)
-    # `--ingest-stage auto`: decided here, once, from the checkpoints and the outputs
+    # `--ingest-stage auto`: decided here, once, from the checkpoints and the outputs; each
+    # input records whether it is staged, and its quarantine query becomes its ingest query
     settings = settings.with_(ingest_stage=decide(settings, inputs, outputs))
+    inputs = {n: replace(b, staged=applies(settings, b)) for n, b in inputs.items()}
+    outputs = {
+        n: replace(o, kind=QueryKind.INGEST) if o.reads and inputs[o.reads[0]].staged else o
+        for n, o in outputs.items()
+    }
     start = start_from(settings, pipeline.name, inputs) if check_source else None
     # the queries that read the raw files (`--from-checkpoint`'s filter lasts until each has
     # committed past OLD's files): with every stream input staged, its ingest queries only
     streams = [b for b in inputs.values() if b.source is not None]
-    staged = bool(streams) and all(applies(settings, b) for b in streams)
-    raw = [Path(o.ctx.checkpoint) for o in outputs.values() if o.spec is None or not staged]
+    staged = bool(streams) and all(b.staged for b in streams)
+    raw = [Path(o.ctx.checkpoint) for o in outputs.values() if not o.is_output or not staged]
     inputs = apply(inputs, start, raw)
     prepared = Prepared(pipeline, settings, params, inputs, outputs, start_from=start)
     problems = [
         ValidationError(v.code, f"output {out.ctx.query_name}: {v.message}", v.fix)
         for out in outputs.values()
-        if out.spec is not None
+        if out.spec is not None  # one of the pipeline's outputs
         for v in settings_violations(out.ctx.mode, out.sink.spec, out.spec.modes)
         + (sink_violations(out.sink.spec) if settings.remote else [])
     ]

@@ -4,6 +4,7 @@ fills it in, runtime.runner builds queries from it, runtime.explain describes it
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,16 @@ if TYPE_CHECKING:
 QUARANTINE = "quarantine"
 
 
+class QueryKind(enum.Enum):
+    """What a run's query is for."""
+
+    OUTPUT = "output"  # one of the pipeline's outputs
+    QUARANTINE = "quarantine"  # drains one input's rejected records into its quarantine
+    #: the ingest stage's query of one input (runtime/ingest_stage.py): parses once, writes the
+    #: typed rows for the outputs (bronze) and the rejected ones to the quarantine
+    INGEST = "ingest"
+
+
 @dataclass(frozen=True)
 class BoundInput:
     spec: Input
@@ -34,6 +45,8 @@ class BoundInput:
     expectations: tuple[Expectation, ...] = ()
     guard: EventTimeGuard | None = None  # parsed inputs with an event-time column
     source_options: Mapping[str, Any] = field(default_factory=dict)  # the source's own settings
+    #: read through the ingest stage in this run: decided once, by runtime.bind
+    staged: bool = False
 
     @property
     def name(self) -> str:
@@ -46,14 +59,20 @@ class BoundInput:
 
 @dataclass(frozen=True)
 class BoundOutput:
-    spec: Output | None  # None: a quarantine query
+    spec: Output | None  # the pipeline's declaration (None for a quarantine or ingest query)
     sink: Sink
     ctx: SinkContext
-    reads: tuple[str, ...] = ()  # a quarantine query: the input it drains
+    reads: tuple[str, ...] = ()  # a quarantine or ingest query: the input it drains
+    kind: QueryKind = QueryKind.OUTPUT
 
     @property
     def name(self) -> str:
         return self.ctx.query_name.split(".", 1)[1]
+
+    @property
+    def is_output(self) -> bool:
+        """One of the pipeline's outputs (not a query slipstream adds beside them)."""
+        return self.kind is QueryKind.OUTPUT
 
 
 @dataclass

@@ -315,7 +315,7 @@ def judge_all(prepared: Prepared, trees: dict[str, str], partitions: int | None)
     """Each output's verdict and new build (quarantine queries are stateless: left out)."""
     found = {}
     for name, out in prepared.outputs.items():
-        if out.spec is None or name not in trees:
+        if not out.is_output or name not in trees:
             continue
         build = build_of(prepared, out, prepared.plans[name], trees[name], partitions)
         found[name] = (judge(out.ctx.checkpoint, build, out.ctx.query_name), build)

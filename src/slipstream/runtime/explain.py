@@ -35,7 +35,7 @@ def explain(prepared: Prepared) -> str:
         if plan is not None:
             lines += [f"  {line}" for line in plan.describe(out.ctx.mode)]
         if s.trigger.kind == "real-time" and plan is not None:
-            if out.spec is None:
+            if not out.is_output:
                 lines.append("  real-time   no: rejected records go to files; micro-batches")
             else:
                 lines.append(f"  real-time   {realtime.describe(plan, out.ctx.mode, *kinds)}")

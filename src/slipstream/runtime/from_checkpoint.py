@@ -274,7 +274,7 @@ def begin(prepared: Prepared, say: Callable[[str], None]) -> None:
     for line in start.describe():
         say(f"{prepared.pipeline.name}: {line}")
     for out in prepared.outputs.values():
-        if out.spec is None:
+        if not out.is_output:
             continue
         plan = prepared.plans.get(out.name)
         windowed = plan is not None and plan.window != "none"

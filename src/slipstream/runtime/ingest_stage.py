@@ -59,6 +59,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 from slipstream.errors import CheckpointError
 from slipstream.ingest.parse import RAW, REASON
 from slipstream.ingest.quarantine import QUALITY_METRICS, rejected
+from slipstream.runtime.bound import QueryKind
 from slipstream.sinks.base import FAULT_ENV
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def decide(
         return any((c / MARK).is_file() for c in made)
     if not settings.trigger.finite:
         return False
-    n_outputs = sum(1 for out in outputs.values() if out.spec is not None)
+    n_outputs = sum(1 for out in outputs.values() if out.is_output)
     return any(
         n_outputs + (b.quarantine is not None) >= AUTO_READERS
         for b in inputs.values()
@@ -235,10 +236,9 @@ def accounts(prepared: Prepared, by_query: dict[str, dict]) -> dict[str, dict]:
 
     feeds: dict[str, str] = {}  # bronze folder -> the ingest query that writes it
     for out in prepared.outputs.values():
-        if out.spec is None and out.reads:
-            bound = prepared.inputs.get(out.reads[0])
-            if bound is not None and applies(prepared.settings, bound):
-                feeds[str(bronze_dir(prepared.settings, bound).resolve())] = out.ctx.query_name
+        if out.kind is QueryKind.INGEST:
+            bound = prepared.inputs[out.reads[0]]
+            feeds[str(bronze_dir(prepared.settings, bound).resolve())] = out.ctx.query_name
     shown: dict[str, dict] = {}
     for query, t in by_query.items():
         ingests = [
@@ -265,7 +265,7 @@ def check_checkpoints(prepared: Prepared, staged: set[str]) -> None:
     A fresh checkpoint gets the mark when it is made with the ingest stage."""
     pipeline = prepared.pipeline.name
     for out in prepared.outputs.values():
-        reads = out.reads if out.spec is None else tuple(prepared.inputs)
+        reads = tuple(prepared.inputs) if out.is_output else out.reads
         if not any(name in staged for name in reads):
             continue
         checkpoint = Path(out.ctx.checkpoint)
@@ -293,7 +293,7 @@ def check_checkpoints(prepared: Prepared, staged: set[str]) -> None:
 
 def mark_checkpoints(prepared: Prepared, staged: set[str]) -> None:
     for out in prepared.outputs.values():
-        reads = out.reads if out.spec is None else tuple(prepared.inputs)
+        reads = tuple(prepared.inputs) if out.is_output else out.reads
         if any(name in staged for name in reads):
             checkpoint = Path(out.ctx.checkpoint)
             checkpoint.mkdir(parents=True, exist_ok=True)

@@ -27,7 +27,7 @@ from slipstream.checkpoint.lifecycle import query_checkpoint
 from slipstream.checkpoint.logs import query_id
 from slipstream.core.specs import SinkSpec
 from slipstream.errors import CheckpointError
-from slipstream.runtime.bound import QUARANTINE, BoundOutput, Prepared
+from slipstream.runtime.bound import QUARANTINE, BoundOutput, Prepared, QueryKind
 from slipstream.settings.config import Settings
 from slipstream.sinks import Sink, SinkContext, make_sink
 from slipstream.sinks.database import DatabaseSink
@@ -45,7 +45,7 @@ def refuse_foreign_outputs(prepared: Prepared) -> None:
         held = out.sink.foreign_batches(out.ctx)
         if held is None:
             continue
-        if out.spec is None:  # a quarantine
+        if not out.is_output:  # a quarantine
             elsewhere = "a new --quarantine DIR"
         elif out.sink.spec.is_file_sink:
             elsewhere = f"a new folder: --sink {out.name}={out.sink.spec.kind}:NEW_DIR"
@@ -150,7 +150,10 @@ def _recorded(prepared: Prepared) -> list[tuple[BoundOutput, dict[str, Any]]]:
             checkpoint=query_checkpoint(settings.checkpoint_root, name),
         )
         spec = next((o for o in prepared.pipeline.outputs if o.name == name), None)
-        bound = BoundOutput(None if name.startswith(QUARANTINE) else spec, sink, ctx)
+        if name.startswith(QUARANTINE):
+            bound = BoundOutput(None, sink, ctx, kind=QueryKind.QUARANTINE)
+        else:
+            bound = BoundOutput(spec, sink, ctx)
         found.append((bound, entry))
     return found
 

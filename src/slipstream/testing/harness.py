@@ -34,6 +34,8 @@ A stateful processor (transformWithState) with its clocks set by hand, no query 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import json
 import sqlite3
@@ -181,7 +183,20 @@ class PipelineHarness(StartStop):
         )
 
     def start(self) -> PipelineHarness:
-        self.run = runner.start(self.spark, self.prepared, self.handlers, origin="harness")
+        """Start the run on the test's session, through the lifecycle every command uses
+        (runtime/launch.py): no servers, no signal handler, the session kept at the end."""
+        self._launch = contextlib.ExitStack()
+        launched = self._launch.enter_context(
+            runner.launch(
+                self.prepared,
+                io.StringIO(),
+                origin="harness",
+                handlers=self.handlers,
+                spark=self.spark,
+                starting=None,
+            )
+        )
+        self.run = launched.run
         return self
 
     def feed(
@@ -272,7 +287,7 @@ class PipelineHarness(StartStop):
 
     def stop(self) -> None:
         if self.run is not None:
-            self.run.stop()
+            self._launch.close()
             self.run = None
 
 

@@ -19,14 +19,12 @@ from slipstream.errors import ConfigError
 from slipstream.monitor.console import render, table
 from slipstream.monitor.eventlog import log_files
 from slipstream.monitor.listener import ConsoleReporter
-from slipstream.monitor.serve import start_monitoring
 from slipstream.pipelines import get_pipeline, pipelines
 from slipstream.runtime import runner
 from slipstream.runtime.deadletter import reset_late
 from slipstream.runtime.explain import explain
 from slipstream.runtime.interrupt import EXIT_INTERRUPTED, CtrlC, ctrl_c
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, load_settings
-from slipstream.settings.session import build_session
 from slipstream.sinks.sqlite import read_table
 from slipstream.tools.views import results_view
 
@@ -66,7 +64,7 @@ def fresh_start(prepared: runner.Prepared, landing: Path) -> None:
         shutil.rmtree(prepared.settings.quarantine_root, ignore_errors=True)
         reset_late(prepared.settings.late_root)
         for out in prepared.outputs.values():
-            if out.spec is not None:
+            if out.is_output:
                 out.sink.reset(out.ctx)
         for log in log_files(prepared.settings.event_log):  # a fresh run: fresh charts
             log.unlink()
@@ -101,19 +99,20 @@ def _demo(
     landing.mkdir(parents=True)
     prepared = runner.prepare(settings)
     print(explain(prepared), file=out)
-    monitoring = start_monitoring(prepared.settings, partial(results_view, prepared))
     print("", file=out)
-    monitoring.announce(out)
-    print("\nstarting Spark (Ctrl-C stops)...", file=out, flush=True)
-    spark = build_session(
-        settings.master, settings.conf, app_name="slipstream-demo", log_level="ERROR"
-    )
-    interrupt.install()  # PySpark's SparkContext installed its own SIGINT handler
-    run = runner.start(spark, prepared, [*monitoring.handlers, ConsoleReporter(out)], origin="demo")
-    interrupt.attach(run.request_stop)
     db = prepared.sink.path  # type: ignore[attr-defined]
     columns = ["window_start", "window_end", "action", "count"]
-    try:
+    with runner.launch(
+        prepared,
+        out,
+        origin="demo",
+        interrupt=interrupt,
+        handlers=[ConsoleReporter(out)],
+        results=partial(results_view, prepared),
+        app_name="slipstream-demo",
+        starting="\nstarting Spark (Ctrl-C stops)...",
+    ) as launched:
+        run, monitoring = launched.run, launched.monitoring
         for source in get_pipeline("mobile").sample_files():
             if interrupt.interrupted:
                 break
@@ -133,10 +132,6 @@ def _demo(
                 flush=True,
             )
             run.wait()
-    finally:
-        run.stop()
-        monitoring.close()
-        spark.stop()
     print(f"\nresults: table {prepared.ctx.table} in {db}", file=out)
     print(
         f"checkpoint: {settings.checkpoint_root}  quarantine: {settings.quarantine_root}", file=out

@@ -23,9 +23,7 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -37,13 +35,12 @@ from slipstream.core.specs import parse_duration
 from slipstream.core.words import count
 from slipstream.errors import ConfigError
 from slipstream.monitor.accounts import output_account
-from slipstream.monitor.listener import Record
-from slipstream.monitor.serve import start_monitoring
+from slipstream.monitor.listener import Handler, Record
+from slipstream.monitor.serve import MonitorHandles
 from slipstream.runtime import runner
 from slipstream.runtime.explain import explain
 from slipstream.runtime.interrupt import EXIT_INTERRUPTED, CtrlC, ctrl_c
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, load_settings
-from slipstream.settings.session import build_session
 from slipstream.tools.demo import fresh_start
 from slipstream.tools.demo_kafka import start_broker
 from slipstream.tools.demo_view import RESULTS_QUERY, TopView
@@ -129,19 +126,6 @@ def stop_generator(child: subprocess.Popen[bytes], timeout: float = 10.0) -> int
     return child.returncode
 
 
-@contextlib.contextmanager
-def _sigterm_as_ctrl_c(interrupt: CtrlC) -> Iterator[None]:
-    """`kill PID` stops the demo like Ctrl-C, so the generator is cleaned up."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def demo(
     state_dir: Path,
     out: TextIO,
@@ -209,9 +193,6 @@ def _demo(
     try:  # a refusal before the run's own cleanup takes the broker down with it
         prepared = runner.prepare(settings)  # every check that needs no plan, before Spark
         fresh_start(prepared, landing)
-        monitoring = start_monitoring(  # a taken port: now
-            prepared.settings, partial(results_view, prepared)
-        )
     except BaseException:
         if broker is not None:
             broker.destroy()
@@ -226,36 +207,43 @@ def _demo(
         file=out,
         flush=True,
     )
-    monitoring.announce(out)
     view = TopView(db_path, out, top, rate)
-    view.dashboard_url = monitoring.dashboard.url if monitoring.dashboard else None
-    child = start_generator(landing, catalog, report, log, rate, seed, to=send_to)
+    child: subprocess.Popen[bytes] | None = None
+
+    def ready(monitoring: MonitorHandles) -> None:  # the servers are up: the generator starts
+        nonlocal child
+        view.dashboard_url = monitoring.dashboard.url if monitoring.dashboard else None
+        child = start_generator(landing, catalog, report, log, rate, seed, to=send_to)
+
+    def generator_failed() -> bool:
+        return child is not None and child.poll() not in (None, 0)
+
+    handlers: list[Handler] = [view] if broker is not None else [view, LandingJanitor(landing)]
     run_ = None
     failure: Exception | None = None
     try:
-        with _sigterm_as_ctrl_c(interrupt):
-            spark = build_session(
-                settings.master,
-                settings.conf,
-                app_name="slipstream-demo",
-                log_level="ERROR",
-                kafka=broker is not None,
-            )
-            interrupt.install()  # PySpark's SparkContext installed its own SIGINT handler
-            handlers = [*monitoring.handlers, view]
-            if broker is None:
-                handlers.append(LandingJanitor(landing))
-            run_ = runner.start(spark, prepared, handlers, origin="demo")
-            interrupt.attach(run_.request_stop)
+        with runner.launch(
+            prepared,
+            out,
+            origin="demo",
+            interrupt=interrupt,
+            handlers=handlers,
+            results=partial(results_view, prepared),
+            ready=ready,
+            app_name="slipstream-demo",
+            starting=None,
+        ) as launched:
+            run_ = launched.run
 
             def stop_when() -> bool:
-                if child.poll() not in (None, 0):  # the generator failed: nothing more comes
+                if generator_failed():  # nothing more comes
                     return True
                 return max_batches is not None and view.batches >= max_batches
 
             run_.stop_requested = stop_when
             run_.wait(limit)
-            if child.poll() not in (None, 0):
+            if generator_failed():
+                assert child is not None
                 failure = ConfigError(
                     "SOURCE_NOT_AVAILABLE",
                     f"the demo's generator stopped (exit {child.returncode}); its log: {log}",
@@ -264,16 +252,13 @@ def _demo(
     except Exception as exc:  # noqa: BLE001 - reported below, after the cleanup
         failure = exc
     finally:
-        if run_ is not None:
-            with contextlib.suppress(Exception):
-                run_.stop()
-        stop_generator(child)
-        monitoring.close()
+        if child is not None:
+            stop_generator(child)
         if broker is not None:
             broker.destroy()
     t = view.throughput()
     print("", file=out)
-    if interrupt.interrupted:
+    if interrupt.count:  # Ctrl-C or SIGTERM
         print("stopped by Ctrl-C at a batch boundary.", file=out)
     if view.first_batch_at is not None:
         print(f"first top 10 after {view.first_batch_at:.1f} s", file=out)
@@ -299,4 +284,4 @@ def _demo(
     if failure is not None:
         print(f"slipstream: the demo failed: {str(failure).splitlines()[0]}", file=sys.stderr)
         return 1
-    return EXIT_INTERRUPTED if interrupt.interrupted else 0
+    return EXIT_INTERRUPTED if interrupt.count else 0

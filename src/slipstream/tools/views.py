@@ -34,7 +34,7 @@ def results_view(prepared: Prepared) -> dict[str, Any] | None:
         view = newest_rows(prepared)
     more = []
     for out in list(prepared.outputs.values())[1:]:
-        if out.spec is None:  # a quarantine
+        if not out.is_output:  # a quarantine
             continue
         rows = out.sink.preview(out.ctx, limit=20)
         if rows is not None:

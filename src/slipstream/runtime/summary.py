@@ -23,7 +23,7 @@ def summary(run_: Run, out: TextIO) -> None:
     warned = False
     for query, t in sorted(run_.accounts().items()):
         output = by_query.get(query)
-        if output is not None and output.spec is None:  # a quarantine (or ingest) query
+        if output is not None and not output.is_output:  # a quarantine (or ingest) query
             bound = prepared.inputs.get(output.reads[0]) if output.reads else None
             print(quarantine_account(query, t, bound.quarantine if bound else None), file=out)
         else:
@@ -61,7 +61,7 @@ def _appends_windows(run_: Run, output: BoundOutput) -> bool:
     """Whether an output writes windows in append mode (rows only once a window closes)."""
     plan = run_.prepared.plans.get(output.name)
     return (
-        output.spec is not None
+        output.is_output
         and plan is not None
         and plan.aggregation
         and plan.watermark_column is not None

@@ -1,0 +1,119 @@
+"""The start step: under the checkpoint's lock, refuse or record, then start every query.
+
+lock -> the refusals again (runtime/refuse.py) -> build (runtime/build.py) -> the rules
+(runtime/checks.py) -> the restart verdicts, `--from-checkpoint`'s start, the ingest stage's
+marks and the outputs' ownership recorded -> the listener's guards (runtime/watch.py) -> each
+query started (runtime/writers.py): ingest queries first -> a `Run` (runtime/run.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from slipstream.checkpoint.lifecycle import CheckpointLock
+from slipstream.monitor.listener import Handler, RunListener
+from slipstream.runtime.bound import Prepared
+from slipstream.runtime.build import Query, build
+from slipstream.runtime.checks import refuse_rules, restart_verdicts
+from slipstream.runtime.compat import refuse_or_record
+from slipstream.runtime.from_checkpoint import begin
+from slipstream.runtime.ingest_stage import mark_checkpoints
+from slipstream.runtime.ownership import record_outputs
+from slipstream.runtime.refuse import refuse_before_start
+from slipstream.runtime.run import Run
+from slipstream.runtime.watch import Watch
+from slipstream.runtime.writers import start_one
+
+_log = logging.getLogger("slipstream")
+
+
+def _say(line: str) -> None:
+    _log.warning(line)
+
+
+def start(
+    spark: SparkSession,
+    prepared: Prepared,
+    handlers: list[Handler] | None = None,
+    *,
+    origin: str = "api",
+) -> Run:
+    """Start the run's queries (ingest queries, outputs, then quarantines). Refuses a
+    checkpoint in use, an output another checkpoint wrote, and any query a rule refuses,
+    before starting any.
+
+    Every run records its events in the pipeline's event log (`settings.event_log`);
+    `origin` (cli, demo, harness, api) is the reason given in its `run_started` record."""
+    lock = CheckpointLock(prepared.settings.checkpoint_root).acquire()
+    watch = Watch.open(spark, prepared, list(handlers or []))
+    queries: dict[str, StreamingQuery] = {}
+    try:
+        refuse_before_start(prepared, locked=True)  # under the lock: no reset can run meanwhile
+        built = build(spark, prepared)
+        refuse_rules(prepared, built)
+        _commit(spark, prepared, built)
+        watch.recorder.run_started([q.output.ctx.query_name for q in built], origin)
+        late, landed = watch.guard(spark, prepared)
+        restarts = _start_queries(prepared, built, watch.listener, queries)
+    except BaseException as exc:
+        for started in queries.values():
+            started.stop()
+        watch.abandon(spark, exc)
+        lock.release()
+        raise
+    return Run(
+        spark,
+        prepared,
+        queries,
+        lock,
+        watch.listener,
+        watch.totals,
+        stop_requested=watch.control,
+        recorder=watch.recorder,
+        dead_letter=late.start(),
+        landed=landed,
+        restarts=restarts,
+    )
+
+
+def _commit(spark: SparkSession, prepared: Prepared, built: list[Query]) -> None:
+    """What a start writes before any query runs: each checkpoint's build record (after the
+    state it holds was judged to fit this run's queries), a new checkpoint's start
+    (`--from-checkpoint`), the ingest stage's marks and the outputs this checkpoint owns."""
+    refuse_or_record(prepared, restart_verdicts(spark, prepared, built), _say)
+    begin(prepared, _say)
+    mark_checkpoints(prepared, {b.name for b in prepared.inputs.values() if b.staged})
+    record_outputs(prepared)
+
+
+def _start_queries(
+    prepared: Prepared,
+    built: list[Query],
+    listener: RunListener,
+    queries: dict[str, StreamingQuery],
+) -> dict[str, Callable[[], StreamingQuery]]:
+    """Start each built query in order into `queries`; how to start each again."""
+    settings = prepared.settings
+    restarts: dict[str, Callable[[], StreamingQuery]] = {}
+    for query in built:
+        out = query.output
+        started, again = start_one(settings, query)
+        listener.register(str(started.id), out.ctx.query_name)
+        queries[out.name] = started
+        restarts[out.name] = again
+        if query.ingest is not None and settings.trigger.finite:
+            # the outputs then read all of what it wrote, back to back as they would read
+            # the input itself (an output beside it would catch up and run the no-data
+            # batch of a new watermark between two batches, so a row near the watermark
+            # could be judged late where a direct read keeps it). If it failed, none
+            # starts, and Run.wait raises its failure with its code (KAFKA_DATA_LOST, ...)
+            with contextlib.suppress(StreamingQueryException):
+                started.awaitTermination()
+            if started.exception() is not None:
+                break
+    return restarts

@@ -1,0 +1,58 @@
+"""What listens to a run's queries: one `RunListener` and its handlers, in order.
+
+Each batch's progress goes to the handlers in this order: the rows each output wrote
+(runtime/written.py), the files the batch read (runtime/landed.py), the late-row dead-letter
+(runtime/deadletter.py), the event log (monitor/recorder.py), the caller's handlers (console,
+metrics, dashboard, a demo's view) and last the run's totals (`sync_progress` waits on them, so
+every handler saw a batch once the totals did)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from slipstream.monitor.listener import Handler, RunListener, RunTotals
+from slipstream.monitor.recorder import RunRecorder
+from slipstream.runtime.bound import Prepared
+from slipstream.runtime.control import StopControl
+from slipstream.runtime.deadletter import DeadLetter, dead_letter
+from slipstream.runtime.landed import LandedFilesCheck
+from slipstream.runtime.written import WrittenRows
+
+
+@dataclass
+class Watch:
+    listener: RunListener
+    recorder: RunRecorder
+    totals: RunTotals
+    control: StopControl
+
+    @classmethod
+    def open(cls, spark: SparkSession, prepared: Prepared, handlers: list[Handler]) -> Watch:
+        """The listener, added to the session: the event log first, the totals last."""
+        settings = prepared.settings
+        recorder = RunRecorder(settings.event_log, prepared.pipeline.name)
+        totals = RunTotals()
+        listener = RunListener(prepared.pipeline.name, [recorder, *handlers, totals])
+        spark.streams.addListener(listener)
+        return cls(listener, recorder, totals, StopControl(settings.checkpoint_root))
+
+    def guard(self, spark: SparkSession, prepared: Prepared) -> tuple[DeadLetter, LandedFilesCheck]:
+        """The handlers that judge each batch, before the queries start: the dead-letter
+        tells this run's batches from earlier ones; a file that grew since its batch read it
+        (a resumed checkpoint) is refused now."""
+        late = dead_letter(spark, prepared)
+        self.listener.handlers.insert(0, late.handle)  # drop counts, and a wake for its thread
+        landed = LandedFilesCheck(prepared)
+        landed.check_read_files()
+        self.listener.handlers.insert(0, landed.handle)  # before totals: a batch's files judged
+        self.listener.handlers.insert(0, WrittenRows(prepared))  # first: the log records it
+        return late, landed
+
+    def abandon(self, spark: SparkSession, failure: BaseException) -> None:
+        """A start that failed: the listener goes, the event log says why."""
+        spark.streams.removeListener(self.listener)
+        first_line = (str(failure).strip().splitlines() or [type(failure).__name__])[0]
+        self.recorder.run_stopped([], f"failed to start: {first_line}")
+        self.recorder.close()

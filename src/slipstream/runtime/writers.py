@@ -1,0 +1,85 @@
+"""Starting one query: the edge where a built query becomes Spark's `writeStream` call.
+
+Its name, output mode and checkpoint; the sink's `attach` (or, in real-time mode into a
+database, the JVM's upserting ForeachWriter, sinks/rows.py; or, for an ingest query, its
+`foreachBatch`); the trigger (a quarantine query may take its own)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql.streaming import StreamingQuery
+
+from slipstream.core.specs import TriggerSpec, spark_interval
+from slipstream.runtime.bound import BoundOutput, QueryKind
+from slipstream.runtime.build import Query
+from slipstream.settings.config import Settings
+from slipstream.settings.connect import start_query
+from slipstream.sinks.database import DatabaseSink
+from slipstream.sinks.rows import attach_rows, mark_real_time
+from slipstream.sinks.spark_sinks import write_mark
+
+
+def apply_trigger(writer: Any, trigger: TriggerSpec) -> Any:
+    """The edge where a TriggerSpec becomes Spark's trigger call."""
+    if trigger.kind == "default":
+        return writer
+    if trigger.kind == "available-now":
+        return writer.trigger(availableNow=True)
+    if trigger.kind == "once":
+        return writer.trigger(once=True)
+    assert trigger.interval is not None
+    interval = spark_interval(trigger.interval)
+    if trigger.kind == "interval":
+        return writer.trigger(processingTime=interval)
+    if trigger.kind == "continuous":
+        return writer.trigger(continuous=interval)
+    return writer.trigger(realTime=interval)
+
+
+def query_trigger(settings: Settings, kind: QueryKind) -> TriggerSpec:
+    """A quarantine query takes `--quarantine-trigger` while the outputs run micro-batches on
+    and on, and micro-batches (or `--quarantine-trigger`) while they run in real-time mode;
+    with a finite trigger (available-now, once) every query takes the run's. An ingest query
+    feeds the outputs: it takes the run's."""
+    own = settings.quarantine_trigger
+    quarantine = kind is QueryKind.QUARANTINE
+    if quarantine and own is not None and settings.trigger.kind in ("default", "interval"):
+        return own
+    if quarantine and settings.trigger.kind == "real-time":
+        # rejected records go to files, which real-time mode cannot write: micro-batches
+        return own or TriggerSpec()
+    return settings.trigger
+
+
+def row_by_row(settings: Settings, output: BoundOutput) -> DatabaseSink | None:
+    """The database sink of an output that real-time mode writes row by row (sinks/rows.py)."""
+    if settings.trigger.kind != "real-time" or not output.is_output:
+        return None
+    return output.sink if isinstance(output.sink, DatabaseSink) else None
+
+
+def start_one(settings: Settings, query: Query) -> tuple[StreamingQuery, Callable[[], Any]]:
+    """Start one built query; returns it and how to start it again (Run._start_again)."""
+    out = query.output
+    frame = out.sink.shape(query.frame, out.ctx)
+    attach = out.sink.attach
+    rows = row_by_row(settings, out)
+    if rows is not None:  # real-time mode into a database: a ForeachWriter
+        frame, foreach = attach_rows(rows, frame, out.ctx)
+        attach = lambda stream, _ctx, foreach=foreach: foreach(stream)  # noqa: E731
+    writer = frame.writeStream.queryName(out.ctx.query_name)
+    writer = writer.outputMode(out.ctx.mode)
+    writer = writer.option("checkpointLocation", str(out.ctx.checkpoint))
+    if query.ingest is not None:
+        # the ingest stage feeds the outputs: it runs at the run's trigger; it writes the
+        # quarantine itself, so it marks the folder as the file sink would (reset)
+        write_mark(query.ingest.quarantine, out.ctx.checkpoint)
+        ready = apply_trigger(writer.foreachBatch(query.ingest), settings.trigger)
+    else:
+        ready = apply_trigger(attach(writer, out.ctx), query_trigger(settings, out.kind))
+    started = start_query(ready)
+    if rows is not None:
+        mark_real_time(rows, out.ctx, str(started.id))
+    return started, lambda: start_query(ready)
