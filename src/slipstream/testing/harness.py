@@ -208,15 +208,6 @@ class PipelineHarness(StartStop):
         self._last_mtime = stamp
         return write_atomically(folder, name, lines, mtime=stamp)
 
-    def feed_records(
-        self,
-        records: Iterable[Mapping[str, Any]],
-        name: str | None = None,
-        *,
-        input: str | None = None,
-    ) -> Path:
-        return self.feed([json.dumps(r) for r in records], name, input=input)
-
     def process(self) -> list[dict[str, Any]]:
         """Run until idle; return the rows the collect sink received since the last call."""
         assert self.run is not None, "call start() first"
