@@ -211,7 +211,7 @@ def build_session(
     local[*]. `conf` wins over the defaults, so every default can be overridden with `--conf`.
     With `remote` (sc://HOST:PORT) the session is a Spark Connect client: no JVM starts here.
     `kafka`: a Kafka input or sink is used; Spark's Kafka connector joins `spark.jars.packages`
-    (resolved first: CONNECTOR_UNAVAILABLE when it cannot be had; sources/kafka_connector.py).
+    (resolved first: CONNECTOR_UNAVAILABLE when it cannot be had; settings/kafka_connector.py).
     `jdbc`: the sinks (sqlite, postgresql) a real-time output writes through slipstream's JVM
     writer; their JDBC drivers join `spark.jars.packages` the same way (jdbc_drivers.py)."""
     if remote is not None:
