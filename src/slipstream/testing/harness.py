@@ -55,10 +55,8 @@ from slipstream.pipelines import Pipeline, get_pipeline
 from slipstream.runtime import runner
 from slipstream.settings.config import load_settings
 from slipstream.settings.session import build_session
-from slipstream.sinks.base import BatchInfo, BatchSink, Sink, with_iso_timestamps
+from slipstream.sinks.base import FAULT_ENV, BatchInfo, BatchSink, Sink, with_iso_timestamps
 from slipstream.sinks.sqlite import read_table
-
-FAULT_ENV = "SLIPSTREAM_FAULT"
 
 
 def fault(point: str, batch_id: int) -> dict[str, str]:
