@@ -1,6 +1,6 @@
 """The one place that builds the SparkSession. Everything else takes it as an argument.
 
-Streaming defaults, each deliberate (see docs/architecture.md and docs/benchmarks.md):
+Streaming defaults, each deliberate (see docs/design.md and docs/benchmarks.md):
 
 - `spark.sql.shuffle.partitions` = 2-3x the cores (here: 2 x cores, at least 2). Spark's 200 is
   sized for large batch jobs; a micro-batch of thousands of rows split 200 ways spends its time
