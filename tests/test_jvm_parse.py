@@ -1,4 +1,4 @@
-"""The strict JSON parser in the JVM (quality/jvm_parse.py, java/src/slipstream/jvm/): content
+"""The strict JSON parser in the JVM (ingest/jvm_parse.py, java/src/slipstream/jvm/): content
 after the root value is `not JSON`, judged against Python's json module on the same lines; the
 same fates, reasons and values as the expression parser on every other line of a generated
 corpus; and the session refuses to start without its jar."""

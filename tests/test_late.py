@@ -1,4 +1,4 @@
-"""The late-row dead-letter (quality/late.py): `STATE_DIR/late/PIPELINE/OUTPUT/batch-N.jsonl`
+"""The late-row dead-letter (runtime/deadletter.py): `STATE_DIR/late/PIPELINE/OUTPUT/batch-N.jsonl`
 holds exactly the records Spark dropped as late, as plain Python predicts them from the rule
 of the first stateful operator and the previous batch's watermark (the watermark after the
 batches before, which Spark's no-data batch carries into the next one)."""

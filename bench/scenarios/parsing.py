@@ -13,7 +13,7 @@ columns to the noop sink (no streaming, no state, no sink), alternated:
   (PERMISSIVE: the lenient ceiling);
 - **from_json**: text lines + `from_json(value, S)`, same drop (Spark's parser, same input);
 - **slipstream strict**: text lines + `parse_json` + `accepted` (the rows without a reason):
-  the JVM parser (quality/jvm_parse.py) where it reads the schema, as here;
+  the JVM parser (ingest/jvm_parse.py) where it reads the schema, as here;
 - **strict expressions**: the same with the parser built from Spark SQL expressions
   (`parse_json_expressions`, the default before the JVM parser), in the same run;
 - **strict @ BASELINE**: the same with the parser as it was at commit BASELINE (read with

@@ -52,7 +52,7 @@ class Plan:
     # event-time columns of both sides under watermarks, which bounds its state
     stream_join_kind: str | None = None
     stream_join_bounded: bool = False
-    # how long each side of a stream-stream join holds a row (left side first): plan_joins.py
+    # how long each side of a stream-stream join holds a row (left side first): analysis/joins.py
     join_buffers: tuple[JoinBuffer, ...] = ()
 
     @property

@@ -270,15 +270,6 @@ def refuse_interrupted_reset(root: Path, pipeline: str) -> None:
         )
 
 
-def delete_checkpoint(root: Path) -> bool:
-    """Delete a run's checkpoint root under its lock (see `clearing`); False when absent."""
-    if not Path(root).exists():
-        return False
-    with clearing(root) as existed:
-        pass
-    return existed
-
-
 @contextlib.contextmanager
 def clearing_query(root: Path, query: str) -> Iterator[bool]:
     """Like `clearing`, for one output's query checkpoint (`root/query`) only: the root's lock

@@ -4,7 +4,7 @@ A query checkpoint holds `metadata` (the query id), `offsets/N` (batch N's plan:
 watermark it carries and each source's offset), `commits/N` (batch N done) and, for a file
 source I, `sources/I/K` (the files of the source's log offset K, or `K.compact` holding every
 entry up to K). The late-row dead-letter reads which files a committed batch read from these
-(quality/late.py)."""
+(runtime/deadletter.py)."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ DURATION_HELP = "a duration such as 90s, 10m, 1h, 500ms or '10 minutes'"
 #: the longest duration any setting or parameter takes: longer ones are a typo, and Python's
 #: timedelta overflows (a traceback) at about 2.7 million years
 MAX_DURATION = timedelta(days=3650)
-#: how far after the batch's time an event time may be (`--max-future`; quality/guard.py)
+#: how far after the batch's time an event time may be (`--max-future`; ingest/guard.py)
 DEFAULT_MAX_FUTURE = timedelta(days=1)
 
 

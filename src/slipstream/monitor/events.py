@@ -314,7 +314,6 @@ def observed_sums(observed: Any, name: str) -> dict[str, float]:
 
 
 Event = RunStarted | RunStopped | QueryStarted | QueryProgress | QueryIdle | QueryTerminated
-QueryEvent = QueryStarted | QueryProgress | QueryIdle | QueryTerminated
 
 
 # --------------------------------------------------------------------------- parsing

@@ -22,7 +22,7 @@ campaign_stats          per campaign and hour (`--window`): impressions (by impr
                         (a union under a 3-hour watermark), not the join: a join of two streams
                         only appends, and these figures change as late rows come.
 
-`check ads` prints how long the join holds each side, read from the plan (plan_joins.py). Seed
+`check ads` prints how long the join holds each side, read from the plan (analysis/joins.py). Seed
 000's arithmetic, each input late by its own watermark: impressions up to 4h (a click may be
 3h late and 1h after its impression), clicks up to 2h (an impression may be 2h late). Spark
 keeps one watermark for the query, the slower input's (clicks: newest - 3h), so it holds an

@@ -69,15 +69,6 @@ from slipstream.errors import ConfigError
 # published_at is not used; text, so a bad value is harmless
 CATALOG_SCHEMA = parse_ddl("article_id STRING, title STRING, section STRING, published_at STRING")
 EVENT_SCHEMA = parse_ddl("event_id STRING, article_id STRING, user_id STRING, ts TIMESTAMP")
-OUTPUT_COLUMNS = (
-    "window_start",
-    "window_end",
-    "article_id",
-    "title",
-    "section",
-    "views",
-    "in_catalog",
-)
 ARTICLE_ID_PATTERN = "^a[0-9]+$"
 KEY = ("window_start", "article_id")
 

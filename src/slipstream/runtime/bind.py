@@ -191,7 +191,7 @@ def _bind_input(
     if check:
         source.validate(binding, options, settings.conf)
     rules = check_expectations(pipeline.expectations(spec.name, params))
-    # an event-time column needs the guard, and the guard a quarantine (quality/guard.py);
+    # an event-time column needs the guard, and the guard a quarantine (ingest/guard.py);
     # parquet files are judged whole, and a rejected one goes to the quarantine
     parquet = kind == "files" and fmt == "parquet"
     parses = fmt in ("json", "csv") or parquet or bool(spec.required or spec.event_time)

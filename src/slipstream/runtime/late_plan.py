@@ -1,5 +1,5 @@
 """Which rows of an output's query Spark drops as late, and by which rule: read from the plan
-Spark analyzed, per stream input (the late-row dead-letter, quality/late.py, applies it).
+Spark analyzed, per stream input (the late-row dead-letter, runtime/deadletter.py, applies it).
 
 Spark judges lateness inside the first stateful operator a row meets, against that operator's
 input watermark of the *previous* batch (`WatermarkPropagator.getInputWatermarkForLateEvents`:

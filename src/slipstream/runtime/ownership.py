@@ -158,12 +158,6 @@ def _recorded(prepared: Prepared) -> list[tuple[BoundOutput, dict[str, Any]]]:
     return found
 
 
-def every_output(prepared: Prepared) -> list[BoundOutput]:
-    """The outputs these settings bind, then every other one a run on this checkpoint
-    recorded (bound to the sink it was written to)."""
-    return list(prepared.outputs.values()) + [out for out, _ in _recorded(prepared)]
-
-
 def _sibling_checkpoint(out: BoundOutput, settings: Settings) -> Path | None:
     """For an output recorded by absolute path (any version): the checkpoint of the state dir
     it lies in, when that is another state dir with this pipeline's checkpoint at the same

@@ -60,7 +60,7 @@ class Run:
     totals: RunTotals
     stop_requested: Callable[[], bool] = field(default=lambda: False)
     recorder: RunRecorder | None = None  # the event log (run_started/run_stopped and events)
-    dead_letter: DeadLetter | None = None  # late rows, written after each batch (quality/late.py)
+    dead_letter: DeadLetter | None = None  # late rows, written after each batch (deadletter.py)
     stop_reason: str | None = None  # why the run stopped, for `run_stopped`
     landed: LandedFilesCheck | None = None  # the files each batch read (runtime/landed.py)
     _stopped: bool = False

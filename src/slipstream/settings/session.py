@@ -1,6 +1,6 @@
 """The one place that builds the SparkSession. Everything else takes it as an argument.
 
-Streaming defaults, each deliberate (see docs/architecture.md and docs/benchmarks.md):
+Streaming defaults, each deliberate (see docs/design.md and docs/benchmarks.md):
 
 - `spark.sql.shuffle.partitions` = 2-3x the cores (here: 2 x cores, at least 2). Spark's 200 is
   sized for large batch jobs; a micro-batch of thousands of rows split 200 ways spends its time
@@ -211,7 +211,7 @@ def build_session(
     local[*]. `conf` wins over the defaults, so every default can be overridden with `--conf`.
     With `remote` (sc://HOST:PORT) the session is a Spark Connect client: no JVM starts here.
     `kafka`: a Kafka input or sink is used; Spark's Kafka connector joins `spark.jars.packages`
-    (resolved first: CONNECTOR_UNAVAILABLE when it cannot be had; sources/kafka_connector.py).
+    (resolved first: CONNECTOR_UNAVAILABLE when it cannot be had; settings/kafka_connector.py).
     `jdbc`: the sinks (sqlite, postgresql) a real-time output writes through slipstream's JVM
     writer; their JDBC drivers join `spark.jars.packages` the same way (jdbc_drivers.py)."""
     if remote is not None:

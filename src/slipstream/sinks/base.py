@@ -36,7 +36,7 @@ from slipstream.settings.connect import is_connect
 
 log = logging.getLogger("slipstream.sinks")
 
-FAULT_ENV = "SLIPSTREAM_FAULT"  # testing hook, see slipstream.testing.fault
+FAULT_ENV = "SLIPSTREAM_FAULT"  # crash tests set it: slipstream.testing.fault
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,6 @@ from slipstream.settings.connect import is_connect
 from slipstream.settings.jdbc_drivers import DRIVER_CLASSES
 from slipstream.sinks.database import DatabaseSink
 
-WRITER_CLASS = "slipstream.jvm.JdbcUpsertWriter"
 #: libpq keywords of a sink URL and the pgjdbc property that means the same
 PG_PROPERTIES = {
     "application_name": "ApplicationName",

@@ -57,10 +57,8 @@ from slipstream.pipelines import Pipeline, get_pipeline
 from slipstream.runtime import runner
 from slipstream.settings.config import load_settings
 from slipstream.settings.session import build_session
-from slipstream.sinks.base import BatchInfo, BatchSink, Sink, with_iso_timestamps
+from slipstream.sinks.base import FAULT_ENV, BatchInfo, BatchSink, Sink, with_iso_timestamps
 from slipstream.sinks.sqlite import read_table
-
-FAULT_ENV = "SLIPSTREAM_FAULT"
 
 
 def fault(point: str, batch_id: int) -> dict[str, str]:
@@ -222,15 +220,6 @@ class PipelineHarness(StartStop):
         stamp = max(time.time(), self._last_mtime + 0.01)
         self._last_mtime = stamp
         return write_atomically(folder, name, lines, mtime=stamp)
-
-    def feed_records(
-        self,
-        records: Iterable[Mapping[str, Any]],
-        name: str | None = None,
-        *,
-        input: str | None = None,
-    ) -> Path:
-        return self.feed([json.dumps(r) for r in records], name, input=input)
 
     def process(self) -> list[dict[str, Any]]:
         """Run until idle; return the rows the collect sink received since the last call."""

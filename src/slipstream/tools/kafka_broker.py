@@ -33,8 +33,6 @@ from pathlib import Path
 
 KAFKA_VERSION = "4.1.1"
 SCALA = "2.13"
-#: the jar every broker of this version has; its presence means the cache is complete
-MAIN_JAR = f"kafka_{SCALA}-{KAFKA_VERSION}.jar"
 START_TIMEOUT_S = 60.0
 
 POM = """<?xml version="1.0" encoding="UTF-8"?>

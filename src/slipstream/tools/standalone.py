@@ -178,10 +178,6 @@ class StandaloneCluster(StartStop):
             self.worker.kill(signal.SIGKILL)
             self.worker = None
 
-    def executor_logs(self) -> list[Path]:
-        """Every executor's stderr: WORK_DIR/APP_ID/EXECUTOR_ID/stderr."""
-        return sorted(self.work_dir.glob("app-*/*/stderr"))
-
     def stop(self) -> None:
         for daemon in (self.worker, self.master):
             if daemon is not None:
