@@ -53,9 +53,9 @@ def test_another_pipelines_parameter_is_refused_naming_this_ones(
 def test_a_finite_run_with_nothing_new_says_so() -> None:
     from types import SimpleNamespace
 
-    from slipstream.runtime.summary import summary
     from slipstream.core.specs import TriggerSpec
     from slipstream.monitor.listener import RunTotals
+    from slipstream.runtime.summary import summary
 
     settings = SimpleNamespace(
         trigger=TriggerSpec.parse("available-now"), checkpoint_root="state/checkpoints/mobile"

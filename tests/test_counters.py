@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from slipstream.analysis.plan import Plan
-from slipstream.runtime.summary import summary
 from slipstream.core.specs import TriggerSpec
 from slipstream.core.words import count
 from slipstream.monitor.console import render
@@ -24,6 +23,7 @@ from slipstream.monitor.health import FallingBehindRule
 from slipstream.monitor.listener import ConsoleReporter, RunTotals
 from slipstream.monitor.status import query_status
 from slipstream.monitor.status_view import status_table
+from slipstream.runtime.summary import summary
 from slipstream.testing import article_views_db
 from slipstream.tools.demo_view import RESULTS_QUERY, TopView
 from slipstream.tools.serving import top_articles
