@@ -12,11 +12,16 @@ from slipstream.errors import SlipstreamError, ValidationError
 from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
 from slipstream.monitor.listener import ConsoleReporter
 from slipstream.pipelines.registry import discover
-from slipstream.runtime import compat, runner
-from slipstream.runtime.bound import uses_kafka
+from slipstream.runtime import checks, compat
+from slipstream.runtime.bind import prepare
+from slipstream.runtime.bound import Prepared, uses_kafka
+from slipstream.runtime.build import build
+from slipstream.runtime.checks import restart_verdicts
 from slipstream.runtime.explain import explain
 from slipstream.runtime.interrupt import EXIT_INTERRUPTED, CtrlC, ctrl_c
-from slipstream.runtime.launch import failure_line
+from slipstream.runtime.launch import failure_line, launch
+from slipstream.runtime.refuse import refuse_before_start
+from slipstream.runtime.run import Run, batch_boundaries
 from slipstream.settings.config import Settings
 from slipstream.tools.views import results_view
 
@@ -50,11 +55,11 @@ def check(settings: Settings, out: TextIO, spark: SparkSession | None = None) ->
     from slipstream.settings.session import build_session
 
     try:  # what needs no plan is refused before Spark starts, as `run` does
-        runner.prepare(settings)
+        prepare(settings)
     except ValidationError as problem:
         print(f"refused {problem.render()}", file=out)
         return EXIT_REFUSED
-    prepared = runner.prepare(settings, check_rules=False)  # the rules need the plans
+    prepared = prepare(settings, check_rules=False)  # the rules need the plans
     s = prepared.settings
     print("building the queries to read their plans from Spark (no query starts)...", file=out)
     from pyspark import SparkContext
@@ -69,9 +74,9 @@ def check(settings: Settings, out: TextIO, spark: SparkSession | None = None) ->
         kafka=uses_kafka(prepared),
     )
     try:
-        built = runner.build(spark, prepared)
-        problems: list[SlipstreamError] = list(runner.check(prepared, built))
-        verdicts = runner.restart_verdicts(spark, prepared, built)
+        built = build(spark, prepared)
+        problems: list[SlipstreamError] = list(checks.check(prepared, built))
+        verdicts = restart_verdicts(spark, prepared, built)
     finally:
         if started_here:  # a caller's session (a test's) stays
             spark.stop()
@@ -111,9 +116,9 @@ def run(settings: Settings, out: TextIO) -> int:
 
 
 def _run(settings: Settings, out: TextIO, interrupt: CtrlC) -> int:
-    prepared = runner.prepare(settings)  # every check that needs no plan, before Spark starts
+    prepared = prepare(settings)  # every check that needs no plan, before Spark starts
     s = prepared.settings
-    runner.refuse_before_start(prepared)  # before the header: a refusal is the whole answer
+    refuse_before_start(prepared)  # before the header: a refusal is the whole answer
     if not s.quiet:
         print(explain(prepared), file=out, flush=True)
         print("", file=out, flush=True)
@@ -121,7 +126,7 @@ def _run(settings: Settings, out: TextIO, interrupt: CtrlC) -> int:
     bar = backfill_bar(prepared, out)
     if bar is not None and not s.verbose:
         handlers = [bar]  # the bar instead of one line per batch
-    with runner.launch(
+    with launch(
         prepared,
         out,
         origin="cli",
@@ -146,13 +151,13 @@ def _run(settings: Settings, out: TextIO, interrupt: CtrlC) -> int:
     return EXIT_OK
 
 
-def interrupted_where(run_: runner.Run) -> str:
+def interrupted_where(run_: Run) -> str:
     """Where a run stopped by Ctrl-C left its checkpoint, and how to go on."""
-    where = runner.batch_boundaries(run_.prepared.settings.checkpoint_root, run_.queries)
+    where = batch_boundaries(run_.prepared.settings.checkpoint_root, run_.queries)
     return f"{where or 'no batch had started'}; the same command resumes from there"
 
 
-def backfill_bar(prepared: runner.Prepared, out: TextIO) -> BackfillBar | None:
+def backfill_bar(prepared: Prepared, out: TextIO) -> BackfillBar | None:
     """A progress bar for a finite run over the files source, when `out` is a terminal."""
     s = prepared.settings
     streams = [b for b in prepared.inputs.values() if b.source is not None]

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, TextIO
 
 from slipstream.app.exits import EXIT_FAILED, EXIT_OK
 from slipstream.checkpoint import start as checkpoint_start
-from slipstream.runtime import runner
+from slipstream.runtime.bind import prepare
+from slipstream.runtime.bound import Prepared
 from slipstream.settings.config import Settings
 from slipstream.tools.views import results_view
 
@@ -224,7 +225,7 @@ class StateDirResults:
     def __init__(self, state_dir: Path, pipeline: str | None = None) -> None:
         self.state_dir = Path(state_dir)
         self.pipeline = pipeline
-        self._resolved: dict[str, runner.Prepared | None] = {}
+        self._resolved: dict[str, Prepared | None] = {}
 
     def latest(self) -> str | None:
         from slipstream.monitor.eventlog import event_log_path, pipelines_in
@@ -235,7 +236,7 @@ class StateDirResults:
                 changed[name] = event_log_path(self.state_dir, name).stat().st_mtime
         return max(changed, key=changed.__getitem__) if changed else None
 
-    def prepared(self, name: str) -> runner.Prepared | None:
+    def prepared(self, name: str) -> Prepared | None:
         """The pipeline `name` bound to its default sinks under the state dir (cached)."""
         from slipstream.errors import ConfigError
         from slipstream.pipelines.registry import registered_pipeline
@@ -245,7 +246,7 @@ class StateDirResults:
             try:
                 pipeline = registered_pipeline(name)  # never a module named by a file
                 settings = load_settings(name, {"state_dir": self.state_dir}, environ={})
-                self._resolved[name] = runner.prepare(settings, pipeline, check_source=False)
+                self._resolved[name] = prepare(settings, pipeline, check_source=False)
             except ConfigError:  # a log of a pipeline this installation does not know
                 self._resolved[name] = None
         return self._resolved[name]

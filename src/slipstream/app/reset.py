@@ -21,7 +21,8 @@ from slipstream.checkpoint.lifecycle import (
     not_ours,
 )
 from slipstream.errors import CheckpointError
-from slipstream.runtime import runner
+from slipstream.runtime.bind import prepare
+from slipstream.runtime.bound import Prepared
 from slipstream.runtime.deadletter import late_is_ours, reset_late
 from slipstream.runtime.ownership import outputs_to_reset
 from slipstream.settings.config import Settings
@@ -66,7 +67,7 @@ def reset(
     out: TextIO,
     confirm_input: TextIO | None = None,
 ) -> int:
-    prepared = runner.prepare(settings, check_source=False)
+    prepared = prepare(settings, check_source=False)
     s = prepared.settings
     root = s.checkpoint_root
     if isinstance(outputs, str):
@@ -125,7 +126,7 @@ def reset(
 
 
 def reset_output(
-    prepared: runner.Prepared,
+    prepared: Prepared,
     name: str,
     *,
     yes: bool,

@@ -134,7 +134,7 @@ def require_writable(folder: Path, flag: str) -> None:
 
 def refuse_in_use(root: Path) -> None:
     """CHECKPOINT_IN_USE when a run holds `root`; looks without taking the lock (a run's
-    early check, before Spark starts; `runner.start` takes the lock for real)."""
+    early check, before Spark starts; `runtime.start` takes the lock for real)."""
     if is_locked(root):
         try:
             holder = (Path(root) / LOCK_FILE).read_text()

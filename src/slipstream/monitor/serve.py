@@ -34,7 +34,7 @@ Server = TypeVar("Server")
 
 @dataclass
 class MonitorHandles(Closing):
-    """What `start_monitoring` started: listener handlers for `runner.start`, and servers."""
+    """What `start_monitoring` started: listener handlers for `runtime.start`, and servers."""
 
     handlers: list[Handler] = field(default_factory=list)
     metrics: MetricsServer | None = None

@@ -42,7 +42,7 @@ def prepare(
 ) -> Prepared:
     """Bind inputs, parameters and outputs; `sink` replaces the first output's (tests);
     `check_source=False` skips the checks of input paths (reset, stop); `check_rules=False`
-    leaves the modes and sinks to `runner.check`, which knows the plan (`slipstream check`)."""
+    leaves the modes and sinks to `runtime.checks`, which knows the plan (`slipstream check`)."""
     pipeline = pipeline or get_pipeline(settings.pipeline)
     if settings.pipeline != pipeline.name:  # `module:Class`: its state goes under its name
         settings = settings.with_(pipeline=pipeline.name)

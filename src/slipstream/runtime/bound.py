@@ -79,7 +79,7 @@ class BoundOutput:
 class Prepared:
     """A pipeline bound to its settings: parameters parsed, inputs and outputs bound, all
     decided before Spark starts (runtime.bind). Two fields come from Spark when the queries are
-    built (runtime.runner.build): `plans`, each output's analyzed plan, and `late`, the
+    built (runtime.build): `plans`, each output's analyzed plan, and `late`, the
     dead-letter's rules read from those plans."""
 
     pipeline: Pipeline
@@ -87,7 +87,7 @@ class Prepared:
     params: Params
     inputs: dict[str, BoundInput]
     outputs: dict[str, BoundOutput]  # the pipeline's outputs that are on, then quarantines
-    plans: dict[str, Plan] = field(default_factory=dict)  # read from Spark by runner.build
+    plans: dict[str, Plan] = field(default_factory=dict)  # read from Spark by runtime.build
     late: dict[str, LatePlan] = field(default_factory=dict)  # the dead-letter's rules, by build
     # the ingest stage: each staged input's bronze read schema, by build (runtime/ingest_stage.py)
     bronze: dict[str, Any] = field(default_factory=dict)

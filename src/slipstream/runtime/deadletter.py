@@ -347,7 +347,7 @@ def _chain(first: str, rest: Iterator[str]) -> Iterator[str]:
 
 def dead_letter(spark: SparkSession, prepared: Prepared) -> DeadLetter:
     """The run's dead-letter: every output with a late rule (`prepared.late`, read from the
-    plans by `runner.build`; none with `--late-rows false`). Its folders are made 0700 and
+    plans by `runtime.build`; none with `--late-rows false`). Its folders are made 0700 and
     marked as slipstream's."""
     covered = []
     root = prepared.settings.late_root

@@ -69,7 +69,7 @@ class Run:
     # a stop asked from this process (Ctrl-C: runtime.interrupt), whatever `stop_requested` is
     _asked: threading.Event = field(default_factory=threading.Event)
     _asked_reason: str | None = None
-    # how to start each query again (runner.start), for `_start_again`
+    # how to start each query again (runtime.start), for `_start_again`
     restarts: dict[str, Callable[[], StreamingQuery]] = field(default_factory=dict)
     _restarted: dict[str, int] = field(default_factory=dict)
 

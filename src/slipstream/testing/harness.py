@@ -54,7 +54,9 @@ from slipstream.core.files import write_atomically
 from slipstream.core.specs import SinkSpec
 from slipstream.monitor.listener import Handler
 from slipstream.pipelines import Pipeline, get_pipeline
-from slipstream.runtime import runner
+from slipstream.runtime.bind import prepare
+from slipstream.runtime.launch import launch
+from slipstream.runtime.run import Run
 from slipstream.settings.config import load_settings
 from slipstream.settings.session import build_session
 from slipstream.sinks.base import FAULT_ENV, BatchInfo, BatchSink, Sink, with_iso_timestamps
@@ -171,8 +173,8 @@ class PipelineHarness(StartStop):
         else:
             flags["sink"] = sink
         self.settings = load_settings(self.pipeline.name, flags, environ={}, params=params)
-        self.prepared = runner.prepare(self.settings, self.pipeline, sink=sink_obj)
-        self.run: runner.Run | None = None
+        self.prepared = prepare(self.settings, self.pipeline, sink=sink_obj)
+        self.run: Run | None = None
         self._files = itertools.count()
         self._seen_batches: set[int] = set()
         self._last_mtime = max(
@@ -185,7 +187,7 @@ class PipelineHarness(StartStop):
         (runtime/launch.py): no servers, no signal handler, the session kept at the end."""
         self._launch = contextlib.ExitStack()
         launched = self._launch.enter_context(
-            runner.launch(
+            launch(
                 self.prepared,
                 io.StringIO(),
                 origin="harness",

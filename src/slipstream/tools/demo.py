@@ -20,10 +20,12 @@ from slipstream.monitor.console import render, table
 from slipstream.monitor.eventlog import log_files
 from slipstream.monitor.listener import ConsoleReporter
 from slipstream.pipelines import get_pipeline, pipelines
-from slipstream.runtime import runner
+from slipstream.runtime.bind import prepare
+from slipstream.runtime.bound import Prepared
 from slipstream.runtime.deadletter import reset_late
 from slipstream.runtime.explain import explain
 from slipstream.runtime.interrupt import EXIT_INTERRUPTED, CtrlC, ctrl_c
+from slipstream.runtime.launch import launch
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, load_settings
 from slipstream.sinks.sqlite import read_table
 from slipstream.tools.views import results_view
@@ -55,7 +57,7 @@ def format_table(rows: list[dict[str, object]], columns: list[str]) -> str:
     return render(table(columns, [[r[c] for c in columns] for r in rows], framed=True))
 
 
-def fresh_start(prepared: runner.Prepared, landing: Path) -> None:
+def fresh_start(prepared: Prepared, landing: Path) -> None:
     """A fresh start for this pipeline only (other demos share the state dir and database):
     its landing folder, quarantine, late rows, outputs, event log and checkpoint go, all under the
     checkpoint's lock (CHECKPOINT_IN_USE while a run holds it, and nothing is deleted)."""
@@ -94,15 +96,15 @@ def _demo(
     settings = load_settings(
         "mobile", {"input": str(landing), "state_dir": state_dir, "dashboard": dashboard}
     )
-    prepared = runner.prepare(settings, check_source=False)
+    prepared = prepare(settings, check_source=False)
     fresh_start(prepared, landing)
     landing.mkdir(parents=True)
-    prepared = runner.prepare(settings)
+    prepared = prepare(settings)
     print(explain(prepared), file=out)
     print("", file=out)
     db = prepared.sink.path  # type: ignore[attr-defined]
     columns = ["window_start", "window_end", "action", "count"]
-    with runner.launch(
+    with launch(
         prepared,
         out,
         origin="demo",

@@ -37,9 +37,10 @@ from slipstream.errors import ConfigError
 from slipstream.monitor.accounts import output_account
 from slipstream.monitor.listener import Handler, Record
 from slipstream.monitor.serve import MonitorHandles
-from slipstream.runtime import runner
+from slipstream.runtime.bind import prepare
 from slipstream.runtime.explain import explain
 from slipstream.runtime.interrupt import EXIT_INTERRUPTED, CtrlC, ctrl_c
+from slipstream.runtime.launch import launch
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, load_settings
 from slipstream.tools.demo import fresh_start
 from slipstream.tools.demo_kafka import start_broker
@@ -191,7 +192,7 @@ def _demo(
         },
     )
     try:  # a refusal before the run's own cleanup takes the broker down with it
-        prepared = runner.prepare(settings)  # every check that needs no plan, before Spark
+        prepared = prepare(settings)  # every check that needs no plan, before Spark
         fresh_start(prepared, landing)
     except BaseException:
         if broker is not None:
@@ -222,7 +223,7 @@ def _demo(
     run_ = None
     failure: Exception | None = None
     try:
-        with runner.launch(
+        with launch(
             prepared,
             out,
             origin="demo",
