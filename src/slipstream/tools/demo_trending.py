@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -38,9 +39,11 @@ from slipstream.monitor.accounts import output_account
 from slipstream.monitor.listener import Handler, Record
 from slipstream.monitor.serve import MonitorHandles
 from slipstream.runtime.bind import prepare
+from slipstream.runtime.bound import Prepared
 from slipstream.runtime.explain import explain
 from slipstream.runtime.interrupt import EXIT_INTERRUPTED, CtrlC, ctrl_c
 from slipstream.runtime.launch import launch
+from slipstream.runtime.run import Run
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, load_settings
 from slipstream.tools.demo import fresh_start
 from slipstream.tools.demo_kafka import start_broker
@@ -149,6 +152,71 @@ def demo(
         )
 
 
+@dataclass(frozen=True)
+class _Places:
+    """Where the demo keeps its input, catalog and generator files, under the state dir."""
+
+    landing: Path
+    catalog: Path
+    report: Path
+    log: Path
+
+    @classmethod
+    def under(cls, state_dir: Path) -> _Places:
+        return cls(
+            state_dir / "landing" / PIPELINE,
+            state_dir / "catalog" / "articles.csv",
+            state_dir / "generator" / "trending-report.json",
+            state_dir / "generator" / "trending.log",
+        )
+
+
+class _Generator:
+    """The demo's generator child: started once the servers are up (`launch`'s `ready`)."""
+
+    def __init__(
+        self, places: _Places, rate: float, seed: int, send_to: str | None, view: TopView
+    ) -> None:
+        self.places, self.rate, self.seed, self.send_to, self.view = (
+            places, rate, seed, send_to, view,
+        )  # fmt: skip
+        self.child: subprocess.Popen[bytes] | None = None
+
+    def start(self, monitoring: MonitorHandles) -> None:
+        self.view.dashboard_url = monitoring.dashboard.url if monitoring.dashboard else None
+        p = self.places
+        self.child = start_generator(
+            p.landing, p.catalog, p.report, p.log, self.rate, self.seed, to=self.send_to
+        )
+
+    def failed(self) -> bool:
+        return self.child is not None and self.child.poll() not in (None, 0)
+
+    def failure(self) -> ConfigError | None:
+        if not self.failed():
+            return None
+        assert self.child is not None
+        log = self.places.log
+        return ConfigError(
+            "SOURCE_NOT_AVAILABLE",
+            f"the demo's generator stopped (exit {self.child.returncode}); its log: {log}",
+            f"read {log}",
+        )
+
+    def stop(self) -> None:
+        if self.child is not None:
+            stop_generator(self.child)
+
+
+def _limit(duration: str | timedelta | None) -> timedelta | None:
+    try:
+        return parse_duration(duration) if duration is not None else None
+    except ValueError as exc:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE", f"--duration has value {duration!r}; allowed: {exc}", ""
+        ) from None
+
+
 def _demo(
     state_dir: Path,
     out: TextIO,
@@ -161,29 +229,19 @@ def _demo(
     dashboard: int | None,
     source: str,
 ) -> int:
-
     state_dir = Path(state_dir).resolve()
-    try:
-        limit = parse_duration(duration) if duration is not None else None
-    except ValueError as exc:
-        raise ConfigError(
-            "CONFIG_BAD_VALUE", f"--duration has value {duration!r}; allowed: {exc}", ""
-        ) from None
-    landing = state_dir / "landing" / PIPELINE
-    catalog = state_dir / "catalog" / "articles.csv"
-    report = state_dir / "generator" / "trending-report.json"
-    log = state_dir / "generator" / "trending.log"
-    spec = TrendingSpec(rate=rate, seed=seed)
-    landing.mkdir(parents=True, exist_ok=True)
-    catalog.parent.mkdir(parents=True, exist_ok=True)
-    write_catalog(catalog, spec)
+    limit = _limit(duration)
+    places = _Places.under(state_dir)
+    places.landing.mkdir(parents=True, exist_ok=True)
+    places.catalog.parent.mkdir(parents=True, exist_ok=True)
+    write_catalog(places.catalog, TrendingSpec(rate=rate, seed=seed))
     broker = topic = send_to = None
     if source == "kafka":
         broker, topic, send_to = start_broker(state_dir, out)
     settings = load_settings(
         PIPELINE,
         {
-            "input": [topic or str(landing), f"catalog={catalog}"],
+            "input": [topic or str(places.landing), f"catalog={places.catalog}"],
             "state_dir": state_dir,
             "dashboard": dashboard,
             # the quarantine's parse every 10 s, not beside every batch: the top ten comes
@@ -193,33 +251,25 @@ def _demo(
     )
     try:  # a refusal before the run's own cleanup takes the broker down with it
         prepared = prepare(settings)  # every check that needs no plan, before Spark
-        fresh_start(prepared, landing)
+        fresh_start(prepared, places.landing)
     except BaseException:
         if broker is not None:
             broker.destroy()
         raise
-    landing.mkdir(parents=True, exist_ok=True)
-    db_path = prepared.settings.default_database
+    places.landing.mkdir(parents=True, exist_ok=True)
     print(explain(prepared), file=out)
     print(
-        f"\ngenerator: {rate:,.0f} events/s into {topic or landing}; starting Spark: the first "
-        "top 10 follows the first batch (16 s on an idle 2-core machine, a minute or more on a "
-        "busy one)...",
+        f"\ngenerator: {rate:,.0f} events/s into {topic or places.landing}; starting Spark: the "
+        "first top 10 follows the first batch (16 s on an idle 2-core machine, a minute or more "
+        "on a busy one)...",
         file=out,
         flush=True,
     )
-    view = TopView(db_path, out, top, rate)
-    child: subprocess.Popen[bytes] | None = None
-
-    def ready(monitoring: MonitorHandles) -> None:  # the servers are up: the generator starts
-        nonlocal child
-        view.dashboard_url = monitoring.dashboard.url if monitoring.dashboard else None
-        child = start_generator(landing, catalog, report, log, rate, seed, to=send_to)
-
-    def generator_failed() -> bool:
-        return child is not None and child.poll() not in (None, 0)
-
-    handlers: list[Handler] = [view] if broker is not None else [view, LandingJanitor(landing)]
+    view = TopView(prepared.settings.default_database, out, top, rate)
+    generator = _Generator(places, rate, seed, send_to, view)
+    handlers: list[Handler] = [view]
+    if broker is None:
+        handlers.append(LandingJanitor(places.landing))
     run_ = None
     failure: Exception | None = None
     try:
@@ -230,59 +280,62 @@ def _demo(
             interrupt=interrupt,
             handlers=handlers,
             results=partial(results_view, prepared),
-            ready=ready,
+            ready=generator.start,
             app_name="slipstream-demo",
             starting=None,
         ) as launched:
             run_ = launched.run
-
-            def stop_when() -> bool:
-                if generator_failed():  # nothing more comes
-                    return True
-                return max_batches is not None and view.batches >= max_batches
-
-            run_.stop_requested = stop_when
+            run_.stop_requested = lambda: (
+                generator.failed() or (max_batches is not None and view.batches >= max_batches)
+            )
             run_.wait(limit)
-            if generator_failed():
-                assert child is not None
-                failure = ConfigError(
-                    "SOURCE_NOT_AVAILABLE",
-                    f"the demo's generator stopped (exit {child.returncode}); its log: {log}",
-                    f"read {log}",
-                )
+            failure = generator.failure()
     except Exception as exc:  # noqa: BLE001 - reported below, after the cleanup
         failure = exc
     finally:
-        if child is not None:
-            stop_generator(child)
+        generator.stop()
         if broker is not None:
             broker.destroy()
+    _report(out, view, run_, prepared, places, topic, bool(interrupt.count))
+    if failure is not None:
+        print(f"slipstream: the demo failed: {str(failure).splitlines()[0]}", file=sys.stderr)
+        return 1
+    return EXIT_INTERRUPTED if interrupt.count else 0
+
+
+def _report(
+    out: TextIO,
+    view: TopView,
+    run_: Run | None,
+    prepared: Prepared,
+    places: _Places,
+    topic: str | None,
+    stopped: bool,
+) -> None:
+    """The demo's last lines: how fast it went and where everything is."""
     t = view.throughput()
     print("", file=out)
-    if interrupt.count:  # Ctrl-C or SIGTERM
+    if stopped:  # Ctrl-C or SIGTERM
         print("stopped by Ctrl-C at a batch boundary.", file=out)
     if view.first_batch_at is not None:
         print(f"first top 10 after {view.first_batch_at:.1f} s", file=out)
     print(
         f"sustained: {count(t['events'], 'event')} in {count(t['batches'], 'batch')}, "
         f"{t['events_per_s']:,.0f} events/s of processing time "
-        f"(mean batch {t['mean_batch_rps']:,.0f} rows/s; generator {rate:,.0f}/s)",
+        f"(mean batch {t['mean_batch_rps']:,.0f} rows/s; generator {view.rate:,.0f}/s)",
         file=out,
     )
     if run_ is not None and RESULTS_QUERY in run_.totals.by_query:
         print(output_account(RESULTS_QUERY, run_.accounts()[RESULTS_QUERY]), file=out)
+    db_path = prepared.settings.default_database
     print(
         "outputs:\n"
         f"  results     {db_path} table article_views  (sqlite3 {db_path} "
         '"SELECT * FROM article_views ORDER BY window_start DESC, views DESC LIMIT 10")\n'
         f"  quarantine  {prepared.settings.quarantine_root}\n"
         f"  checkpoint  {prepared.settings.checkpoint_root}\n"
-        f"  input       {topic or landing} (catalog {catalog})\n"
-        f"  generator   report {report}, log {log}",
+        f"  input       {topic or places.landing} (catalog {places.catalog})\n"
+        f"  generator   report {places.report}, log {places.log}",
         file=out,
         flush=True,
     )
-    if failure is not None:
-        print(f"slipstream: the demo failed: {str(failure).splitlines()[0]}", file=sys.stderr)
-        return 1
-    return EXIT_INTERRUPTED if interrupt.count else 0
