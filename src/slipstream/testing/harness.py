@@ -40,7 +40,7 @@ import itertools
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -132,7 +132,7 @@ class PipelineHarness(StartStop):
 
     def __init__(
         self,
-        spark: SparkSession,
+        spark: SparkSession | Callable[[], SparkSession],
         pipeline: str | Pipeline,
         workdir: Path,
         *,
@@ -142,8 +142,12 @@ class PipelineHarness(StartStop):
     ) -> None:
         """`settings` are run settings (`mode`, `trigger`, ...), the pipeline's parameters
         (`window="5m"`) and its static inputs (`catalog=PATH`), by name. Each stream input
-        lands in `workdir/input` (one stream) or `workdir/input/NAME` (several)."""
-        self.spark = spark
+        lands in `workdir/input` (one stream) or `workdir/input/NAME` (several).
+
+        `spark` is a session, or what makes one when the run starts (`session`, uncalled):
+        then the pipeline, its settings and every check that needs no plan are bound here,
+        before any JVM starts, so a configuration error fails the test in about a second."""
+        self._spark = spark
         self.pipeline = get_pipeline(pipeline) if isinstance(pipeline, str) else pipeline
         self.workdir = Path(workdir)
         streams = [i.name for i in self.pipeline.stream_inputs()]
@@ -181,6 +185,14 @@ class PipelineHarness(StartStop):
             (p.stat().st_mtime for f in self.inputs.values() for p in f.iterdir() if p.is_file()),
             default=0.0,
         )
+
+    @property
+    def spark(self) -> SparkSession:
+        """The session the run uses: made on first use when the harness was given a factory."""
+        made = self._spark
+        if not hasattr(made, "readStream"):  # a factory (a Connect session is no subclass)
+            made = self._spark = made()  # type: ignore[operator]
+        return made  # type: ignore[return-value]
 
     def start(self) -> PipelineHarness:
         """Start the run on the test's session, through the lifecycle every command uses

@@ -94,8 +94,8 @@ from {name} import {cls}
 
 
 def test_views_per_user_and_window_and_a_malformed_record_is_quarantined(tmp_path: Path) -> None:
-    spark = session()  # one SparkSession per test session
-    with PipelineHarness(spark, {cls}(), tmp_path, sink="collect", mode="complete") as h:
+    # `session` uncalled: the pipeline is checked first, then one SparkSession per test run
+    with PipelineHarness(session, {cls}(), tmp_path, sink="collect", mode="complete") as h:
         h.feed(
             [
                 '{{"user_id": "u1", "page": "/", "ts": "2026-01-01T10:01:00Z"}}',
