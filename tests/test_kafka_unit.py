@@ -368,3 +368,40 @@ def test_a_topic_read_in_bounded_batches_keeps_its_batches_through_the_ingest_st
 
     assert per_batch(bound("kafka://127.0.0.1:9092/t?maxOffsetsPerTrigger=60"))  # type: ignore[arg-type]
     assert not per_batch(bound("kafka://127.0.0.1:9092/t"))  # type: ignore[arg-type]
+
+
+def test_the_connector_is_the_running_sparks_else_the_newest_earlier_one_served(
+    tmp_path,
+    monkeypatch,
+    caplog,  # noqa: ANN001
+) -> None:
+    """issue 41: the commands run as typed where the repository serves no connector for the
+    running Spark: the newest earlier release of the same major version, said in one line."""
+    from slipstream.settings import kafka_connector as kc
+
+    versions = ["3.5.6", "4.1.2", "4.2.0", "4.2.0-preview5", "4.2.1", "5.0.0"]
+    assert kc.pick("4.3.0", versions) == "4.2.1"
+    assert kc.pick("4.2.1", versions) == "4.2.1"
+    assert kc.pick("4.0.0", ["3.5.6"]) is None  # another major version is never taken
+    assert kc.pick("4.3.0-preview1", versions) is None
+
+    conf = {"spark.jars.ivy": str(tmp_path / "ivy")}
+    monkeypatch.setattr("pyspark.__version__", "4.3.0")
+    monkeypatch.setattr(kc, "served_versions", lambda conf: ["4.1.2", "4.2.0"])
+    with caplog.at_level("WARNING", logger="slipstream"):
+        chosen = kc.served_coordinate(conf)
+    assert chosen == "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
+    assert [r.getMessage() for r in caplog.records] == [
+        "Kafka connector: spark-sql-kafka-0-10_2.13 4.2.0, for Spark 4.3.0 (the repository "
+        "serves no 4.3.0; a connector of the same major version runs on it)"
+    ]
+    # served: taken as it is, without a word
+    monkeypatch.setattr(kc, "served_versions", lambda conf: ["4.2.0", "4.3.0"])
+    caplog.clear()
+    assert kc.served_coordinate(conf).endswith(":4.3.0") and not caplog.records
+    # no repository answers: what Spark's Ivy cache holds
+    monkeypatch.setattr(kc, "served_versions", lambda conf: None)
+    jars = tmp_path / "ivy" / "jars"
+    jars.mkdir(parents=True)
+    (jars / "org.apache.spark_spark-sql-kafka-0-10_2.13-4.1.2.jar").touch()
+    assert kc.served_coordinate(conf).endswith(":4.1.2")

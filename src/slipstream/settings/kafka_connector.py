@@ -10,18 +10,27 @@ report and a stack trace on the terminal. So a connector not yet in the Ivy cach
 first by a `spark-submit --packages` of an empty script whose output is captured: a failure
 becomes CONNECTOR_UNAVAILABLE, naming the setting that gives Spark a local jar instead.
 
+The version: the running Spark's when the repository serves it, else the newest earlier release
+of the same major version that it serves (a connector of Spark 4.2 runs on Spark 4.3), said in one
+line. Which versions are served is read from the repository's `maven-metadata.xml` (the
+`spark.jars.repositories` given, then Maven Central), only while the running version's jar is
+not in the Ivy cache; unreachable, a connector already cached is taken.
+
 What the user set wins: a connector jar in `spark.jars`, or a `spark-sql-kafka` coordinate of
 their own (another version, from their mirror) in `spark.jars.packages`. SLIPSTREAM_KAFKA_CONNECTOR
 (a Maven coordinate) replaces the default coordinate for every run of this environment."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -33,6 +42,11 @@ CONNECTOR_ENV = "SLIPSTREAM_KAFKA_CONNECTOR"
 PACKAGES = "spark.jars.packages"
 #: how long the first resolution may take (Maven Central, about 4 MB of jars)
 RESOLVE_TIMEOUT_S = 600
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
+#: how long to wait for a repository's list of versions
+METADATA_TIMEOUT_S = 10
+
+log = logging.getLogger("slipstream")
 
 
 def default_coordinate(environ: Mapping[str, str] | None = None) -> str:
@@ -138,8 +152,91 @@ def connector_conf(
     if chosen is not None and chosen.count(":") != 2:
         return {}  # a local jar (spark.jars): Spark takes it as it is
     coordinate = chosen or default_coordinate(environ)
+    if chosen is None and coordinate == running_coordinate():
+        coordinate = served_coordinate(conf)
     resolve(coordinate, conf)
     if chosen is not None:
         return {}
     packages = [p for p in conf.get(PACKAGES, "").split(",") if p.strip()]
     return {PACKAGES: ",".join([*packages, coordinate])}
+
+
+def running_coordinate() -> str:
+    import pyspark
+
+    return f"{GROUP}:{ARTIFACT}:{pyspark.__version__}"
+
+
+def release(version: str) -> tuple[int, ...] | None:
+    """A release's numbers (4.2.0 -> (4, 2, 0)); None for a preview, an RC or a snapshot."""
+    return (
+        tuple(int(p) for p in version.split(".")) if re.fullmatch(r"\d+(\.\d+)+", version) else None
+    )
+
+
+def pick(running: str, versions: list[str]) -> str | None:
+    """The running version if among `versions`, else the newest earlier release of its major
+    version among them; None when there is none."""
+    if running in versions:
+        return running
+    now = release(running)
+    if now is None:
+        return None
+    earlier = [
+        (r, v) for v in versions if (r := release(v)) is not None and r[0] == now[0] and r < now
+    ]
+    return max(earlier)[1] if earlier else None
+
+
+def served_versions(conf: Mapping[str, str]) -> list[str] | None:
+    """The connector's versions the first repository that answers lists (the user's
+    `spark.jars.repositories`, then Maven Central); None when none answers."""
+    repos = [r.strip().rstrip("/") for r in conf.get("spark.jars.repositories", "").split(",")]
+    for repo in [*(r for r in repos if r), MAVEN_CENTRAL]:
+        url = f"{repo}/{GROUP.replace('.', '/')}/{ARTIFACT}/maven-metadata.xml"
+        try:
+            with urllib.request.urlopen(url, timeout=METADATA_TIMEOUT_S) as answer:
+                text = answer.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            continue
+        return re.findall(r"<version>([^<]+)</version>", text)
+    return None
+
+
+def cached_versions(conf: Mapping[str, str]) -> list[str]:
+    """The connector's versions already in Spark's Ivy cache."""
+    jars = ivy_jar(f"{GROUP}:{ARTIFACT}:0", conf).parent
+    prefix = f"{GROUP}_{ARTIFACT}-"
+    return [p.name[len(prefix) : -len(".jar")] for p in jars.glob(f"{prefix}*.jar")]
+
+
+def served_coordinate(conf: Mapping[str, str]) -> str:
+    """The running Spark's connector when it is cached or served; else the newest earlier
+    release served (or, no repository answering, cached), with one line saying which and why."""
+    import pyspark
+
+    running = pyspark.__version__
+    wanted = running_coordinate()
+    if ivy_jar(wanted, conf).is_file():
+        return wanted
+    # the choice of an earlier run, while its jar is cached: no repository asked again
+    memo = ivy_jar(wanted, conf).parent.parent / f"slipstream-kafka-connector-for-{running}"
+    known = memo.read_text().strip() if memo.is_file() else ""
+    if known and ivy_jar(f"{GROUP}:{ARTIFACT}:{known}", conf).is_file():
+        served: list[str] | None = [known]
+    else:
+        served = served_versions(conf)
+    version = pick(running, served if served is not None else cached_versions(conf))
+    if version is None or version == running:
+        return wanted  # resolved as it is: CONNECTOR_UNAVAILABLE says why when it cannot be
+    if served is not None:
+        with contextlib.suppress(OSError):
+            memo.parent.mkdir(parents=True, exist_ok=True)
+            memo.write_text(version + "\n")
+    where = "the repository serves" if served is not None else "Spark's Ivy cache holds"
+    log.warning(
+        "Kafka connector: %s %s, for Spark %s (%s no %s; a connector of the same major "
+        "version runs on it)",
+        ARTIFACT, version, running, where, running,
+    )  # fmt: skip
+    return f"{GROUP}:{ARTIFACT}:{version}"
