@@ -10,7 +10,7 @@ from slipstream.app.exits import EXIT_FAILED, EXIT_OK, EXIT_REFUSED
 from slipstream.checkpoint import start as checkpoint_start
 from slipstream.errors import SlipstreamError, ValidationError
 from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
-from slipstream.monitor.listener import ConsoleReporter
+from slipstream.monitor.listener import ConsoleReporter, Handler
 from slipstream.pipelines.registry import discover
 from slipstream.runtime import checks, compat
 from slipstream.runtime.bind import prepare
@@ -90,8 +90,8 @@ def check(settings: Settings, out: TextIO, spark: SparkSession | None = None) ->
         print("\nok: no rule refuses these queries", file=out)
         return EXIT_OK
     print("", file=out)
-    for problem in problems:
-        print(f"refused {problem.render()}", file=out)
+    for refused in problems:
+        print(f"refused {refused.render()}", file=out)
     return EXIT_REFUSED
 
 
@@ -122,7 +122,7 @@ def _run(settings: Settings, out: TextIO, interrupt: CtrlC) -> int:
     if not s.quiet:
         print(explain(prepared), file=out, flush=True)
         print("", file=out, flush=True)
-    handlers = [] if s.quiet else [ConsoleReporter(out, verbose=s.verbose)]
+    handlers: list[Handler] = [] if s.quiet else [ConsoleReporter(out, verbose=s.verbose)]
     bar = backfill_bar(prepared, out)
     if bar is not None and not s.verbose:
         handlers = [bar]  # the bar instead of one line per batch

@@ -130,5 +130,6 @@ def failure_line(failure: BaseException, launched: Launched) -> str:
     memory that ran out, by its code; otherwise the first line Spark gave."""
     s = launched.run.prepared.settings
     text = str(failure)
-    ours = find_error(text) or out_of_memory(text, s.remote or launched.spark.sparkContext.master)
+    where = s.remote or str(launched.spark.sparkContext.master)
+    ours = find_error(text) or out_of_memory(text, where)
     return ours.render() if ours else (text.splitlines() or [type(failure).__name__])[0]

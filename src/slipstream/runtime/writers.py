@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from slipstream.core.specs import TriggerSpec, spark_interval
 from slipstream.runtime.bound import BoundOutput, QueryKind
 from slipstream.runtime.build import Query
 from slipstream.settings.config import Settings
 from slipstream.settings.connect import start_query
+from slipstream.sinks.base import SinkContext
 from slipstream.sinks.database import DatabaseSink
 from slipstream.sinks.rows import attach_rows, mark_real_time
 from slipstream.sinks.spark_sinks import write_mark
@@ -64,11 +65,14 @@ def start_one(settings: Settings, query: Query) -> tuple[StreamingQuery, Callabl
     """Start one built query; returns it and how to start it again (Run._start_again)."""
     out = query.output
     frame = out.sink.shape(query.frame, out.ctx)
-    attach = out.sink.attach
+    attach: Callable[[DataStreamWriter, SinkContext], DataStreamWriter] = out.sink.attach
     rows = row_by_row(settings, out)
     if rows is not None:  # real-time mode into a database: a ForeachWriter
         frame, foreach = attach_rows(rows, frame, out.ctx)
-        attach = lambda stream, _ctx, foreach=foreach: foreach(stream)  # noqa: E731
+
+        def attach(stream: DataStreamWriter, _ctx: SinkContext) -> DataStreamWriter:
+            return foreach(stream)
+
     writer = frame.writeStream.queryName(out.ctx.query_name)
     writer = writer.outputMode(out.ctx.mode)
     writer = writer.option("checkpointLocation", str(out.ctx.checkpoint))

@@ -20,7 +20,7 @@ TOPIC = "trending-events"
 PARTITIONS = 2
 
 
-def start_broker(state_dir: Path, out: TextIO) -> tuple[object, str, str]:
+def start_broker(state_dir: Path, out: TextIO) -> tuple[KafkaBroker, str, str]:
     """A started broker with the demo's topic, the topic's kafka:// URL for `--input` (from
     the earliest offset) and for the generator's `--to`."""
 

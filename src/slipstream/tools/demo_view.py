@@ -122,7 +122,7 @@ class TopView:
             self.out.write(render(screen) + "\n\n")
             self.out.flush()
 
-    def throughput(self) -> dict[str, float]:
+    def throughput(self) -> dict[str, Any]:
         """What the pipeline sustained: events over the time spent processing them, and the
         mean of Spark's per-batch processedRowsPerSecond."""
         with self._lock:
