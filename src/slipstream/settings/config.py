@@ -143,8 +143,8 @@ def _parse_one(name: str, value: Any, origin: str) -> Any:
         raise ConfigError(
             "CONFIG_BAD_VALUE",
             f"{origin} {_display(name, origin)} has value {shown!r}; "
-            f"allowed: {exc or option.allowed}",
-            f"give {_display(name, origin)} {option.allowed}",
+            f"allowed: {exc or option.allowed_text()}",
+            f"give {_display(name, origin)} {option.allowed_text()}",
         ) from None
 
 

@@ -15,11 +15,11 @@ from slipstream.core.specs import (
     DURATION_HELP,
     MAX_DURATION,
     OUTPUT_MODES,
-    SINK_HELP,
     TRIGGER_HELP,
     SinkSpec,
     TriggerSpec,
     parse_duration,
+    sink_help,
 )
 from slipstream.sources.registry import SOURCE_KINDS, source_options
 
@@ -79,8 +79,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
         values.named(SinkSpec.parse),
         "where results go: SPEC for every output, OUTPUT=SPEC for one (repeatable; default: "
         "each output's own, sqlite under the state dir)",
-        SINK_HELP,
-        default={},
+            default={},
         kind="multi",
         metavar="[OUTPUT=]SINK",
         env="SLIPSTREAM_SINK",

@@ -71,6 +71,7 @@ from slipstream.errors import SlipstreamError, find_error
 from slipstream.sinks.base import BatchInfo, SinkContext, with_iso_timestamps
 from slipstream.sinks.database import LEDGER_TABLE, DatabaseSink, quote_ident
 from slipstream.sinks.postgres_io import (
+    PG_DRIVER,
     FIX_CONNECT,
     STAGE_COLUMNS,
     STAGED_COUNT,
@@ -126,6 +127,10 @@ class Staged:
 
 
 class PostgresSink(DatabaseSink):
+    kind = "postgresql"
+    target = "url"
+    usage = "postgresql[://user[:password]@host[:port]/db]"
+    jdbc = PG_DRIVER
     placeholder = "%s"
 
     def __init__(self, spec: SinkSpec, environ: Mapping[str, str] | None = None) -> None:

@@ -108,6 +108,11 @@ def client_settings(topic: KafkaTopic) -> dict[str, str]:
 
 class KafkaSource(Source):
     kind = "kafka"
+    continuous = True
+    real_time = True
+    resumes_by = "offsets"
+    rereads_offsets = True
+    needs_kafka_connector = True
     options = (
         Option(
             "kafka_bootstrap",
@@ -128,6 +133,12 @@ class KafkaSource(Source):
 
     def validate(self, binding: Binding, options: SourceOptions, conf: Mapping[str, str]) -> None:
         check_topic(bound_topic(binding, options))
+
+    def topic(self, binding: Binding, options: SourceOptions) -> KafkaTopic:
+        return bound_topic(binding, options)
+
+    def real_time_slots(self, binding: Binding, options: SourceOptions) -> int:
+        return check_topic(bound_topic(binding, options))
 
     def describe(self, binding: Binding, options: SourceOptions) -> str:
         topic = bound_topic(binding, options)
