@@ -65,15 +65,13 @@ def _input_of(prepared: Prepared, relation: PlanNode) -> BoundInput | None:
 
 def _kafka_input_of(prepared: Prepared, relation: PlanNode) -> BoundInput | None:
     """The Kafka input a `StreamingRelationV2 ... kafka, ... [subscribe=TOPIC, ...]` reads."""
-    from slipstream.sources.kafka import bound_topic
-
     found = _KAFKA_TOPIC.search(relation.text)
     if found is None or "KafkaSourceProvider" not in relation.text:
         return None
     for bound in prepared.inputs.values():
-        if bound.source is not None and bound.source.kind == "kafka":
-            topic = bound_topic(bound.binding, bound.source_options)  # type: ignore[arg-type]
-            if topic.topic == found.group(1):
+        if bound.source is not None:
+            topic = bound.source.topic(bound.binding, bound.source_options)
+            if topic is not None and topic.topic == found.group(1):
                 return bound
     return None
 

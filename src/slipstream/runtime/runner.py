@@ -38,7 +38,7 @@ from slipstream.ingest.quarantine import QUALITY_METRICS, accepted, quality_metr
 from slipstream.monitor.listener import Handler, RunListener, RunTotals
 from slipstream.monitor.recorder import RunRecorder
 from slipstream.runtime.bind import prepare
-from slipstream.runtime.bound import BoundOutput, Prepared
+from slipstream.runtime.bound import BoundOutput, Prepared, stream_inputs
 from slipstream.runtime.compat import Verdicts, judge_all, refuse_or_record
 from slipstream.runtime.control import StopControl
 from slipstream.runtime.deadletter import dead_letter
@@ -67,7 +67,6 @@ from slipstream.settings.connect import sink_violations, start_query
 from slipstream.sinks.database import DatabaseSink
 from slipstream.sinks.rows import attach_rows, mark_real_time
 from slipstream.sinks.spark_sinks import write_mark
-from slipstream.sources.kafka import bound_topic, check_topic
 
 _log = logging.getLogger("slipstream")
 
@@ -182,9 +181,9 @@ def check(prepared: Prepared, queries: list[Query]) -> list[ValidationError]:
 def real_time_slots(prepared: Prepared, queries: list[Query]) -> list[ValidationError]:
     """REAL_TIME_NEEDS_SLOTS when the run's real-time queries cannot all run at once."""
     topics = [
-        check_topic(bound_topic(b.binding, b.source_options))
+        b.source.real_time_slots(b.binding, b.source_options)
         for b in prepared.inputs.values()
-        if b.source is not None and b.source.kind == "kafka"
+        if b.source is not None and b.source.real_time
     ]
     if not queries or not topics:
         return []
@@ -221,9 +220,10 @@ def restart_verdicts(spark: SparkSession, prepared: Prepared, queries: list[Quer
     return judge_all(prepared, {q.output.name: q.tree for q in queries}, partitions)
 
 
-def _source_of(prepared: Prepared, output: BoundOutput) -> str:
-    kinds = [b.source.kind for b in prepared.inputs.values() if b.source is not None]
-    return kinds[0] if kinds else "files"
+def _source_of(prepared: Prepared, output: BoundOutput) -> tuple[str, ...]:
+    """The source kinds of the inputs `output` reads (runtime.bound.stream_inputs): the
+    continuous and real-time rules judge every one of them."""
+    return tuple(b.source.kind for b in stream_inputs(prepared, output) if b.source is not None)
 
 
 def apply_trigger(writer: Any, trigger: TriggerSpec) -> Any:

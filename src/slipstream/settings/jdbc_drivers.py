@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from slipstream.errors import ConfigError
 from slipstream.settings.kafka_connector import PACKAGES, resolve_all
 
+
 @dataclass(frozen=True)
 class JdbcDriver:
     """One JDBC driver, declared by the sink whose real-time writer loads it (`Sink.jdbc`):

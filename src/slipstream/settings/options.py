@@ -79,7 +79,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
         values.named(SinkSpec.parse),
         "where results go: SPEC for every output, OUTPUT=SPEC for one (repeatable; default: "
         "each output's own, sqlite under the state dir)",
-            default={},
+        sink_help,
+        default={},
         kind="multi",
         metavar="[OUTPUT=]SINK",
         env="SLIPSTREAM_SINK",

@@ -71,8 +71,8 @@ from slipstream.errors import SlipstreamError, find_error
 from slipstream.sinks.base import BatchInfo, SinkContext, with_iso_timestamps
 from slipstream.sinks.database import LEDGER_TABLE, DatabaseSink, quote_ident
 from slipstream.sinks.postgres_io import (
-    PG_DRIVER,
     FIX_CONNECT,
+    PG_DRIVER,
     STAGE_COLUMNS,
     STAGED_COUNT,
     PgTarget,
@@ -91,14 +91,9 @@ from slipstream.sinks.postgres_io import (
 )
 
 __all__ = [  # what tests and callers import from here
-    "PgTarget",
-    "PostgresSink",
-    "copy_partition",
-    "connect",
-    "read_table",
-    "scrub",
+    "PgTarget", "PostgresSink", "copy_partition", "connect", "read_table", "scrub",
     "staging_table",
-]
+]  # fmt: skip
 
 if TYPE_CHECKING:
     import psycopg

@@ -104,10 +104,12 @@ class Source(ABC):
     stageable: ClassVar[bool] = True
     #: its records are landing files on a local path (the backfill bar counts the pending ones)
     reads_files: ClassVar[bool] = False
+    #: an input given as a topic URL (`--input kafka://HOST:PORT/TOPIC`) reads this source
+    binds_topics: ClassVar[bool] = False
     #: what `--from-checkpoint` carries to a new checkpoint (runtime/from_checkpoint.py):
-    #: "files", the files the old one read (never read again); "offsets", the positions the old
-    #: one reached in the topic; None: this source has no position to start from
-    resumes_by: ClassVar[Literal["files", "offsets"] | None] = None
+    #: "files-read", the files the old one read (never read again); "offsets", the positions
+    #: the old one reached in its topic; None: this source has no position to start from
+    resumes_by: ClassVar[Literal["files-read", "offsets"] | None] = None
     #: the late-row dead-letter re-reads a batch from the offsets in the query's own source log
     #: (a topic: `topic`), not from the files the batch read (runtime/deadletter.py)
     rereads_offsets: ClassVar[bool] = False

@@ -56,6 +56,7 @@ from slipstream.runtime import runner
 from slipstream.settings.config import load_settings
 from slipstream.settings.session import build_session
 from slipstream.sinks.base import BatchInfo, BatchSink, Sink, with_iso_timestamps
+from slipstream.sinks.registry import sink_class
 from slipstream.sinks.sqlite import read_table
 
 FAULT_ENV = "SLIPSTREAM_FAULT"
@@ -92,7 +93,7 @@ def session(
         app_name="slipstream-tests",
         log_level="ERROR",
         kafka=kafka,
-        jdbc=jdbc,
+        jdbc=[d for k in jdbc if (d := sink_class(k).jdbc) is not None],
     )
 
 
