@@ -38,7 +38,6 @@ from slipstream.settings.options import (
     NAMED,
     OPTION_BY_NAME,
     OPTIONS,
-    SOURCE_KINDS,
     SOURCE_OPTION_NAMES,
 )
 
@@ -46,7 +45,6 @@ __all__ = [
     "DEFAULT_DASHBOARD_PORT",
     "FILE_FORMATS",
     "OPTIONS",
-    "SOURCE_KINDS",
     "Option",
     "Settings",
     "load_settings",

@@ -21,19 +21,28 @@ from slipstream.core.specs import (
     parse_duration,
     sink_help,
 )
-from slipstream.sources.registry import SOURCE_KINDS, source_options
+from slipstream.sources.registry import source_options, sources
 
 DEFAULT_DASHBOARD_PORT = 8321  # `--dashboard` without a port (a free one if it is taken)
 
 FILE_FORMATS = ("json", "csv", "parquet", "text")
 
 
+def source_kind(value: object) -> str:
+    """A source's kind: of one in sources/ or one registered since (sources/registry.py)."""
+    return values.choice(*sources())(value)
+
+
+def _source_kinds() -> str:
+    return "one of " + ", ".join(sources())
+
+
 RUN_OPTIONS: tuple[Option, ...] = (
     Option(
         "source",
-        values.choice(*SOURCE_KINDS),
+        source_kind,
         "where stream input comes from (default: the pipeline's)",
-        "one of " + ", ".join(SOURCE_KINDS),
+        _source_kinds,
         metavar="KIND",
     ),
     Option(

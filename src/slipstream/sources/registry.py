@@ -60,6 +60,3 @@ def source_options() -> tuple[Option, ...]:
         for option in cls.options:
             seen.setdefault(option.name, option)
     return tuple(seen.values())
-
-
-SOURCE_KINDS: tuple[str, ...] = tuple(sources())
