@@ -177,3 +177,22 @@ def test_the_built_in_sinks_capabilities_are_todays() -> None:
     assert how["kafka"].startswith("Spark's Kafka sink (at-least-once")
     assert how["sqlite"] == how["postgresql"]
     assert how["sqlite"].startswith("each row upserted on the output's key")
+
+
+def test_settings_parse_a_sink_in_a_program_that_never_imported_the_sinks() -> None:
+    # settings sit below sinks: the package root hands core the sinks' registry to load
+    import subprocess
+    import sys
+
+    program = (
+        "import sys\n"
+        "from slipstream.core.specs import load_sinks_with  # this checkout's\n"
+        "from slipstream.settings.config import load_settings\n"
+        "assert 'slipstream.sinks.registry' not in sys.modules\n"
+        "s = load_settings('wordcount', {'sink': 'csv:/tmp/x'}, environ={})\n"
+        "print(s.sink[''].kind, s.sink[''].is_file_sink)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["csv", "True"]

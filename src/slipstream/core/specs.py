@@ -6,6 +6,7 @@ They are parsed once at the edge (CLI flags, TOML) and turned into Spark calls e
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -171,17 +172,31 @@ class SinkKind:
 
 
 #: Every sink kind, by scheme, in the order `--help` lists them: filled by sinks/registry.py
-#: (which finds the sink classes) through `add_sink_kind`.
+#: (which finds the sink classes) through `add_sink_kind`; read it with `sink_kinds()`.
 SINK_KINDS: dict[str, SinkKind] = {}
+#: what loads sinks/registry.py, called the first time the kinds are asked for: the package
+#: root (slipstream/__init__.py, above every room) hands it down, so that settings parse
+#: `--sink` even in a program that has not imported the sinks
+_LOADERS: list[Callable[[], object]] = []
+
+
+def load_sinks_with(loader: Callable[[], object]) -> None:
+    _LOADERS.append(loader)
 
 
 def add_sink_kind(kind: str, grammar: SinkKind) -> None:
     SINK_KINDS[kind] = grammar
 
 
+def sink_kinds() -> dict[str, SinkKind]:
+    while _LOADERS:
+        _LOADERS.pop()()
+    return SINK_KINDS
+
+
 def sink_help() -> str:
     """Every sink's spec as `--sink` takes it, for help and messages."""
-    return ", ".join(kind.usage for kind in SINK_KINDS.values())
+    return ", ".join(kind.usage for kind in sink_kinds().values())
 
 
 @dataclass(frozen=True)
@@ -227,7 +242,7 @@ class SinkSpec:
             KafkaTopic.parse(raw, "sink")  # refused here when it is not a Kafka sink URL
             return cls("kafka", raw)
         scheme, _, target = raw.partition(":")
-        kind = SINK_KINDS.get(scheme.lower())
+        kind = sink_kinds().get(scheme.lower())
         if kind is None:
             raise ValueError(sink_help())
         if not target and kind.target in ("none", "optional", "url"):
@@ -240,19 +255,19 @@ class SinkSpec:
 
     @property
     def is_file_sink(self) -> bool:
-        kind = SINK_KINDS.get(self.kind)
+        kind = sink_kinds().get(self.kind)
         return kind is not None and kind.file
 
     @property
     def has_local_path(self) -> bool:
         """Whether `target` names a file or folder on this machine."""
-        kind = SINK_KINDS.get(self.kind)
+        kind = sink_kinds().get(self.kind)
         return kind is not None and kind.local_path
 
     @property
     def connect_refusal(self) -> tuple[str, str] | None:
         """Why a Spark Connect client cannot write this sink, and the fix; None when it can."""
-        kind = SINK_KINDS.get(self.kind)
+        kind = sink_kinds().get(self.kind)
         return None if kind is None else kind.connect_refusal
 
     def describe(self) -> str:

@@ -15,7 +15,7 @@ from slipstream.analysis.validate import settings_violations
 from slipstream.api.pipeline import Input, Output, Params
 from slipstream.checkpoint.lifecycle import query_checkpoint
 from slipstream.core.kafka_url import KafkaTopic
-from slipstream.core.specs import SINK_KINDS, SinkSpec
+from slipstream.core.specs import SinkSpec, sink_kinds
 from slipstream.errors import ConfigError, ValidationError
 from slipstream.ingest.expectations import check_expectations
 from slipstream.ingest.guard import EventTimeGuard
@@ -253,7 +253,7 @@ def _bind_output(pipeline: Pipeline, output: Output, settings: Settings) -> Boun
 def _default_sink(text: str, settings: Settings, pipeline: Pipeline, output: Output) -> SinkSpec:
     """An output's declared sink; a file kind without a folder (`parquet`) writes under
     `STATE_DIR/outputs/PIPELINE/OUTPUT`."""
-    kind = SINK_KINDS.get(text)
+    kind = sink_kinds().get(text)
     if kind is not None and kind.target == "required":
         return SinkSpec(text, str(settings.state_dir / "outputs" / pipeline.name / output.name))
     return SinkSpec.parse(text)
