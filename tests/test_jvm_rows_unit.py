@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from slipstream.core.specs import SinkSpec
-from slipstream.settings.jdbc_drivers import COORDINATES, driver_conf, unavailable
+from slipstream.settings.jdbc_drivers import driver_conf, unavailable
 from slipstream.sinks.jvm_rows import JdbcTarget, jdbc_target
 from slipstream.sinks.postgres import PostgresSink
 from slipstream.sinks.rows import upsert_statement
@@ -25,16 +25,18 @@ def _ivy_with(tmp_path: Path, *coordinates: str) -> str:
 
 
 def test_drivers_join_the_packages_only_when_asked_and_the_users_own_win(tmp_path: Path) -> None:
-    ivy = _ivy_with(tmp_path, *COORDINATES.values())
+    pg, lite = PostgresSink.jdbc, SqliteSink.jdbc
+    assert pg is not None and lite is not None
+    ivy = _ivy_with(tmp_path, pg.coordinate, lite.coordinate)
     conf = {"spark.jars.ivy": ivy, "spark.jars.packages": "io.delta:delta-spark_2.13:4.0.0"}
     assert driver_conf([], conf) == {}
-    assert driver_conf(["postgresql", "sqlite"], conf) == {
+    assert driver_conf([pg, lite], conf) == {
         "spark.jars.packages": "io.delta:delta-spark_2.13:4.0.0,"
         "org.postgresql:postgresql:42.7.14,org.xerial:sqlite-jdbc:3.54.1.0"
     }
     theirs = {"spark.jars": "/opt/jdbc/postgresql-42.2.0.jar", "spark.jars.ivy": ivy}
-    assert driver_conf(["postgresql"], theirs) == {}
-    assert driver_conf(["postgresql", "sqlite"], theirs) == {
+    assert driver_conf([pg], theirs) == {}
+    assert driver_conf([lite, pg], theirs) == {
         "spark.jars.packages": "org.xerial:sqlite-jdbc:3.54.1.0"
     }
 

@@ -213,3 +213,56 @@ def test_the_runner_gives_each_parsed_input_a_quarantine_query() -> None:
     assert mobile.inputs["actions"].quarantine == Path("state/quarantine/mobile/actions")
     assert list(mobile.outputs) == ["counts", "quarantine.actions"]
     assert list(words.outputs) == ["counts"]
+
+
+def _two_stream_run(trigger: TriggerSpec) -> tuple[runner.Prepared, list[runner.Query]]:
+    """A run of one console output over two stream inputs: `a` from rate (which the
+    continuous trigger reads), then `b` from files (which it does not)."""
+    from types import SimpleNamespace
+
+    from slipstream.api.pipeline import Input, Output
+    from slipstream.runtime.bound import BoundInput, BoundOutput
+    from slipstream.sinks.base import SinkContext
+    from slipstream.sinks.spark_sinks import ConsoleSink
+    from slipstream.sources.base import Binding
+    from slipstream.sources.files import FilesSource
+    from slipstream.sources.rate import RateSource
+
+    inputs = {
+        name: BoundInput(Input(name, format="text"), Binding(name, None, "text"), source)
+        for name, source in (("a", RateSource()), ("b", FilesSource()))
+    }
+    ctx = SinkContext("two", "two.out", "out", (), "append", Path("unused"))
+    out = BoundOutput(Output("out", sink="console"), ConsoleSink(SinkSpec("console")), ctx)
+    settings = SimpleNamespace(trigger=trigger, remote=None, quarantine_trigger=None)
+    prepared = runner.Prepared(None, settings, {}, inputs, {"out": out}, plans={"out": STATELESS})  # type: ignore[arg-type]
+    frame = SimpleNamespace(schema=SimpleNamespace(fields=[]))
+    return prepared, [runner.Query(out, frame)]  # type: ignore[arg-type]
+
+
+def test_the_continuous_rule_judges_every_input_an_output_reads_not_the_first_only() -> None:
+    # `_source_of` judged the run's first input alone: rate passed, and the files input the
+    # same output reads was never asked
+    prepared, queries = _two_stream_run(TriggerSpec.parse("continuous:1s"))
+    found = runner.check(prepared, queries)
+    assert [v.code for v in found] == ["CONTINUOUS_NOT_ELIGIBLE"]
+    assert "source files" in found[0].message and "source rate" not in found[0].message
+
+
+def test_a_quarantine_is_judged_on_the_input_it_drains() -> None:
+    from slipstream.runtime.bound import BoundOutput, QueryKind
+
+    prepared, _ = _two_stream_run(TriggerSpec.parse("continuous:1s"))
+    sink, ctx = prepared.outputs["out"].sink, prepared.outputs["out"].ctx
+    for name in ("a", "b"):
+        drains = BoundOutput(
+            None,
+            sink,
+            replace(ctx, query_name=f"two.q{name}"),
+            reads=(name,),
+            kind=QueryKind.QUARANTINE,
+        )
+        prepared.outputs = {drains.name: drains}
+        prepared.plans = {drains.name: STATELESS}
+        found = runner.check(prepared, [runner.Query(drains, None)])  # type: ignore[arg-type]
+        assert [v.code for v in found] == ([] if name == "a" else ["CONTINUOUS_NOT_ELIGIBLE"])

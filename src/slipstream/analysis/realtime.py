@@ -21,26 +21,33 @@ Each blocker comes back as one line that names it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from slipstream.analysis.plan import Plan
 from slipstream.core.specs import OutputMode
+from slipstream.sinks import registry as sink_registry
+from slipstream.sources import registry as source_registry
 
-SOURCES = frozenset({"kafka"})
-#: Spark's allow-list (console, foreach, kafka) and the database sinks, which write through a
-#: ForeachWriter in this mode
-SINKS = frozenset({"console", "foreach", "kafka", "sqlite", "postgresql"})
 ALLOWLIST = "STREAMING_REAL_TIME_MODE.OPERATOR_OR_SINK_NOT_IN_ALLOWLIST"
 
 
-def blockers(plan: Plan, mode: OutputMode, sink: str, source: str) -> list[str]:
-    """Why Spark's real-time mode cannot run this output; empty when it can."""
+def kinds_of(source: str | Iterable[str]) -> tuple[str, ...]:
+    """The source kinds an output reads (one kind, or those of its inputs), each once."""
+    return (source,) if isinstance(source, str) else tuple(dict.fromkeys(source))
+
+
+def blockers(plan: Plan, mode: OutputMode, sink: str, source: str | Iterable[str]) -> list[str]:
+    """Why Spark's real-time mode cannot run this output (into a `sink` of that kind, reading
+    inputs of the `source` kinds); empty when it can. Which sources and sinks real-time mode
+    takes is asked of their classes (`real_time`): Spark's allow-list (console, foreach,
+    kafka) and the database sinks, which write through a ForeachWriter in this mode."""
     found = []
-    if source not in SOURCES:
-        found.append(f"source {source}: real-time mode reads Kafka only")
-    if sink not in SINKS:
-        found.append(
-            f"sink {sink}: real-time mode writes to {', '.join(sorted(SINKS))} only "
-            f"(Spark: {ALLOWLIST})"
-        )
+    for kind in kinds_of(source):
+        if not source_registry.source_class(kind).real_time:
+            found.append(f"source {kind}: real-time mode reads Kafka only")
+    if not sink_registry.sink_class(sink).real_time:
+        allowed = ", ".join(sorted(sink_registry.kinds_that("real_time")))
+        found.append(f"sink {sink}: real-time mode writes to {allowed} only (Spark: {ALLOWLIST})")
     if mode != "update":
         found.append(
             f"--mode {mode}: real-time mode runs update mode only "
@@ -92,19 +99,9 @@ def slot_blocker(needs: dict[str, int], micro_batch_queries: int, cores: int) ->
     )
 
 
-def describe(plan: Plan, mode: OutputMode, sink: str, source: str) -> str:
+def describe(plan: Plan, mode: OutputMode, sink: str, source: str | Iterable[str]) -> str:
     """What `check` says of one output under `--trigger real-time:...`."""
     found = blockers(plan, mode, sink, source)
     if found:
         return "no: " + "; ".join(found)
-    if sink in ("sqlite", "postgresql"):
-        how = (
-            "each row upserted on the output's key as it arrives, by slipstream's JVM "
-            "ForeachWriter over JDBC (under Spark Connect the Python one, which writes at the "
-            "epoch's end; at-least-once delivery: a replayed epoch converges to the same rows)"
-        )
-    elif sink == "kafka":
-        how = "Spark's Kafka sink (at-least-once: a replayed epoch writes its records again)"
-    else:
-        how = f"Spark's {sink} sink"
-    return f"yes: {how}"
+    return f"yes: {sink_registry.sink_class(sink).real_time_how()}"

@@ -13,9 +13,8 @@ from slipstream.analysis import realtime
 from slipstream.analysis.plan import Plan
 from slipstream.core.specs import OutputMode, SinkSpec, TriggerSpec
 from slipstream.errors import ValidationError
-
-CONTINUOUS_SOURCES = frozenset({"rate", "kafka"})
-CONTINUOUS_SINKS = frozenset({"console", "memory", "kafka", "foreach"})
+from slipstream.sinks import registry as sink_registry
+from slipstream.sources import registry as source_registry
 
 
 def violations(
@@ -23,7 +22,7 @@ def violations(
     mode: OutputMode,
     sink: SinkSpec,
     trigger: TriggerSpec,
-    source: str,
+    source: str | Iterable[str],
     offered_modes: Iterable[OutputMode] | None = None,
 ) -> list[ValidationError]:
     found: list[ValidationError] = []
@@ -119,7 +118,9 @@ def violations(
                 "use a micro-batch trigger (default or an interval such as 1s) for it",
             )
     if trigger.kind == "continuous":
-        code, sources, sinks = "CONTINUOUS_NOT_ELIGIBLE", CONTINUOUS_SOURCES, CONTINUOUS_SINKS
+        code = "CONTINUOUS_NOT_ELIGIBLE"
+        sources = source_registry.kinds_that("continuous")
+        sinks = sink_registry.kinds_that("continuous")
         reasons = []
         if not plan.map_like:
             reasons.append("the query is stateful or joins (only map-like queries are allowed)")
@@ -128,9 +129,10 @@ def violations(
                 "records are parsed into a quarantine (a parse barrier and observed metrics: "
                 "Spark runs only projections and filters this way)"
             )
-        if source not in sources:
-            reasons.append(f"source {source} (allowed: {', '.join(sorted(sources))})")
-        if sink.kind not in sinks:
+        for kind in realtime.kinds_of(source):
+            if not source_registry.source_class(kind).continuous:
+                reasons.append(f"source {kind} (allowed: {', '.join(sorted(sources))})")
+        if not sink_registry.sink_class(sink.kind).continuous:
             reasons.append(f"sink {sink.kind} (allowed: {', '.join(sorted(sinks))})")
         if reasons:
             refuse(
@@ -176,16 +178,13 @@ def _offered(mode: OutputMode, offered_modes: Iterable[OutputMode] | None) -> li
     return []
 
 
-DATABASE_SINKS = frozenset({"sqlite", "postgresql"})
-
-
 def key_violations(
     mode: OutputMode, sink: SinkSpec, key: tuple[str, ...], nullable: dict[str, bool]
 ) -> list[ValidationError]:
     """Update and complete modes upsert into a database on the output's key: without a key
     every batch inserts its rows again, and a key column that may be NULL never conflicts (a
     new row each batch). `nullable` is each column of the output's analyzed schema."""
-    if sink.kind not in DATABASE_SINKS or mode == "append":
+    if not sink_registry.sink_class(sink.kind).database or mode == "append":
         return []
     if not key:
         return [

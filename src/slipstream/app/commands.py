@@ -161,7 +161,7 @@ def backfill_bar(prepared: Prepared, out: TextIO) -> BackfillBar | None:
     """A progress bar for a finite run over the files source, when `out` is a terminal."""
     s = prepared.settings
     streams = [b for b in prepared.inputs.values() if b.source is not None]
-    if not s.trigger.finite or s.quiet or len(streams) != 1 or streams[0].source.kind != "files":
+    if not s.trigger.finite or s.quiet or len(streams) != 1 or not streams[0].source.reads_files:
         return None
     landing = streams[0].binding.path
     assert landing is not None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from slipstream.core import values
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, OPTIONS, Settings, load_settings
-from slipstream.tools import catalog
+from slipstream.tools import catalog, demo_kafka
 
 if TYPE_CHECKING:
     from slipstream.api.pipeline import Pipeline
@@ -206,7 +206,7 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--source",
-        choices=("files", "kafka"),
+        choices=demo_kafka.TRANSPORTS,
         help="how the generated events reach the pipeline: files (default) or a local Kafka "
         "broker that the demo starts (needs Java and Maven; trending)",
     )

@@ -15,10 +15,13 @@ class Option:
     name: str
     parse: Callable[[Any], Any]
     help: str
-    allowed: str
+    allowed: str | Callable[[], str]  # a callable: read when shown (the sink kinds, found later)
     default: Any = None
     flag: str | None = None  # CLI flag; None => --name-with-dashes
     kind: str = "value"  # value | bool | multi
     metavar: str | None = None
     env: str | None = None
     const: Any = None  # value of the bare flag (`--dashboard` alone); None: the flag needs one
+
+    def allowed_text(self) -> str:
+        return self.allowed() if callable(self.allowed) else self.allowed

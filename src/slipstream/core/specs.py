@@ -6,6 +6,7 @@ They are parsed once at the edge (CLI flags, TOML) and turned into Spark calls e
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -156,41 +157,53 @@ class Secret:
 
 @dataclass(frozen=True)
 class SinkKind:
-    """One kind of sink, by the scheme that starts its spec: the class that serves it
-    (`module:Class`, imported when a sink of this kind is made), what follows the scheme, and
-    how `--help` shows it."""
+    """What the layers below the sinks (settings, this module) know of one kind of sink, by the
+    scheme that starts its spec: what follows the scheme, how `--help` shows it, whether it
+    writes files into a folder (`file`), whether its target is a local path (made absolute for
+    a Spark Connect server), and why a Spark Connect client cannot use it (`connect_refusal`:
+    why, fix). Declared by each sink class (sinks/base.py) and added here by sinks/registry.py,
+    so this module never names a sink."""
 
-    sink: str
     target: Literal["none", "optional", "required", "url", "module"]
     usage: str
+    file: bool = False
+    local_path: bool = False
+    connect_refusal: tuple[str, str] | None = None
 
 
-#: Every sink kind, by scheme: the one place a new sink is registered.
-SINK_KINDS: dict[str, SinkKind] = {
-    "console": SinkKind("slipstream.sinks.spark_sinks:ConsoleSink", "none", "console"),
-    "memory": SinkKind("slipstream.sinks.spark_sinks:MemorySink", "none", "memory"),
-    "noop": SinkKind("slipstream.sinks.spark_sinks:NoopSink", "none", "noop"),
-    "parquet": SinkKind("slipstream.sinks.spark_sinks:FileSink", "required", "parquet:DIR"),
-    "json": SinkKind("slipstream.sinks.spark_sinks:FileSink", "required", "json:DIR"),
-    "csv": SinkKind("slipstream.sinks.spark_sinks:FileSink", "required", "csv:DIR"),
-    "sqlite": SinkKind("slipstream.sinks.sqlite:SqliteSink", "optional", "sqlite[:PATH]"),
-    "postgresql": SinkKind(
-        "slipstream.sinks.postgres:PostgresSink",
-        "url",
-        "postgresql[://user[:password]@host[:port]/db]",
-    ),
-    "foreach": SinkKind("slipstream.sinks.foreach:ForeachSink", "module", "foreach:module:attr"),
-    "kafka": SinkKind("slipstream.sinks.kafka:KafkaSink", "url", "kafka://host:port/topic"),
-}
-FILE_SINKS: frozenset[str] = frozenset(k for k, v in SINK_KINDS.items() if v.target == "required")
-SINK_HELP = ", ".join(kind.usage for kind in SINK_KINDS.values())
+#: Every sink kind, by scheme, in the order `--help` lists them: filled by sinks/registry.py
+#: (which finds the sink classes) through `add_sink_kind`; read it with `sink_kinds()`.
+SINK_KINDS: dict[str, SinkKind] = {}
+#: what loads sinks/registry.py, called the first time the kinds are asked for: the package
+#: root (slipstream/__init__.py, above every room) hands it down, so that settings parse
+#: `--sink` even in a program that has not imported the sinks
+_LOADERS: list[Callable[[], object]] = []
+
+
+def load_sinks_with(loader: Callable[[], object]) -> None:
+    _LOADERS.append(loader)
+
+
+def add_sink_kind(kind: str, grammar: SinkKind) -> None:
+    SINK_KINDS[kind] = grammar
+
+
+def sink_kinds() -> dict[str, SinkKind]:
+    while _LOADERS:
+        _LOADERS.pop()()
+    return SINK_KINDS
+
+
+def sink_help() -> str:
+    """Every sink's spec as `--sink` takes it, for help and messages."""
+    return ", ".join(kind.usage for kind in sink_kinds().values())
 
 
 @dataclass(frozen=True)
 class SinkSpec:
     """Where results go. `target` is a directory, a database file, a DSN or a module:attr."""
 
-    kind: str  # a scheme of SINK_KINDS
+    kind: str  # a scheme of SINK_KINDS (a sink class's `kind`)
     target: str | None = None
     password: Secret | None = field(default=None, compare=False)
 
@@ -229,9 +242,9 @@ class SinkSpec:
             KafkaTopic.parse(raw, "sink")  # refused here when it is not a Kafka sink URL
             return cls("kafka", raw)
         scheme, _, target = raw.partition(":")
-        kind = SINK_KINDS.get(scheme.lower())
+        kind = sink_kinds().get(scheme.lower())
         if kind is None:
-            raise ValueError(SINK_HELP)
+            raise ValueError(sink_help())
         if not target and kind.target in ("none", "optional", "url"):
             return cls(scheme.lower())
         if kind.target == "optional" or (kind.target == "required" and target):
@@ -242,7 +255,20 @@ class SinkSpec:
 
     @property
     def is_file_sink(self) -> bool:
-        return self.kind in FILE_SINKS
+        kind = sink_kinds().get(self.kind)
+        return kind is not None and kind.file
+
+    @property
+    def has_local_path(self) -> bool:
+        """Whether `target` names a file or folder on this machine."""
+        kind = sink_kinds().get(self.kind)
+        return kind is not None and kind.local_path
+
+    @property
+    def connect_refusal(self) -> tuple[str, str] | None:
+        """Why a Spark Connect client cannot write this sink, and the fix; None when it can."""
+        kind = sink_kinds().get(self.kind)
+        return None if kind is None else kind.connect_refusal
 
     def describe(self) -> str:
         """Shown in `check`, logs and errors: never includes a password."""

@@ -16,7 +16,7 @@ from slipstream.analysis.validate import settings_violations
 from slipstream.api.pipeline import Input, Output, Params
 from slipstream.checkpoint.lifecycle import query_checkpoint
 from slipstream.core.kafka_url import KafkaTopic
-from slipstream.core.specs import SINK_KINDS, SinkSpec
+from slipstream.core.specs import SinkSpec, sink_kinds
 from slipstream.errors import ConfigError, ValidationError
 from slipstream.ingest.expectations import check_expectations
 from slipstream.ingest.guard import EventTimeGuard
@@ -28,8 +28,9 @@ from slipstream.settings.config import Settings
 from slipstream.settings.connect import sink_violations
 from slipstream.sinks import Sink, SinkContext, make_sink
 from slipstream.sinks.database import check_table
+from slipstream.sinks.registry import sink_class
 from slipstream.sources.base import Binding
-from slipstream.sources.registry import get_source
+from slipstream.sources.registry import get_source, kinds_that, sources
 
 
 def prepare(
@@ -125,7 +126,7 @@ def _refuse_shared_targets(outputs: dict[str, BoundOutput]) -> None:
         if spec.is_file_sink:
             where = (str(spec.path().resolve()),)
             shown = where[0]
-        elif spec.kind in ("sqlite", "postgresql"):
+        elif out.sink.database:
             target = str(getattr(out.sink, "path", None) or spec.describe())
             where = (spec.kind, target, out.ctx.table)
             shown = f"table {out.ctx.table} of {spec.describe()}"
@@ -165,12 +166,15 @@ def _bind_input(
             _check_table_path(spec, binding)
         return BoundInput(spec, binding)
     # a path given means files (wordcount reads a socket by default, text files when given one)
+    known = sources()
+    reading_files = [k for k in spec.sources if k in known and known[k].reads_files]
     kind = settings.source or (
-        "files" if path is not None and "files" in spec.sources else spec.sources[0]
+        reading_files[0] if path is not None and reading_files else spec.sources[0]
     )
+    reading_topics = kinds_that("binds_topics")  # a kafka:// input reads Kafka
     if topic is not None and settings.source is None:
-        kind = "kafka"
-    if topic is not None and kind != "kafka":
+        kind = reading_topics[0]
+    if topic is not None and kind not in reading_topics:
         raise ConfigError(
             "CONFIG_BAD_VALUE",
             f"{flag}{topic} is a Kafka topic, but --source {kind} was given",
@@ -193,7 +197,7 @@ def _bind_input(
     rules = check_expectations(pipeline.expectations(spec.name, params))
     # an event-time column needs the guard, and the guard a quarantine (ingest/guard.py);
     # parquet files are judged whole, and a rejected one goes to the quarantine
-    parquet = kind == "files" and fmt == "parquet"
+    parquet = source.reads_files and fmt == "parquet"
     parses = fmt in ("json", "csv") or parquet or bool(spec.required or spec.event_time)
     if rules and not parses:
         raise ConfigError(
@@ -249,7 +253,7 @@ def _bind_output(pipeline: Pipeline, output: Output, settings: Settings) -> Boun
     mode = settings.mode.get(output.name) or (settings.mode.get("") if first else None)
     mode = mode or pipeline.default_mode(output, spec)
     ctx = _ctx(pipeline, settings, output.name, table or output.table_name, output.key, mode)
-    if spec.kind in ("sqlite", "postgresql"):
+    if sink_class(spec.kind).database:
         check_table(ctx.table)  # a bad or reserved table name fails here, not in a batch
     return BoundOutput(output, make_sink(spec, settings.default_database), ctx)
 
@@ -257,7 +261,7 @@ def _bind_output(pipeline: Pipeline, output: Output, settings: Settings) -> Boun
 def _default_sink(text: str, settings: Settings, pipeline: Pipeline, output: Output) -> SinkSpec:
     """An output's declared sink; a file kind without a folder (`parquet`) writes under
     `STATE_DIR/outputs/PIPELINE/OUTPUT`."""
-    kind = SINK_KINDS.get(text)
+    kind = sink_kinds().get(text)
     if kind is not None and kind.target == "required":
         return SinkSpec(text, str(settings.state_dir / "outputs" / pipeline.name / output.name))
     return SinkSpec.parse(text)

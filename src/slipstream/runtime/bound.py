@@ -17,6 +17,7 @@ from slipstream.ingest.expectations import Expectation
 from slipstream.ingest.guard import EventTimeGuard
 from slipstream.pipelines import Pipeline
 from slipstream.settings.config import Settings
+from slipstream.settings.jdbc_drivers import JdbcDriver
 from slipstream.sinks import Sink, SinkContext
 from slipstream.sources.base import Binding, Source
 
@@ -112,23 +113,27 @@ class Prepared:
         return any(i.parses for i in self.inputs.values())
 
 
+def stream_inputs(prepared: Prepared, output: BoundOutput) -> list[BoundInput]:
+    """The stream inputs `output`'s query reads: a quarantine's, the input it drains; a
+    pipeline output's, every stream input of the run (a pipeline does not declare which of its
+    inputs an output reads)."""
+    names = output.reads or tuple(prepared.inputs)
+    return [prepared.inputs[n] for n in names if prepared.inputs[n].source is not None]
+
+
 def uses_kafka(prepared: Prepared) -> bool:
     """Whether a run reads or writes Kafka (its session needs the connector)."""
     return any(
-        b.source is not None and b.source.kind == "kafka" for b in prepared.inputs.values()
-    ) or any(o.sink.spec.kind == "kafka" for o in prepared.outputs.values())
+        b.source is not None and b.source.needs_kafka_connector for b in prepared.inputs.values()
+    ) or any(o.sink.needs_kafka_connector for o in prepared.outputs.values())
 
 
-def jdbc_drivers(prepared: Prepared) -> tuple[str, ...]:
-    """The database sinks (sqlite, postgresql) whose JDBC drivers a run's session needs: those
-    of its outputs that real-time mode writes row by row from the JVM (sinks/jvm_rows.py). None
-    under Spark Connect, whose outputs keep the Python writer."""
+def jdbc_drivers(prepared: Prepared) -> tuple[JdbcDriver, ...]:
+    """The JDBC drivers a run's session needs: those of the database sinks its outputs write in
+    real-time mode row by row from the JVM (sinks/jvm_rows.py). None under Spark Connect, whose
+    outputs keep the Python writer."""
     settings = prepared.settings
     if settings.trigger.kind != "real-time" or settings.remote is not None:
         return ()
-    kinds = {
-        o.sink.spec.kind
-        for o in prepared.outputs.values()
-        if o.spec is not None and o.sink.spec.kind in ("sqlite", "postgresql")
-    }
-    return tuple(sorted(kinds))
+    drivers = {o.sink.jdbc for o in prepared.outputs.values() if o.is_output and o.sink.jdbc}
+    return tuple(sorted(drivers, key=lambda d: d.coordinate))

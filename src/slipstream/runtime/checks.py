@@ -11,12 +11,11 @@ from pyspark.sql import SparkSession
 from slipstream.analysis.realtime import slot_blocker, slots_needed
 from slipstream.analysis.validate import key_violations, violations
 from slipstream.errors import ValidationError
-from slipstream.runtime.bound import BoundOutput, Prepared
+from slipstream.runtime.bound import BoundOutput, Prepared, stream_inputs
 from slipstream.runtime.build import Query
 from slipstream.runtime.compat import Verdicts, judge_all
 from slipstream.runtime.writers import query_trigger
 from slipstream.settings.connect import sink_violations
-from slipstream.sources.kafka import bound_topic, check_topic
 
 
 def check(prepared: Prepared, queries: list[Query]) -> list[ValidationError]:
@@ -54,9 +53,9 @@ def refuse_rules(prepared: Prepared, queries: list[Query]) -> None:
 def real_time_slots(prepared: Prepared, queries: list[Query]) -> list[ValidationError]:
     """REAL_TIME_NEEDS_SLOTS when the run's real-time queries cannot all run at once."""
     topics = [
-        check_topic(bound_topic(b.binding, b.source_options))
+        b.source.real_time_slots(b.binding, b.source_options)
         for b in prepared.inputs.values()
-        if b.source is not None and b.source.kind == "kafka"
+        if b.source is not None and b.source.real_time
     ]
     if not queries or not topics:
         return []
@@ -93,6 +92,7 @@ def restart_verdicts(spark: SparkSession, prepared: Prepared, queries: list[Quer
     return judge_all(prepared, {q.output.name: q.tree for q in queries}, partitions)
 
 
-def _source_of(prepared: Prepared, output: BoundOutput) -> str:
-    kinds = [b.source.kind for b in prepared.inputs.values() if b.source is not None]
-    return kinds[0] if kinds else "files"
+def _source_of(prepared: Prepared, output: BoundOutput) -> tuple[str, ...]:
+    """The source kinds of the inputs `output` reads (runtime.bound.stream_inputs): the
+    continuous and real-time rules judge every one of them."""
+    return tuple(b.source.kind for b in stream_inputs(prepared, output) if b.source is not None)

@@ -82,7 +82,7 @@ def build_of(
         "sink": {
             "kind": output.sink.spec.kind,
             "target": output.sink.describe(ctx),
-            "table": ctx.table if output.sink.spec.kind in ("sqlite", "postgresql") else None,
+            "table": ctx.table if output.sink.database else None,
         },
         "inputs": inputs,
         "params": {name: show_value(value) for name, value in prepared.params.items()},

@@ -52,10 +52,9 @@ from slipstream.checkpoint.logs import (
     committed,
     query_id,
 )
-from slipstream.runtime.ingest_stage import applies, bronze_dir
+from slipstream.runtime.ingest_stage import bronze_dir
 from slipstream.runtime.late_rows import kafka_late_rows, kafka_ranges, late_rows
 from slipstream.sinks.base import local_rows
-from slipstream.sources.kafka import bound_topic
 
 if TYPE_CHECKING:
     from slipstream.runtime.bound import BoundOutput, Prepared
@@ -269,9 +268,10 @@ class DeadLetter:
         for rule in cover.plan.rules:
             bound = self.prepared.inputs[rule.input]
             settings = self.prepared.settings
-            staged = applies(settings, bound)  # the output read bronze files, even of a topic
-            if not staged and bound.source is not None and bound.source.kind == "kafka":
-                topic = bound_topic(bound.binding, bound.source_options)  # type: ignore[arg-type]
+            staged = bound.staged  # the output read bronze files, even of a topic
+            if not staged and bound.source is not None and bound.source.rereads_offsets:
+                topic = bound.source.topic(bound.binding, bound.source_options)
+                assert topic is not None  # a source that re-reads offsets reads a topic
                 ranges = kafka_ranges(checkpoint, batch, topic.topic)  # the batch's offsets
                 if ranges:
                     late = kafka_late_rows(self.spark, bound, rule, topic, ranges, at,

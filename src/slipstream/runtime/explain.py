@@ -7,7 +7,7 @@ from typing import Any
 
 from slipstream.analysis import realtime
 from slipstream.core.specs import format_duration
-from slipstream.runtime.bound import BoundInput, Prepared
+from slipstream.runtime.bound import BoundInput, Prepared, stream_inputs
 
 
 def explain(prepared: Prepared) -> str:
@@ -24,9 +24,8 @@ def explain(prepared: Prepared) -> str:
     if prepared.params:
         shown = ", ".join(f"{k}={show_value(v)}" for k, v in prepared.params.items())
         lines.append(f"params      {shown}")
-    streams = [b.source.kind for b in prepared.inputs.values() if b.source is not None]
     for out in prepared.outputs.values():
-        kinds = (out.sink.spec.kind, streams[0] if streams else "files")
+        streams = [b.source.kind for b in stream_inputs(prepared, out) if b.source is not None]
         lines.append(
             f"output      {out.name}: {out.ctx.mode} to {out.sink.describe(out.ctx)}"
             f"  (checkpoint {out.ctx.checkpoint})"
@@ -38,7 +37,8 @@ def explain(prepared: Prepared) -> str:
             if not out.is_output:
                 lines.append("  real-time   no: rejected records go to files; micro-batches")
             else:
-                lines.append(f"  real-time   {realtime.describe(plan, out.ctx.mode, *kinds)}")
+                verdict = realtime.describe(plan, out.ctx.mode, out.sink.spec.kind, streams)
+                lines.append(f"  real-time   {verdict}")
         late = prepared.late.get(out.name)
         if late is not None:
             lines += [f"  late rows {rule.describe()}" for rule in late.rules]

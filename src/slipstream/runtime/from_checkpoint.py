@@ -139,11 +139,12 @@ def take_position(old: Path, inputs: dict[str, BoundInput]) -> StartFrom:
         if bound.source is None:
             continue  # a static table: read whole by every batch
         _refuse_other_input(old, bound)
-        if bound.source.kind == "files" and bound.binding.path is not None:
+        kind, resumes_by = bound.source.kind, bound.source.resumes_by
+        if resumes_by == "files-read" and bound.binding.path is not None:
             folder = Path(bound.binding.path).resolve()
             mine = sorted(f for f in read if _under(f, folder))
-            starts[bound.name] = InputStart(bound.name, "files", tuple(mine))
-        elif bound.source.kind == "kafka" and bound.binding.topic is not None:
+            starts[bound.name] = InputStart(bound.name, kind, tuple(mine))
+        elif resumes_by == "offsets" and bound.binding.topic is not None:
             topic = bound.binding.topic.topic
             if topic not in offsets:
                 raise CheckpointError(
@@ -152,7 +153,7 @@ def take_position(old: Path, inputs: dict[str, BoundInput]) -> StartFrom:
                     f"{', '.join(sorted(offsets)) or 'no topic'}); nothing was started",
                     f"bind the topic OLD read, or drop {FLAG}",
                 )
-            starts[bound.name] = InputStart(bound.name, "kafka", offsets={topic: offsets[topic]})
+            starts[bound.name] = InputStart(bound.name, kind, offsets={topic: offsets[topic]})
         else:
             raise ConfigError(
                 "SOURCE_NOT_SUPPORTED",
@@ -244,9 +245,9 @@ def apply(
         if name not in bound:
             continue
         binding = bound[name].binding
-        if where.source == "files":
+        if where.offsets is None:  # the files OLD read
             binding = replace(binding, skip_files=still_to_skip(where, checkpoints))
-        elif where.offsets is not None and binding.topic is not None:
+        elif binding.topic is not None:
             topic = binding.topic
             if "startingOffsets" in topic.option_map and not start.recorded:
                 raise ConfigError(

@@ -80,7 +80,7 @@ def applies(settings: Settings, bound: BoundInput) -> bool:
         return False  # the outputs read the source itself (Kafka), record by record
     if bound.source is None or not bound.parses:
         return False
-    return bound.source.kind != "socket"
+    return bound.source.stageable
 
 
 #: `--ingest-stage auto` stages a new checkpoint's inputs under a finite trigger when an input

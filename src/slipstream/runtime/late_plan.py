@@ -32,7 +32,7 @@ from slipstream.analysis.plan import (
     watermark,
 )
 from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared
-from slipstream.runtime.ingest_stage import applies, bronze_dir
+from slipstream.runtime.ingest_stage import bronze_dir
 
 _FILE_SOURCE = re.compile(r"FileSource\[(?P<path>[^\]]*)\]")
 _KAFKA_TOPIC = re.compile(r"[\[ ]subscribe=([A-Za-z0-9._-]+)[,\]]")
@@ -56,7 +56,7 @@ def _input_of(prepared: Prepared, relation: PlanNode) -> BoundInput | None:
     path = Path(found.group("path")).resolve()
     for bound in prepared.inputs.values():
         given = bound.binding.path
-        if applies(prepared.settings, bound):  # its outputs read the ingest stage's bronze
+        if bound.staged:  # its outputs read the ingest stage's bronze
             given = bronze_dir(prepared.settings, bound)
         if bound.source is not None and given is not None and Path(given).resolve() == path:
             return bound
@@ -65,15 +65,13 @@ def _input_of(prepared: Prepared, relation: PlanNode) -> BoundInput | None:
 
 def _kafka_input_of(prepared: Prepared, relation: PlanNode) -> BoundInput | None:
     """The Kafka input a `StreamingRelationV2 ... kafka, ... [subscribe=TOPIC, ...]` reads."""
-    from slipstream.sources.kafka import bound_topic
-
     found = _KAFKA_TOPIC.search(relation.text)
     if found is None or "KafkaSourceProvider" not in relation.text:
         return None
     for bound in prepared.inputs.values():
-        if bound.source is not None and bound.source.kind == "kafka":
-            topic = bound_topic(bound.binding, bound.source_options)  # type: ignore[arg-type]
-            if topic.topic == found.group(1):
+        if bound.source is not None:
+            topic = bound.source.topic(bound.binding, bound.source_options)
+            if topic is not None and topic.topic == found.group(1):
                 return bound
     return None
 

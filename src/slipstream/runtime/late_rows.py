@@ -25,14 +25,11 @@ from slipstream.core.kafka_url import KafkaTopic
 from slipstream.ingest.expectations import route
 from slipstream.ingest.parse import RAW, REASON, SOURCE
 from slipstream.runtime.inputs import parse_input
+from slipstream.sources.kafka import read_ranges
 from slipstream.sources.parquet_files import parquet_rows
 
 if TYPE_CHECKING:
     from slipstream.runtime.bound import BoundInput
-
-#: options of Spark's Kafka source that a batch read refuses or that mean nothing to it
-_STREAM_ONLY = ("startingOffsets", "startingTimestamp", "endingOffsets", "maxOffsetsPerTrigger",
-                "minOffsetsPerTrigger", "maxTriggerDelay")  # fmt: skip
 
 Ranges = dict[str, tuple[int, int]]  # partition -> [start, end)
 
@@ -126,39 +123,12 @@ def kafka_ranges(checkpoint: Path, batch: int, topic: str) -> Ranges:
     return {}
 
 
-def kafka_raw(spark: SparkSession, topic: KafkaTopic, ranges: Ranges) -> DataFrame:
-    """The records of `ranges` as the stream read them: value, and `kafka:TOPIC:P:OFFSET`."""
-    from slipstream.sources.kafka import raw_records
-
-    options = {
-        k: v
-        for k, v in topic.spark_options().items()
-        if k not in _STREAM_ONLY and k not in ("subscribe", "subscribePattern", "assign")
-    }
-    starts = {topic.topic: {p: s for p, (s, _) in ranges.items()}}
-    ends = {topic.topic: {p: e for p, (_, e) in ranges.items()}}
-    # `assign`, the partitions the batch read, not `subscribe`: Spark refuses offsets that do
-    # not name every partition the consumer is assigned ("Partitions specified for Kafka start
-    # offsets don't match what are assigned"), and a batch that read one partition of two
-    # names one (seen in CI: every re-read of a 2-partition topic failed so)
-    assigned = {topic.topic: sorted(int(p) for p in ranges)}
-    frame = (
-        spark.read.format("kafka")
-        .options(**options)
-        .option("assign", json.dumps(assigned))
-        .option("startingOffsets", json.dumps(starts))
-        .option("endingOffsets", json.dumps(ends))
-        .load()
-    )
-    return raw_records(frame)
-
-
 def kafka_late_rows(
     spark: SparkSession, bound: BoundInput, rule: LateRule, topic: KafkaTopic, ranges: Ranges,
     at: BatchOffsets, watermark_ms: int,
 ) -> DataFrame:  # fmt: skip
     """The rows of a Kafka input's offset `ranges` that `rule` drops against `watermark_ms`."""
     fmt = bound.binding.format
-    raw = kafka_raw(spark, topic, ranges)
+    raw = read_ranges(spark, topic, ranges)
     return judged(raw, fmt if fmt in ("json", "csv", "text") else "json", bound, rule, at,
                   watermark_ms)  # fmt: skip

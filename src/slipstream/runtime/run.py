@@ -271,12 +271,11 @@ class Run:
 
 def kafka_topics(prepared: Prepared) -> list[KafkaTopic]:
     """The topics of the run's Kafka inputs."""
-    from slipstream.sources.kafka import bound_topic
-
     return [
-        bound_topic(b.binding, b.source_options)  # type: ignore[arg-type]
+        topic
         for b in prepared.inputs.values()
-        if b.source is not None and b.source.kind == "kafka"
+        if b.source is not None
+        and (topic := b.source.topic(b.binding, b.source_options)) is not None
     ]
 
 

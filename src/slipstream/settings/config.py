@@ -38,7 +38,6 @@ from slipstream.settings.options import (
     NAMED,
     OPTION_BY_NAME,
     OPTIONS,
-    SOURCE_KINDS,
     SOURCE_OPTION_NAMES,
 )
 
@@ -46,7 +45,6 @@ __all__ = [
     "DEFAULT_DASHBOARD_PORT",
     "FILE_FORMATS",
     "OPTIONS",
-    "SOURCE_KINDS",
     "Option",
     "Settings",
     "load_settings",
@@ -143,8 +141,8 @@ def _parse_one(name: str, value: Any, origin: str) -> Any:
         raise ConfigError(
             "CONFIG_BAD_VALUE",
             f"{origin} {_display(name, origin)} has value {shown!r}; "
-            f"allowed: {exc or option.allowed}",
-            f"give {_display(name, origin)} {option.allowed}",
+            f"allowed: {exc or option.allowed_text()}",
+            f"give {_display(name, origin)} {option.allowed_text()}",
         ) from None
 
 

@@ -36,13 +36,6 @@ from slipstream.errors import ConfigError, ValidationError
 
 #: --conf keys a Connect client can set: session settings (the server owns the rest)
 SESSION_CONF_PREFIXES = ("spark.sql.", "spark.hadoop.")
-#: sink kind -> why it is refused under Spark Connect
-REFUSED_SINKS = {
-    "console": (
-        "the console sink prints on the server's standard output, not here",
-        "use --sink sqlite or memory, or run without --remote to see the rows here",
-    ),
-}
 
 
 def is_connect(spark_or_frame: Any) -> bool:
@@ -72,10 +65,10 @@ def check_remote(remote: str, conf: Mapping[str, str], master_given: bool) -> No
 
 
 def sink_violations(sink: SinkSpec) -> list[ValidationError]:
-    """A sink that cannot work from a Spark Connect client."""
-    if sink.kind not in REFUSED_SINKS:
+    """A sink that cannot work from a Spark Connect client (`Sink.connect_refusal`)."""
+    if sink.connect_refusal is None:
         return []
-    why, fix = REFUSED_SINKS[sink.kind]
+    why, fix = sink.connect_refusal
     return [ValidationError("CONNECT_NOT_SUPPORTED", f"under Spark Connect, {why}", fix)]
 
 
@@ -113,6 +106,6 @@ def absolute(path: Path | None) -> Path | None:
 
 
 def absolute_sink(spec: SinkSpec) -> SinkSpec:
-    if spec.target is None or not (spec.is_file_sink or spec.kind == "sqlite"):
+    if spec.target is None or not spec.has_local_path:
         return spec
     return SinkSpec(spec.kind, str(Path(spec.target).absolute()), spec.password)

@@ -13,33 +13,32 @@ version, from their mirror) in `spark.jars.packages`."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Literal
+from dataclasses import dataclass
 
 from slipstream.errors import ConfigError
 from slipstream.settings.kafka_connector import PACKAGES, resolve_all
 
-DriverKind = Literal["sqlite", "postgresql"]
 
-#: the Maven coordinate of each sink's driver
-COORDINATES: dict[str, str] = {
-    "sqlite": "org.xerial:sqlite-jdbc:3.54.1.0",
-    "postgresql": "org.postgresql:postgresql:42.7.14",
-}
-#: each driver's class, which the writer loads in its task
-DRIVER_CLASSES: dict[str, str] = {
-    "sqlite": "org.sqlite.JDBC",
-    "postgresql": "org.postgresql.Driver",
-}
-#: how a driver's jar or coordinate is recognised among the user's own
-ARTIFACTS: dict[str, str] = {"sqlite": "sqlite-jdbc", "postgresql": "org.postgresql"}
+@dataclass(frozen=True)
+class JdbcDriver:
+    """One JDBC driver, declared by the sink whose real-time writer loads it (`Sink.jdbc`):
+    its Maven coordinate, its class (loaded in the writer's task), and how its jar or a
+    coordinate of it is recognised among the user's own (`artifact` in the name, or a jar
+    named `jar_prefix`...)."""
+
+    coordinate: str
+    driver_class: str
+    artifact: str
+    jar_prefix: str | None = None
 
 
-def user_driver(kind: str, conf: Mapping[str, str]) -> str | None:
+def user_driver(driver: JdbcDriver, conf: Mapping[str, str]) -> str | None:
     """The driver the user chose with --conf (a jar or a coordinate), if any."""
     for key in ("spark.jars", PACKAGES):
         for item in conf.get(key, "").split(","):
             name = item.strip().rsplit("/", 1)[-1]
-            if ARTIFACTS[kind] in name or (kind == "postgresql" and name.startswith("postgresql-")):
+            prefix = driver.jar_prefix
+            if driver.artifact in name or (prefix is not None and name.startswith(prefix)):
                 return item.strip()
     return None
 
@@ -57,13 +56,13 @@ def unavailable(coordinates: str, reason: str) -> ConfigError:
     )
 
 
-def driver_conf(kinds: Iterable[str], conf: Mapping[str, str]) -> dict[str, str]:
-    """The settings that put the drivers of `kinds` (sqlite, postgresql) on a new session's
-    classpath (to merge over `conf`); {} when none is needed or the user's settings already
-    carry them. Resolves them first: raises CONNECTOR_UNAVAILABLE when one cannot be had."""
-    wanted = sorted(set(kinds))
-    mine = [COORDINATES[k] for k in wanted if user_driver(k, conf) is None]
-    theirs = [c for k in wanted if (c := user_driver(k, conf)) and c.count(":") == 2]
+def driver_conf(drivers: Iterable[JdbcDriver], conf: Mapping[str, str]) -> dict[str, str]:
+    """The settings that put `drivers` on a new session's classpath (to merge over `conf`);
+    {} when none is needed or the user's settings already carry them. Resolves them first:
+    raises CONNECTOR_UNAVAILABLE when one cannot be had."""
+    wanted = sorted(set(drivers), key=lambda d: d.coordinate)
+    mine = [d.coordinate for d in wanted if user_driver(d, conf) is None]
+    theirs = [c for d in wanted if (c := user_driver(d, conf)) and c.count(":") == 2]
     if not mine and not theirs:
         return {}
     resolve_all([*theirs, *mine], conf, unavailable)

@@ -15,25 +15,34 @@ from slipstream.core.specs import (
     DURATION_HELP,
     MAX_DURATION,
     OUTPUT_MODES,
-    SINK_HELP,
     TRIGGER_HELP,
     SinkSpec,
     TriggerSpec,
     parse_duration,
+    sink_help,
 )
-from slipstream.sources.registry import SOURCE_KINDS, source_options
+from slipstream.sources.registry import source_options, sources
 
 DEFAULT_DASHBOARD_PORT = 8321  # `--dashboard` without a port (a free one if it is taken)
 
 FILE_FORMATS = ("json", "csv", "parquet", "text")
 
 
+def source_kind(value: object) -> str:
+    """A source's kind: of one in sources/ or one registered since (sources/registry.py)."""
+    return values.choice(*sources())(value)
+
+
+def _source_kinds() -> str:
+    return "one of " + ", ".join(sources())
+
+
 RUN_OPTIONS: tuple[Option, ...] = (
     Option(
         "source",
-        values.choice(*SOURCE_KINDS),
+        source_kind,
         "where stream input comes from (default: the pipeline's)",
-        "one of " + ", ".join(SOURCE_KINDS),
+        _source_kinds,
         metavar="KIND",
     ),
     Option(
@@ -79,7 +88,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
         values.named(SinkSpec.parse),
         "where results go: SPEC for every output, OUTPUT=SPEC for one (repeatable; default: "
         "each output's own, sqlite under the state dir)",
-        SINK_HELP,
+        sink_help,
         default={},
         kind="multi",
         metavar="[OUTPUT=]SINK",

@@ -84,7 +84,7 @@ from pyspark.sql import SparkSession
 from slipstream.errors import SlipstreamError
 from slipstream.jvm import required_jar
 from slipstream.settings.connect import session_conf
-from slipstream.settings.jdbc_drivers import driver_conf
+from slipstream.settings.jdbc_drivers import JdbcDriver, driver_conf
 from slipstream.settings.kafka_connector import connector_conf
 
 DEFAULT_MASTER = "local[*]"
@@ -203,7 +203,7 @@ def build_session(
     log_level: str = "WARN",
     remote: str | None = None,
     kafka: bool = False,
-    jdbc: Iterable[str] = (),
+    jdbc: Iterable[JdbcDriver] = (),
 ) -> SparkSession:
     """Build (or return the running) SparkSession with slipstream's streaming defaults.
 
@@ -212,8 +212,8 @@ def build_session(
     With `remote` (sc://HOST:PORT) the session is a Spark Connect client: no JVM starts here.
     `kafka`: a Kafka input or sink is used; Spark's Kafka connector joins `spark.jars.packages`
     (resolved first: CONNECTOR_UNAVAILABLE when it cannot be had; settings/kafka_connector.py).
-    `jdbc`: the sinks (sqlite, postgresql) a real-time output writes through slipstream's JVM
-    writer; their JDBC drivers join `spark.jars.packages` the same way (jdbc_drivers.py)."""
+    `jdbc`: the JDBC drivers of the sinks a real-time output writes through slipstream's JVM
+    writer (`Sink.jdbc`); they join `spark.jars.packages` the same way (jdbc_drivers.py)."""
     if remote is not None:
         return remote_session(remote, conf or {})
     submitted = submitted_master() if master is None else None

@@ -1,5 +1,6 @@
-"""Sinks: `base` (Sink, BatchSink), `database` (DatabaseSink with the exactly-once ledger), one
-module per kind, and `registry` (SinkSpec -> Sink)."""
+"""Sinks: `base` (Sink, BatchSink: the extension points and how to add a sink), `database`
+(DatabaseSink with the exactly-once ledger), one module per kind, and `registry` (kind -> class,
+SinkSpec -> Sink, `register` for a sink defined elsewhere)."""
 
 from slipstream.sinks.base import BatchInfo, BatchSink, Sink, SinkContext
 from slipstream.sinks.database import DatabaseSink

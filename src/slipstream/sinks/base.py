@@ -6,6 +6,14 @@
   timestamps to ISO-8601 UTC text, fault-injection points for crash tests, and retries. A
   subclass writes one batch.
 - `DatabaseSink` (sinks/database.py): a BatchSink for transactional databases.
+
+To add a sink: write one module in this folder with a subclass of one of them that declares its
+`kind` (the scheme `--sink` takes: `KIND[:TARGET]`), its `target` grammar and `usage`, and the
+capabilities below that differ from the defaults (continuous, real-time, a database with the
+batch ledger, files, JDBC driver...). sinks/registry.py finds it (core/registry.py) and tells
+core/specs.py its grammar; nothing else to edit: the rest of slipstream asks the class, never
+names a kind. A sink defined elsewhere (a test's, a plugin's) is added with
+`sinks.registry.register(cls)`.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -31,8 +39,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from slipstream.core.specs import OutputMode, SinkSpec
+from slipstream.core.specs import OutputMode, SinkKind, SinkSpec
 from slipstream.settings.connect import is_connect
+from slipstream.settings.jdbc_drivers import JdbcDriver
 
 log = logging.getLogger("slipstream.sinks")
 
@@ -60,9 +69,46 @@ class BatchInfo:
 
 class Sink(ABC):
     spec: SinkSpec
+    #: the scheme `--sink` takes (`KIND[:TARGET]`); a class without its own is not registered
+    kind: ClassVar[str]
+    #: what follows the scheme: nothing, an optional or a required path, a URL, module:attr
+    target: ClassVar[Literal["none", "optional", "required", "url", "module"]] = "none"
+    usage: ClassVar[str] = ""  # how `--help` shows the spec (default: the kind)
+    #: it writes files into the folder its target names (append mode only, a folder each)
+    file: ClassVar[bool] = False
+    #: its target is a path on this machine (made absolute for a Spark Connect server)
+    local_path: ClassVar[bool] = False
+    #: why a Spark Connect client cannot write it, and the fix; None when it can
+    connect_refusal: ClassVar[tuple[str, str] | None] = None
+    #: Spark's continuous trigger can write it (Spark: console, memory, kafka, foreach)
+    continuous: ClassVar[bool] = False
+    #: Spark's real-time mode can write it (Spark's allow-list, and slipstream's database
+    #: sinks through a ForeachWriter: analysis/realtime.py)
+    real_time: ClassVar[bool] = False
+    #: how real-time mode writes it (`check` shows it); None: Spark's own sink of this kind
+    real_time_writer: ClassVar[str | None] = None
+    #: a database table with slipstream's batch ledger: upserts on the output's key in update
+    #: and complete modes, a table name checked before start (sinks/database.py)
+    database: ClassVar[bool] = False
+    #: the JDBC driver of its real-time JVM writer (sinks/jvm_rows.py); None: no JVM writer
+    jdbc: ClassVar[JdbcDriver | None] = None
+    #: a session writing it needs Spark's Kafka connector (settings/kafka_connector.py)
+    needs_kafka_connector: ClassVar[bool] = False
 
     def __init__(self, spec: SinkSpec) -> None:
         self.spec = spec
+
+    @classmethod
+    def grammar(cls) -> SinkKind:
+        """What core/specs.py and settings/ need to know of this kind (they cannot import it)."""
+        return SinkKind(
+            cls.target, cls.usage or cls.kind, cls.file, cls.local_path, cls.connect_refusal
+        )
+
+    @classmethod
+    def real_time_how(cls) -> str:
+        """How real-time mode writes this sink, for `check`."""
+        return cls.real_time_writer or f"Spark's {cls.kind} sink"
 
     @classmethod
     def from_spec(cls, spec: SinkSpec, default_database: Path) -> Sink:

@@ -62,6 +62,13 @@ class DatabaseSink(BatchSink):
 
     A database implements the hooks; `errors` turns its driver's exceptions into ours."""
 
+    database = True
+    real_time = True
+    real_time_writer = (
+        "each row upserted on the output's key as it arrives, by slipstream's JVM "
+        "ForeachWriter over JDBC (under Spark Connect the Python one, which writes at the "
+        "epoch's end; at-least-once delivery: a replayed epoch converges to the same rows)"
+    )
     placeholder: ClassVar[str] = "?"
 
     @abstractmethod

@@ -93,6 +93,12 @@ def load_writer(target: str) -> Any:
 class ForeachSink(Sink):
     """Spark's `foreach` sink around a user's writer (see the module doc for the guarantees)."""
 
+    kind = "foreach"
+    target = "module"
+    usage = "foreach:module:attr"
+    continuous = True
+    real_time = True
+
     def __init__(self, spec: SinkSpec) -> None:
         super().__init__(spec)
         assert spec.target is not None

@@ -38,7 +38,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter
 
 from slipstream.settings.connect import is_connect
-from slipstream.settings.jdbc_drivers import DRIVER_CLASSES
 from slipstream.sinks.database import DatabaseSink
 
 #: libpq keywords of a sink URL and the pgjdbc property that means the same
@@ -60,15 +59,12 @@ class JdbcTarget:
     """Where the JVM writer connects: everything but the password is printable."""
 
     kind: str  # sqlite, postgresql
+    driver: str  # the JDBC driver's class (`Sink.jdbc`)
     url: str
     properties: dict[str, str]
     where: str  # for messages
     connect_fix: str
     password: Any = None  # a Secret, or None
-
-    @property
-    def driver(self) -> str:
-        return DRIVER_CLASSES[self.kind]
 
 
 def jdbc_target(sink: DatabaseSink) -> JdbcTarget | str:
@@ -78,6 +74,7 @@ def jdbc_target(sink: DatabaseSink) -> JdbcTarget | str:
         path = Path(sink.path).absolute()  # type: ignore[attr-defined]
         return JdbcTarget(
             kind,
+            sink.jdbc.driver_class,  # type: ignore[union-attr]
             f"jdbc:sqlite:{path}",
             dict(SQLITE_PROPERTIES),
             f"SQLite {path}",
@@ -99,7 +96,8 @@ def jdbc_target(sink: DatabaseSink) -> JdbcTarget | str:
             f"{target.dbname or user}"
         )
         where = f"PostgreSQL at {target.where()}"
-        return JdbcTarget(kind, url, props, where, FIX_CONNECT, target.password)
+        driver = sink.jdbc.driver_class  # type: ignore[union-attr]
+        return JdbcTarget(kind, driver, url, props, where, FIX_CONNECT, target.password)
     return f"no JDBC writer for a {kind} sink"
 
 

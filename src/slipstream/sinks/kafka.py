@@ -28,6 +28,16 @@ AT_LEAST_ONCE = (
 
 
 class KafkaSink(Sink):
+    kind = "kafka"
+    target = "url"
+    usage = "kafka://host:port/topic"
+    continuous = True
+    real_time = True
+    real_time_writer = (
+        "Spark's Kafka sink (at-least-once: a replayed epoch writes its records again)"
+    )
+    needs_kafka_connector = True
+
     @property
     def topic(self) -> KafkaTopic:
         return KafkaTopic.parse(str(self.spec.target), "sink")

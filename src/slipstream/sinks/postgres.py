@@ -72,6 +72,7 @@ from slipstream.sinks.base import BatchInfo, SinkContext, with_iso_timestamps
 from slipstream.sinks.database import LEDGER_TABLE, DatabaseSink, quote_ident
 from slipstream.sinks.postgres_io import (
     FIX_CONNECT,
+    PG_DRIVER,
     STAGE_COLUMNS,
     STAGED_COUNT,
     PgTarget,
@@ -90,14 +91,9 @@ from slipstream.sinks.postgres_io import (
 )
 
 __all__ = [  # what tests and callers import from here
-    "PgTarget",
-    "PostgresSink",
-    "copy_partition",
-    "connect",
-    "read_table",
-    "scrub",
+    "PgTarget", "PostgresSink", "copy_partition", "connect", "read_table", "scrub",
     "staging_table",
-]
+]  # fmt: skip
 
 if TYPE_CHECKING:
     import psycopg
@@ -126,6 +122,10 @@ class Staged:
 
 
 class PostgresSink(DatabaseSink):
+    kind = "postgresql"
+    target = "url"
+    usage = "postgresql[://user[:password]@host[:port]/db]"
+    jdbc = PG_DRIVER
     placeholder = "%s"
 
     def __init__(self, spec: SinkSpec, environ: Mapping[str, str] | None = None) -> None:

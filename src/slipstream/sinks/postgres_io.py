@@ -22,6 +22,7 @@ from pyspark.sql.types import TimestampNTZType, TimestampType
 
 from slipstream.core.specs import Secret, SinkSpec
 from slipstream.errors import SlipstreamError
+from slipstream.settings.jdbc_drivers import JdbcDriver
 from slipstream.sinks.database import quote_ident, sql_type
 
 if TYPE_CHECKING:
@@ -35,6 +36,12 @@ FIX_CONNECT = (
     "check that PostgreSQL runs and accepts TCP connections there (listen_addresses, "
     "pg_hba.conf); correct --sink postgresql://USER@HOST:PORT/DB or PGHOST, PGPORT, PGDATABASE, "
     "PGUSER; give the password in PGPASSWORD or ~/.pgpass rather than on the command line"
+)
+
+#: the JDBC driver of the real-time JVM writer (sinks/jvm_rows.py); a user's `postgresql-*.jar`
+#: is one too
+PG_DRIVER = JdbcDriver(
+    "org.postgresql:postgresql:42.7.14", "org.postgresql.Driver", "org.postgresql", "postgresql-"
 )
 
 

@@ -22,6 +22,14 @@ from slipstream.sinks.base import Sink, SinkContext
 
 
 class ConsoleSink(Sink):
+    kind = "console"
+    continuous = True
+    real_time = True
+    connect_refusal = (
+        "the console sink prints on the server's standard output, not here",
+        "use --sink sqlite or memory, or run without --remote to see the rows here",
+    )
+
     def attach(self, writer: DataStreamWriter, ctx: SinkContext) -> DataStreamWriter:
         return writer.format("console").option("truncate", "false").option("numRows", 50)
 
@@ -30,6 +38,8 @@ class ConsoleSink(Sink):
 
 
 class NoopSink(Sink):
+    kind = "noop"
+
     def attach(self, writer: DataStreamWriter, ctx: SinkContext) -> DataStreamWriter:
         return writer.format("noop")
 
@@ -40,6 +50,9 @@ class NoopSink(Sink):
 class MemorySink(Sink):
     """An in-memory table named after the output; for tests and notebooks. It cannot recover
     from a checkpoint in update or append mode (Spark's limitation)."""
+
+    kind = "memory"
+    continuous = True
 
     def attach(self, writer: DataStreamWriter, ctx: SinkContext) -> DataStreamWriter:
         return writer.format("memory").queryName(ctx.table)
@@ -88,6 +101,12 @@ def mark_names(folder: Path) -> list[Path]:
 
 
 class FileSink(Sink):
+    """Spark's file sink in one format (the kind: parquet, json, csv), into a folder."""
+
+    target = "required"
+    file = True
+    local_path = True
+
     def attach(self, writer: DataStreamWriter, ctx: SinkContext) -> DataStreamWriter:
         if "://" not in str(self.spec.target):  # a local folder: mark it before Spark writes
             write_mark(self.directory, ctx.checkpoint)
@@ -244,3 +263,18 @@ def _plain(value: Any) -> Any:
 def _iso_mtime(path: Path) -> str:
     moment = datetime.fromtimestamp(path.stat().st_mtime, UTC).replace(microsecond=0)
     return moment.isoformat().replace("+00:00", "Z")
+
+
+class ParquetSink(FileSink):
+    kind = "parquet"
+    usage = "parquet:DIR"
+
+
+class JsonSink(FileSink):
+    kind = "json"
+    usage = "json:DIR"
+
+
+class CsvSink(FileSink):
+    kind = "csv"
+    usage = "csv:DIR"

@@ -27,6 +27,7 @@ from pyspark.sql.types import DataType, DateType, DecimalType, StructField, Stru
 from slipstream.checkpoint.lifecycle import not_ours
 from slipstream.core.specs import SinkSpec
 from slipstream.errors import SlipstreamError
+from slipstream.settings.jdbc_drivers import JdbcDriver
 from slipstream.sinks.base import BatchInfo, SinkContext, local_rows, with_iso_timestamps
 from slipstream.sinks.database import LEDGER_TABLE, DatabaseSink, quote_ident, sql_type
 
@@ -67,6 +68,11 @@ def _as_text(field: StructField) -> Column:
 
 
 class SqliteSink(DatabaseSink):
+    kind = "sqlite"
+    target = "optional"
+    usage = "sqlite[:PATH]"
+    local_path = True
+    jdbc = JdbcDriver("org.xerial:sqlite-jdbc:3.54.1.0", "org.sqlite.JDBC", "sqlite-jdbc")
     placeholder = "?"
 
     def __init__(self, spec: SinkSpec, default_path: Path) -> None:

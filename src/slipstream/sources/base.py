@@ -5,8 +5,13 @@ string column and `_source` (where it came from); for typed formats the declared
 `_source`. Parsing and rejection happen after, in `slipstream.ingest`, once for every source.
 
 To add a source: write one module in this folder with a `Source` subclass: its `kind`, its own
-`options` (flags, TOML keys and `--help` come from them) and `read`. sources/registry.py finds it;
-nothing else to edit. A custom source that Spark does not ship is best written with PySpark's own
+`options` (flags, TOML keys and `--help` come from them), `read`, and the capabilities below that
+differ from the defaults (what it can do: replayable, continuous, real-time, staged by the ingest
+stage, where `--from-checkpoint` starts it...). sources/registry.py finds it (core/registry.py);
+nothing else to edit: the rest of slipstream asks the class, never names a kind. A source
+defined elsewhere (a test's, a plugin's) is added with `sources.registry.register(cls)`.
+
+A custom source that Spark does not ship is best written with PySpark's own
 `pyspark.sql.datasource.DataSource` (`streamReader`) and then wrapped here in a few lines."""
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -86,9 +91,30 @@ class RawInput:
 
 class Source(ABC):
     kind: ClassVar[str]
+    #: can Spark re-read an offset range after a failure (exactly-once on restart)?
     replayable: ClassVar[bool] = True
     #: this source's own settings: `--NAME` flags, TOML keys and `--help` are built from them
     options: ClassVar[tuple[Option, ...]] = ()
+    #: Spark's continuous trigger can read it (Spark: rate and Kafka)
+    continuous: ClassVar[bool] = False
+    #: Spark's real-time mode can read it (Spark: Kafka)
+    real_time: ClassVar[bool] = False
+    #: the ingest stage can land its records as bronze files (runtime/ingest_stage.py); False
+    #: for a source that cannot be read twice (a socket)
+    stageable: ClassVar[bool] = True
+    #: its records are landing files on a local path (the backfill bar counts the pending ones)
+    reads_files: ClassVar[bool] = False
+    #: an input given as a topic URL (`--input kafka://HOST:PORT/TOPIC`) reads this source
+    binds_topics: ClassVar[bool] = False
+    #: what `--from-checkpoint` carries to a new checkpoint (runtime/from_checkpoint.py):
+    #: "files-read", the files the old one read (never read again); "offsets", the positions
+    #: the old one reached in its topic; None: this source has no position to start from
+    resumes_by: ClassVar[Literal["files-read", "offsets"] | None] = None
+    #: the late-row dead-letter re-reads a batch from the offsets in the query's own source log
+    #: (a topic: `topic`), not from the files the batch read (runtime/deadletter.py)
+    rereads_offsets: ClassVar[bool] = False
+    #: a session reading it needs Spark's Kafka connector (settings/kafka_connector.py)
+    needs_kafka_connector: ClassVar[bool] = False
 
     @abstractmethod
     def read(self, spark: SparkSession, binding: Binding, options: SourceOptions) -> RawInput: ...
@@ -99,6 +125,15 @@ class Source(ABC):
 
     def describe(self, binding: Binding, options: SourceOptions) -> str:
         return self.kind
+
+    def topic(self, binding: Binding, options: SourceOptions) -> KafkaTopic | None:
+        """The Kafka topic this input reads; None for a source that reads no topic."""
+        return None
+
+    def real_time_slots(self, binding: Binding, options: SourceOptions) -> int:
+        """The task slots a real-time query reading this input holds for it (a Kafka topic:
+        one per partition, asked of the broker); 0 for a source real-time mode cannot read."""
+        return 0
 
     def given(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """This source's options from the run's (`Settings.source_options`), defaults filled in."""

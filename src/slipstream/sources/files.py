@@ -68,6 +68,8 @@ def _path_in(spark: SparkSession, paths: list[str]) -> Column:
 
 class FilesSource(Source):
     kind = "files"
+    reads_files = True
+    resumes_by = "files-read"
     options = (
         Option(
             "max_files_per_trigger",

@@ -13,6 +13,7 @@ from slipstream.sources.base import Binding, RawInput, Source, SourceOptions, sp
 
 class RateSource(Source):
     kind = "rate"
+    continuous = True
     options = (
         Option(
             "rows_per_second",

@@ -1,44 +1,39 @@
-"""The sources slipstream knows, by kind: every `Source` subclass defined in a module of this
-folder (listed with pkgutil and imported here; adding a module adds the source). Their options
-reach the run's settings (settings/options.py) from here."""
+"""The sources slipstream knows, by kind: every `Source` subclass with its own `kind` in a module
+of this folder (core/registry.py; adding a module adds the source), and any added with
+`register`. Their options reach the run's settings (settings/options.py) from here."""
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import pkgutil
-from functools import cache
-from pathlib import Path
-
 from slipstream.core.options import Option
+from slipstream.core.registry import Registry
 from slipstream.errors import ConfigError
 from slipstream.sources.base import Source
 
-NOT_SOURCES = frozenset({"base", "registry", "parquet_files"})
 #: the order `--help` and messages list them in (any other kind follows, by name)
 ORDER = ("files", "socket", "rate", "table", "kafka")
+REGISTRY: Registry[type[Source]] = Registry(
+    __package__ or "slipstream.sources",
+    Source,
+    ORDER,
+    skip=frozenset({"base", "registry", "parquet_files"}),
+)
 
 
-@cache
 def sources() -> dict[str, type[Source]]:
-    """kind -> Source class, for every source module of this package."""
-    found: dict[str, type[Source]] = {}
-    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
-        if info.name in NOT_SOURCES or info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"{__package__}.{info.name}")
-        for _, cls in inspect.getmembers(module, inspect.isclass):
-            if (
-                issubclass(cls, Source)
-                and cls.__module__ == module.__name__
-                and not inspect.isabstract(cls)
-            ):
-                found[cls.kind] = cls
-    rank = {kind: i for i, kind in enumerate(ORDER)}
-    return dict(sorted(found.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
+    """kind -> Source class, for every source module of this package and every registered."""
+    return REGISTRY.classes()
 
 
-def get_source(kind: str) -> Source:
+def register(cls: type[Source]) -> type[Source]:
+    """Add a Source subclass defined outside this folder (a test's); usable as a decorator."""
+    return REGISTRY.register(cls)
+
+
+def unregister(kind: str) -> None:
+    REGISTRY.unregister(kind)
+
+
+def source_class(kind: str) -> type[Source]:
     known = sources()
     if kind not in known:
         raise ConfigError(
@@ -46,7 +41,16 @@ def get_source(kind: str) -> Source:
             f"unknown source {kind!r}",
             f"use one of {', '.join(known)}",
         )
-    return known[kind]()
+    return known[kind]
+
+
+def get_source(kind: str) -> Source:
+    return source_class(kind)()
+
+
+def kinds_that(capable: str) -> tuple[str, ...]:
+    """The kinds whose class has the capability `capable` (a boolean class attribute)."""
+    return tuple(kind for kind, cls in sources().items() if getattr(cls, capable))
 
 
 def source_options() -> tuple[Option, ...]:
@@ -56,6 +60,3 @@ def source_options() -> tuple[Option, ...]:
         for option in cls.options:
             seen.setdefault(option.name, option)
     return tuple(seen.values())
-
-
-SOURCE_KINDS: tuple[str, ...] = tuple(sources())

@@ -17,6 +17,7 @@ from slipstream.sources.base import Binding, RawInput, Source, SourceOptions, sp
 class SocketSource(Source):
     kind = "socket"
     replayable = False
+    stageable = False  # the ingest stage would read it as a second client
     options = (
         Option(
             "host", values.text, "host of the socket source", "a host name", default="localhost"

@@ -60,6 +60,7 @@ from slipstream.runtime.run import Run
 from slipstream.settings.config import load_settings
 from slipstream.settings.session import build_session
 from slipstream.sinks.base import FAULT_ENV, BatchInfo, BatchSink, Sink, with_iso_timestamps
+from slipstream.sinks.registry import sink_class
 from slipstream.sinks.sqlite import read_table
 
 
@@ -94,7 +95,7 @@ def session(
         app_name="slipstream-tests",
         log_level="ERROR",
         kafka=kafka,
-        jdbc=jdbc,
+        jdbc=[d for k in jdbc if (d := sink_class(k).jdbc) is not None],
     )
 
 

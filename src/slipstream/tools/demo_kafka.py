@@ -16,6 +16,8 @@ from typing import TextIO
 from slipstream.errors import ConfigError
 from slipstream.tools.kafka_broker import BrokerError, KafkaBroker
 
+#: how the demo's generated events reach the pipeline: landing files, or this broker's topic
+TRANSPORTS = ("files", "kafka")
 TOPIC = "trending-events"
 PARTITIONS = 2
 

@@ -1,0 +1,90 @@
+"""How slipstream finds the classes of an extension point (sources, sinks): every class of a
+module in the extension point's folder that subclasses its base and declares its own `kind`.
+Adding a module adds the class; `Registry.register` adds one defined elsewhere (a test, a
+plugin). sources/registry.py and sinks/registry.py each hold one."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Generic, TypeVar
+
+T = TypeVar("T", bound=type)
+
+
+class Registry(Generic[T]):
+    """kind -> class for the modules of `package` (its folder found from the package), listed
+    in `order` first and then by kind; `skip` names modules that hold no such class (imported
+    only when used). `added` is called once for every class found or registered."""
+
+    def __init__(
+        self,
+        package: str,
+        base: T,
+        order: tuple[str, ...] = (),
+        skip: frozenset[str] = frozenset(),
+        added: Callable[[T], None] | None = None,
+    ) -> None:
+        self.package = package
+        self.base = base
+        self.order = order
+        self.skip = skip
+        self.added = added
+        self._found: dict[str, T] | None = None
+
+    def classes(self) -> dict[str, T]:
+        """Every class, by kind (the folder is scanned on the first call)."""
+        if self._found is None:
+            self._found = {}
+            for cls in self._scan():
+                self._found[cls.kind] = cls
+            self._sort()
+            for cls in self._found.values():
+                if self.added is not None:
+                    self.added(cls)
+        return dict(self._found)
+
+    def register(self, cls: T) -> T:
+        """Add `cls` (a subclass of the base with its own `kind`); usable as a decorator."""
+        if not (issubclass(cls, self.base) and "kind" in vars(cls)):
+            raise TypeError(f"{cls.__name__} is not a {self.base.__name__} with its own kind")
+        self.classes()
+        assert self._found is not None
+        self._found[cls.kind] = cls
+        self._sort()
+        if self.added is not None:
+            self.added(cls)
+        return cls
+
+    def unregister(self, kind: str) -> None:
+        """Forget a class added with `register` (a test's, when it ends)."""
+        if self._found is not None:
+            self._found.pop(kind, None)
+
+    def _sort(self) -> None:
+        assert self._found is not None
+        rank = {kind: i for i, kind in enumerate(self.order)}
+        ordered = sorted(self._found.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0]))
+        self._found.clear()
+        self._found.update(ordered)
+
+    def _scan(self) -> list[T]:
+        package = importlib.import_module(self.package)
+        folder = Path(package.__file__ or "").parent
+        found: list[T] = []
+        for info in pkgutil.iter_modules([str(folder)]):
+            if info.name in self.skip or info.name.startswith("_"):
+                continue
+            module = importlib.import_module(f"{self.package}.{info.name}")
+            for _, cls in inspect.getmembers(module, inspect.isclass):
+                if (
+                    issubclass(cls, self.base)
+                    and cls.__module__ == module.__name__
+                    and "kind" in vars(cls)
+                    and not inspect.isabstract(cls)
+                ):
+                    found.append(cls)
+        return found
