@@ -76,6 +76,23 @@ CORRUPTIONS: dict[str, tuple[Callable[[Path], None], str]] = {
     "metadata deleted": (lambda c: (c / "metadata").unlink(), "metadata"),
     "sources/0/0 truncated": (lambda c: truncate(c / "sources" / "0" / "0", 0.7), "sources/0/0"),
     "sources/0/1 deleted": (lambda c: (c / "sources" / "0" / "1").unlink(), "sources/0/1"),
+    # issue 43 break 2: slipstream's build record, read as "no record", let a changed window run
+    "build record garbled": (
+        lambda c: (c / "slipstream-build.json").write_bytes(b'{"version": 1, "mo\x00\xff'),
+        "slipstream-build.json",
+    ),
+    "build record emptied": (
+        lambda c: (c / "slipstream-build.json").write_text(""),
+        "slipstream-build.json",
+    ),
+    "build record not an object": (
+        lambda c: (c / "slipstream-build.json").write_text("[1, 2]"),
+        "slipstream-build.json",
+    ),
+    "build record without its state": (
+        lambda c: (c / "slipstream-build.json").write_text('{"version": 1, "mode": "update"}'),
+        "slipstream-build.json",
+    ),
 }
 
 

@@ -91,7 +91,14 @@ def test_wrong_uses_are_refused_before_spark(tmp_path: Path, landing: Path) -> N
         prepare(landing, tmp_path / "new", from_checkpoint=damaged)
     assert err.value.code == "CHECKPOINT_DAMAGED"
     # OLD read another folder: its position means nothing in this one
-    build = {"inputs": [{"name": "actions", "source": "files", "path": str(tmp_path)}]}
+    build = {
+        "version": 1,
+        "mode": "update",
+        "sink": {},
+        "inputs": [{"name": "actions", "source": "files", "path": str(tmp_path)}],
+        "settings": {},
+        "state": {"operators": [], "window": {}, "watermark": {}},
+    }
     query = old / "checkpoints" / "mobile" / "counts"
     (query / BUILD).write_text(json.dumps(build))
     with pytest.raises(CheckpointError) as err:

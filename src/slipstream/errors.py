@@ -81,7 +81,8 @@ CODES: dict[str, str] = {
     "FILE_DELETED": "a landed file was deleted after it was listed, before it was read",
     "FILE_CHANGED": "a landed file changed after it was listed; what changed is not read",
     "CHECKPOINT_DAMAGED": (
-        "a checkpoint's logs (metadata, offsets, commits, file source log) disagree or are cut"
+        "a checkpoint's logs (metadata, offsets, commits, file source log, build record) "
+        "disagree or are cut"
     ),
     "STATE_INCOMPATIBLE": (
         "a checkpoint's state was built for another query (window, slide, key, operators, "

@@ -16,7 +16,12 @@ and the way out (CHECKPOINT_DAMAGED):
   the checksum Hadoop wrote beside it (`.N.changelog.crc`: CRC32 per 512 bytes). Spark does not
   check these when it loads state: a cut changelog fails as `CANNOT_LOAD_STATE_STORE` naming no
   file, inside a Java stack. A cut file is found from its size alone; the content of files up to
-  64 MiB is checked too (larger ones, RocksDB snapshots, by size only)."""
+  64 MiB is checked too (larger ones, RocksDB snapshots, by size only);
+- slipstream's own build record (`slipstream-build.json`, runtime/compat.py), when there is
+  one, is a JSON object of the shape it writes. A garbled record read as "no record" would let
+  a changed window run on state built for another (STATE_INCOMPATIBLE never asked) and be
+  overwritten, so no later run could notice. A missing record (a checkpoint built before
+  slipstream recorded builds) is not damage."""
 
 from __future__ import annotations
 
@@ -34,6 +39,7 @@ from slipstream.errors import CheckpointError
 class Damage:
     file: Path
     what: str
+    fix: str | None = None  # the way out when it is not WAY_OUT's
 
 
 def _numbered(folder: Path) -> dict[int, Path]:
@@ -139,6 +145,57 @@ def state_damages(checkpoint: Path) -> list[Damage]:
     return found
 
 
+BUILD_RECORD = "slipstream-build.json"  # written by runtime/compat.py
+BUILD_FIELDS: dict[str, type] = {
+    "version": int,
+    "mode": str,
+    "sink": dict,
+    "inputs": list,
+    "settings": dict,
+    "state": dict,
+}
+BUILD_STATE_FIELDS: dict[str, type] = {"operators": list, "window": dict, "watermark": dict}
+
+
+def _build_record_problem(path: Path) -> str | None:
+    """What is wrong with a checkpoint's build record, or None (sound)."""
+    lines = _lines(path)
+    if lines is None:
+        return "cannot be read as text"
+    record = _json("\n".join(lines))
+    if not isinstance(record, dict):
+        return "is not a JSON object (truncated or garbled)"
+    state = record.get("state")
+    missing = [k for k, kind in BUILD_FIELDS.items() if not isinstance(record.get(k), kind)]
+    if isinstance(state, dict):
+        missing += [
+            f"state.{k}"
+            for k, kind in BUILD_STATE_FIELDS.items()
+            if not isinstance(state.get(k), kind)
+        ]
+    if missing:
+        return f"lacks {', '.join(missing)} (truncated or garbled)"
+    return None
+
+
+def build_record_damage(checkpoint: Path) -> Damage | None:
+    path = Path(checkpoint) / BUILD_RECORD
+    if not path.exists():
+        return None  # built before slipstream recorded builds: compared from the next run on
+    problem = _build_record_problem(path)
+    if problem is None:
+        return None
+    return Damage(
+        path,
+        problem + ": what the checkpoint's state was built for (window, keys, mode) is unknown, "
+        "so a changed pipeline could run on it unnoticed",
+        "restore the file from a backup if you have one; otherwise start the output over: "
+        "`slipstream reset PIPELINE --outputs` (its results are rebuilt from the "
+        "landing folder). Only if the pipeline and its flags are unchanged since this "
+        "checkpoint was built: delete the file, and the next run records the build again",
+    )
+
+
 def damages(checkpoint: Path) -> list[Damage]:
     """Every disagreement in one query checkpoint (empty when sound or new)."""
     checkpoint = Path(checkpoint)
@@ -187,6 +244,9 @@ def damages(checkpoint: Path) -> list[Damage]:
                     if damage is not None:
                         found.append(damage)
                         break
+    build = build_record_damage(checkpoint)
+    if build is not None:
+        found.append(build)
     return found + state_damages(checkpoint)
 
 
@@ -235,7 +295,11 @@ def refuse_damaged(checkpoints: dict[str, Path]) -> None:
             more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
             raise CheckpointError(
                 "CHECKPOINT_DAMAGED",
-                f"the checkpoint of {name} is damaged: {first.file} {first.what}{more}; "
-                "Spark would fail on it, or read files again and count records twice",
-                WAY_OUT,
+                f"the checkpoint of {name} is damaged: {first.file} {first.what}{more}"
+                + (
+                    ""
+                    if first.fix
+                    else "; Spark would fail on it, or read files again and count records twice"
+                ),
+                (first.fix or WAY_OUT).replace("PIPELINE", name.split(".")[0]),
             )
