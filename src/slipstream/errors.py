@@ -17,6 +17,10 @@ CODES: dict[str, str] = {
     "JVM_PARSER_MISSING": "slipstream's JVM parser jar is not built or not on Spark's classpath",
     "UNKNOWN_PIPELINE": "no pipeline of that name is registered",
     "PIPELINE_INVALID": "a pipeline declares its inputs, outputs or parameters inconsistently",
+    "INIT_NAME_SHADOWS": (
+        "init's name is a module already (the standard library's, or an installed one): the new "
+        "module would shadow it"
+    ),
     # validation of the query plan (the seeds' and Spark's rules)
     "FILE_SINK_APPEND_ONLY": "file sinks (parquet, json, csv) take append mode only",
     "COMPLETE_NEEDS_AGGREGATION": "complete mode needs a streaming aggregation",

@@ -49,11 +49,21 @@ PRIVATE_UMASK = 0o077
 
 def entry() -> int:
     """The `slipstream` command (and `python -m slipstream`)."""
-    os.umask(PRIVATE_UMASK)
-    return main()
+    user_umask = os.umask(PRIVATE_UMASK)
+    return main(user_umask=user_umask)
 
 
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+def current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def main(
+    argv: Sequence[str] | None = None, out: TextIO | None = None, user_umask: int | None = None
+) -> int:
+    """`user_umask`: the one the user ran slipstream with (`entry` makes the process's own
+    private); files made for the user to edit and share (`init`) follow it."""
     out = out or sys.stdout
     argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="slipstream: %(message)s", stream=sys.stderr)
@@ -67,6 +77,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         pipeline = pipeline_of(argv)
         parser = build_parser(pipeline)
         args, unknown = parser.parse_known_args(argv)
+        args.user_umask = current_umask() if user_umask is None else user_umask
         if unknown:
             refuse_unknown(parser, args, pipeline, unknown)
         return _dispatch(args, out)
@@ -184,11 +195,14 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
     if args.command == "init":
         from slipstream.tools.scaffold import class_name, init
 
-        module, test = init(args.name, args.dir)
+        module, test = init(args.name, args.dir, file_mode=0o666 & ~args.user_umask)
         print(f"wrote {module} and {test}", file=out)
         target = f"{args.name}:{class_name(args.name)}"
+        here = Path(args.dir).resolve() == Path.cwd().resolve()
         print(
-            f"next:\n  cd {args.dir}\n  python -m pytest {test.name}      # its test\n"
+            "next:\n"
+            + ("" if here else f"  cd {args.dir}\n")
+            + f"  python -m pytest {test.name}      # its test\n"
             f"  slipstream run {target} --help\n"
             f"  slipstream run {target} --input landing   # JSON lines files landing there",
             file=out,
