@@ -76,6 +76,15 @@ CORRUPTIONS: dict[str, tuple[Callable[[Path], None], str]] = {
     "metadata deleted": (lambda c: (c / "metadata").unlink(), "metadata"),
     "sources/0/0 truncated": (lambda c: truncate(c / "sources" / "0" / "0", 0.7), "sources/0/0"),
     "sources/0/1 deleted": (lambda c: (c / "sources" / "0" / "1").unlink(), "sources/0/1"),
+    # issue 43 break 10: well-formed, but no file: every file was counted again
+    "sources/0/0 cut to its version line": (
+        lambda c: (c / "sources" / "0" / "0").write_text("v1\n"),
+        "sources/0/0",
+    ),
+    "sources/0/2 cut to its version line": (
+        lambda c: (c / "sources" / "0" / "2").write_text("v1"),
+        "sources/0/2",
+    ),
     # issue 43 break 2: slipstream's build record, read as "no record", let a changed window run
     "build record garbled": (
         lambda c: (c / "slipstream-build.json").write_bytes(b'{"version": 1, "mo\x00\xff'),
@@ -186,7 +195,7 @@ def test_a_state_load_failure_from_spark_becomes_checkpoint_damaged(tmp_path: Pa
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("damage", ["source log", "state changelog"])
+@pytest.mark.parametrize("damage", ["source log", "source log emptied", "state changelog"])
 def test_a_real_checkpoint_passes_and_its_damage_is_refused_then_reset_is_exact(
     spark: object, tmp_path: Path, damage: str
 ) -> None:
@@ -214,7 +223,7 @@ def test_a_real_checkpoint_passes_and_its_damage_is_refused_then_reset_is_exact(
     checkpoint = Path(h.prepared.primary.ctx.checkpoint)
     for out in h.prepared.outputs.values():  # the outputs' and the quarantine's
         assert damages(Path(out.ctx.checkpoint)) == [], out.name
-    if damage == "source log":
+    if damage.startswith("source log"):
         victim = checkpoint / "sources" / "0" / "0"
     else:
         changelogs = sorted(
@@ -222,7 +231,10 @@ def test_a_real_checkpoint_passes_and_its_damage_is_refused_then_reset_is_exact(
             key=lambda p: (int(p.stem), p.stat().st_size),
         )
         victim = changelogs[-1]
-    truncate(victim, 0.6)
+    if damage == "source log emptied":  # issue 43 break 10: well-formed, read as no file
+        victim.write_text("v1\n")
+    else:
+        truncate(victim, 0.6)
     with pytest.raises(CheckpointError) as refused:
         harness().start()
     assert refused.value.code == "CHECKPOINT_DAMAGED"
@@ -235,3 +247,21 @@ def test_a_real_checkpoint_passes_and_its_damage_is_refused_then_reset_is_exact(
     finally:
         again.stop()
     assert sum(int(r["count"]) for r in rows) == len(lines)  # each record once
+
+
+def test_a_compacted_source_log_must_hold_each_log_offset_the_offsets_name(
+    tmp_path: Path,
+) -> None:
+    """issue 43 break 10, compacted: Spark folds log offsets 0 and 1 into `1.compact`; one that
+    lost log offset 0's files is as emptied as a plain file cut to its version line."""
+    checkpoint = spark_checkpoint(tmp_path / "ck")
+    folder = checkpoint / "sources" / "0"
+    entries = [line for n in (0, 1) for line in (folder / str(n)).read_text().splitlines()[1:]]
+    for n in (0, 1):
+        (folder / str(n)).unlink()
+    compact = folder / "1.compact"
+    compact.write_text("v1\n" + "\n".join(entries))
+    assert damages(checkpoint) == []
+    compact.write_text("v1\n" + "\n".join(e for e in entries if '"batchId": 1' in e))
+    [found] = damages(checkpoint)
+    assert found.file == compact and "log offset 0" in found.what

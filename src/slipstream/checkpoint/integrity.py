@@ -11,7 +11,9 @@ and the way out (CHECKPOINT_DAMAGED):
 - every `commits/N` is a version line and a JSON object;
 - the last commit has its offsets (Spark plans batch N in offsets/N before it commits it), and
   the offsets run at most one batch past the last commit;
-- each file source's log (`sources/I`) holds, whole, every log offset the offsets name;
+- each file source's log (`sources/I`) holds, whole, every log offset the offsets name, each
+  with at least one file (Spark logs an offset only for files it found: one cut to its version
+  line is well-formed, and read as "no file" it made every file count again);
 - every state store file (`state/OP/PART/N.changelog`, `.zip`, `.delta`, `.snapshot`) matches
   the checksum Hadoop wrote beside it (`.N.changelog.crc`: CRC32 per 512 bytes). Spark does not
   check these when it loads state: a cut changelog fails as `CANNOT_LOAD_STATE_STORE` naming no
@@ -81,10 +83,22 @@ def _version_then_json(path: Path, at_least: int) -> str | None:
     return None
 
 
-def _source_log_has(folder: Path, log_offset: int) -> Damage | None:
+NO_FILE_WHY = (
+    "the offsets say a batch read files from it (the file source logs a log offset only for "
+    "files it found); read as it is, every file would be counted again"
+)
+
+
+def _source_log_has(
+    folder: Path, log_offset: int, compacted: dict[Path, set[int]]
+) -> Damage | None:
+    """Whether the file source's log holds, whole, log offset `log_offset` and at least one
+    file of it. `compacted`: the log offsets each compacted file was found to hold (read once)."""
     plain = folder / str(log_offset)
     if plain.is_file():
         problem = _version_then_json(plain, 1)
+        if problem is None and len(_lines(plain) or []) < 2:
+            problem = f"names no file (cut to its version line), yet {NO_FILE_WHY}"
         return Damage(plain, problem) if problem else None
     compacts = sorted(
         (int(p.name.split(".")[0]), p)
@@ -95,7 +109,14 @@ def _source_log_has(folder: Path, log_offset: int) -> Damage | None:
     if covering is None:
         return Damage(plain, "is missing: the offsets name this log offset of the file source")
     problem = _version_then_json(covering, 1)
-    return Damage(covering, problem) if problem else None
+    if problem:
+        return Damage(covering, problem)
+    if covering not in compacted:
+        entries = (_json(line) for line in (_lines(covering) or [])[1:])
+        compacted[covering] = {e.get("batchId") for e in entries if isinstance(e, dict)}
+    if log_offset not in compacted[covering]:
+        return Damage(covering, f"names no file of log offset {log_offset}, yet {NO_FILE_WHY}")
+    return None
 
 
 CRC_MAGIC = b"crc\x00"
@@ -239,8 +260,9 @@ def damages(checkpoint: Path) -> list[Damage]:
                 first = min(offsets)
                 # the log offsets of the batches still in the offsets log
                 earliest = _earliest_log_offset(offsets[first], index)
+                compacted: dict[Path, set[int]] = {}
                 for log_offset in range(max(earliest, 0), offset["logOffset"] + 1):
-                    damage = _source_log_has(folder, log_offset)
+                    damage = _source_log_has(folder, log_offset, compacted)
                     if damage is not None:
                         found.append(damage)
                         break
