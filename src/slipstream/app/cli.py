@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, NoReturn, TextIO
 # Nothing here imports PySpark at import time: a Ctrl-C in the seconds Python takes to import
 # it lands inside `main`, which says so in one line (exit 130), never a traceback.
 from slipstream.app.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_REFUSED
-from slipstream.errors import SlipstreamError
+from slipstream.errors import SlipstreamError, disk_full
 
 if TYPE_CHECKING:
     from slipstream.api.pipeline import Pipeline
@@ -96,6 +96,10 @@ def main(
     except KeyboardInterrupt:  # Ctrl-C outside a run (runs handle it: runtime.interrupt)
         return interrupted()
     except Exception as exc:  # noqa: BLE001 - the last net: one line and a log, not a traceback
+        full = disk_full(str(exc), getattr(args, "state_dir", None))
+        if full is not None:  # ENOSPC anywhere: a traceback log could not be written either
+            print(f"slipstream: failed {full.render()}", file=sys.stderr)
+            return EXIT_FAILED
         where = write_traceback(exc, getattr(args, "state_dir", None))
         first = (str(exc).strip().splitlines() or [""])[0][:200]
         error = SlipstreamError(

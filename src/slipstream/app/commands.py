@@ -19,12 +19,7 @@ from slipstream.checkpoint.lifecycle import (
     refuse_interrupted_reset,
     require_writable,
 )
-from slipstream.errors import (
-    SlipstreamError,
-    ValidationError,
-    find_error,
-    out_of_memory,
-)
+from slipstream.errors import SlipstreamError, ValidationError, query_failure
 from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
 from slipstream.monitor.listener import ConsoleReporter
 from slipstream.pipelines.registry import discover
@@ -176,9 +171,7 @@ def _run(settings: Settings, out: TextIO, interrupt: CtrlC) -> int:
             run_.wait(s.duration)
     except Exception as exc:  # noqa: BLE001 - report a failed query, exit non-zero
         # a sink's own error wrapped by Spark's foreachBatch, or memory that ran out
-        ours = find_error(str(exc)) or out_of_memory(
-            str(exc), s.remote or spark.sparkContext.master
-        )
+        ours = query_failure(str(exc), s.remote or spark.sparkContext.master, s.state_dir)
         shown = ours.render() if ours else str(exc).splitlines()[0]
         print(f"slipstream: the query failed: {shown}", file=sys.stderr)
         return EXIT_FAILED
