@@ -152,9 +152,10 @@ def with_checksum(path: Path, data: bytes, chunk: int = 512) -> Path:
 
 @pytest.mark.parametrize("damage", ["cut", "cut within a chunk", "garbled", "grown"])
 def test_a_state_file_that_fails_its_checksum_is_named(tmp_path: Path, damage: str) -> None:
-    checkpoint = spark_checkpoint(tmp_path / "ck")
+    checkpoint = spark_checkpoint(tmp_path / "ck", batches=2)  # state versions 1 and 2
     state = checkpoint / "state" / "0"
     sound = with_checksum(state / "0" / "1.changelog", bytes(range(256)) * 5)
+    with_checksum(state / "0" / "2.changelog", bytes(range(256)) * 2)
     victim = with_checksum(state / "1" / "2.changelog", bytes(range(200)) * 7)
     with_checksum(state / "1" / "1.zip", b"")  # an empty file has no chunk
     assert damages(checkpoint) == []
@@ -195,7 +196,9 @@ def test_a_state_load_failure_from_spark_becomes_checkpoint_damaged(tmp_path: Pa
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("damage", ["source log", "source log emptied", "state changelog"])
+@pytest.mark.parametrize(
+    "damage", ["source log", "source log emptied", "state changelog", "state changelog deleted"]
+)
 def test_a_real_checkpoint_passes_and_its_damage_is_refused_then_reset_is_exact(
     spark: object, tmp_path: Path, damage: str
 ) -> None:
@@ -233,6 +236,9 @@ def test_a_real_checkpoint_passes_and_its_damage_is_refused_then_reset_is_exact(
         victim = changelogs[-1]
     if damage == "source log emptied":  # issue 43 break 10: well-formed, read as no file
         victim.write_text("v1\n")
+    elif damage == "state changelog deleted":  # issue 43 break 4: found once Spark ran
+        victim.unlink()
+        victim.with_name(f".{victim.name}.crc").unlink()
     else:
         truncate(victim, 0.6)
     with pytest.raises(CheckpointError) as refused:
@@ -265,3 +271,39 @@ def test_a_compacted_source_log_must_hold_each_log_offset_the_offsets_name(
     compact.write_text("v1\n" + "\n".join(e for e in entries if '"batchId": 1' in e))
     [found] = damages(checkpoint)
     assert found.file == compact and "log offset 0" in found.what
+
+
+def state_files(checkpoint: Path, versions: int, partitions: int = 2) -> Path:
+    """Spark's RocksDB state of one aggregation, as it lays it out with changelog
+    checkpointing: a changelog per version per partition, the operator's metadata."""
+    state = checkpoint / "state" / "0"
+    for part in range(partitions):
+        for version in range(1, versions + 1):
+            with_checksum(state / str(part) / f"{version}.changelog", bytes([version]) * 40)
+    (state / "_metadata").mkdir(parents=True)
+    (state / "_metadata" / "metadata").write_text("v1\n{}\n")
+    (state / "0" / "_metadata").mkdir()
+    (state / "0" / "_metadata" / "schema").write_text("v2\n")
+    return state
+
+
+def test_a_deleted_state_changelog_is_found_before_spark_starts(tmp_path: Path) -> None:
+    """issue 43 break 4: deleted changelogs were CHECKPOINT_DAMAGED only once Spark loaded the
+    state, after the quarantine's query had committed a batch. Batches 0-2 committed: each
+    partition rebuilds version 3 from changelogs 1-3 (or a snapshot and those after it)."""
+    checkpoint = spark_checkpoint(tmp_path / "ck", batches=3)
+    state = state_files(checkpoint, versions=3)
+    assert damages(checkpoint) == []
+    (state / "1" / "2.changelog").unlink()
+    [found] = damages(checkpoint)
+    assert found.file == state / "1" / "2.changelog" and "is missing" in found.what
+    with pytest.raises(CheckpointError) as refused:
+        refuse_damaged({"mobile.counts": checkpoint})
+    assert refused.value.code == "CHECKPOINT_DAMAGED" and "state/0/1/2.changelog" in (
+        refused.value.message
+    )
+    with_checksum(state / "1" / "2.zip", b"snapshot")  # a snapshot stands in for versions 1-2
+    assert damages(checkpoint) == []
+    for changelog in (state / "0").glob("*.changelog"):  # every changelog of a partition
+        changelog.unlink()
+    assert [d.file for d in damages(checkpoint)] == [state / "0" / "1.changelog"]

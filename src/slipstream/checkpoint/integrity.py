@@ -18,7 +18,9 @@ and the way out (CHECKPOINT_DAMAGED):
   the checksum Hadoop wrote beside it (`.N.changelog.crc`: CRC32 per 512 bytes). Spark does not
   check these when it loads state: a cut changelog fails as `CANNOT_LOAD_STATE_STORE` naming no
   file, inside a Java stack. A cut file is found from its size alone; the content of files up to
-  64 MiB is checked too (larger ones, RocksDB snapshots, by size only);
+  64 MiB is checked too (larger ones, RocksDB snapshots, by size only); and each store holds
+  what a restart rebuilds the last committed batch's state from (a snapshot, then every
+  changelog after it): a deleted changelog was found only once Spark ran;
 - slipstream's own build record (`slipstream-build.json`, runtime/compat.py), when there is
   one, is a JSON object of the shape it writes. A garbled record read as "no record" would let
   a changed window run on state built for another (STATE_INCOMPATIBLE never asked) and be
@@ -28,6 +30,7 @@ and the way out (CHECKPOINT_DAMAGED):
 from __future__ import annotations
 
 import json
+import re
 import struct
 import zlib
 from dataclasses import dataclass
@@ -152,7 +155,8 @@ def _checksum_problem(path: Path, crc: Path) -> str | None:
 
 
 def state_damages(checkpoint: Path) -> list[Damage]:
-    """State store files that disagree with their checksums (empty for a stateless query)."""
+    """State store files that disagree with their checksums, or that the last committed batch's
+    state needs and are gone (empty for a stateless query)."""
     found: list[Damage] = []
     state = Path(checkpoint) / "state"
     if not state.is_dir():
@@ -163,6 +167,56 @@ def state_damages(checkpoint: Path) -> list[Damage]:
             problem = _checksum_problem(path, crc)
             if problem:
                 found.append(Damage(path, problem))
+    commits = _numbered(Path(checkpoint) / "commits")
+    if commits:
+        found += _missing_versions(state, max(commits) + 1)
+    return found
+
+
+_STATE_FILE = re.compile(r"(\d+)\.(changelog|delta|zip|snapshot)")
+_SNAPSHOTS = ("zip", "snapshot")
+_NOT_A_STORE = ("_metadata", "SSTs")
+
+
+def _stores(state: Path) -> list[Path]:
+    """Each state store's folder: `state/OP/PART`, or a join's `state/OP/PART/STORE`."""
+    stores = []
+    for operator in sorted(p for p in state.iterdir() if p.is_dir() and p.name.isdigit()):
+        for part in sorted(p for p in operator.iterdir() if p.is_dir() and p.name.isdigit()):
+            named = [p for p in part.iterdir() if p.is_dir() and p.name not in _NOT_A_STORE]
+            stores += sorted(named) or [part]
+    return stores
+
+
+def _missing_versions(state: Path, version: int) -> list[Damage]:
+    """The state files a restart needs and cannot find. Batch N committed, each store holds
+    version N+1: the newest snapshot at or below it (`V.zip` RocksDB, `V.snapshot` HDFS; none:
+    from empty), then one changelog (`.delta`) for each version after it. Spark finds a missing
+    one only once the query runs, after the quarantine's query may have committed a batch.
+    Stores of another layout (checkpoint format 2's `V_ID.changelog`) are left to Spark."""
+    found = []
+    for store in _stores(state):
+        names = [p.name for p in store.iterdir() if p.is_file()]
+        if any("_" in n and n.split("_")[0].isdigit() for n in names):
+            continue  # checkpoint format 2: files named by version and id
+        files: dict[str, set[int]] = {}
+        for name in names:
+            match = _STATE_FILE.fullmatch(name)
+            if match:
+                files.setdefault(match.group(2), set()).add(int(match.group(1)))
+        snapshots = {v for kind in _SNAPSHOTS for v in files.get(kind, set()) if v <= version}
+        changes = files.get("changelog", set()) | files.get("delta", set())
+        kind = "delta" if "delta" in files else "changelog"
+        for needed in range(max(snapshots, default=0) + 1, version + 1):
+            if needed not in changes and needed not in snapshots:
+                found.append(
+                    Damage(
+                        store / f"{needed}.{kind}",
+                        f"is missing: the state of batch {version - 1} (version {version}) is "
+                        f"rebuilt from it, and no snapshot stands in for it",
+                    )
+                )
+                break
     return found
 
 
