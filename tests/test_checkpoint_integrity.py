@@ -76,6 +76,32 @@ CORRUPTIONS: dict[str, tuple[Callable[[Path], None], str]] = {
     "metadata deleted": (lambda c: (c / "metadata").unlink(), "metadata"),
     "sources/0/0 truncated": (lambda c: truncate(c / "sources" / "0" / "0", 0.7), "sources/0/0"),
     "sources/0/1 deleted": (lambda c: (c / "sources" / "0" / "1").unlink(), "sources/0/1"),
+    # issue 43 break 10: well-formed, but no file: every file was counted again
+    "sources/0/0 cut to its version line": (
+        lambda c: (c / "sources" / "0" / "0").write_text("v1\n"),
+        "sources/0/0",
+    ),
+    "sources/0/2 cut to its version line": (
+        lambda c: (c / "sources" / "0" / "2").write_text("v1"),
+        "sources/0/2",
+    ),
+    # issue 43 break 2: slipstream's build record, read as "no record", let a changed window run
+    "build record garbled": (
+        lambda c: (c / "slipstream-build.json").write_bytes(b'{"version": 1, "mo\x00\xff'),
+        "slipstream-build.json",
+    ),
+    "build record emptied": (
+        lambda c: (c / "slipstream-build.json").write_text(""),
+        "slipstream-build.json",
+    ),
+    "build record not an object": (
+        lambda c: (c / "slipstream-build.json").write_text("[1, 2]"),
+        "slipstream-build.json",
+    ),
+    "build record without its state": (
+        lambda c: (c / "slipstream-build.json").write_text('{"version": 1, "mode": "update"}'),
+        "slipstream-build.json",
+    ),
 }
 
 
@@ -126,9 +152,10 @@ def with_checksum(path: Path, data: bytes, chunk: int = 512) -> Path:
 
 @pytest.mark.parametrize("damage", ["cut", "cut within a chunk", "garbled", "grown"])
 def test_a_state_file_that_fails_its_checksum_is_named(tmp_path: Path, damage: str) -> None:
-    checkpoint = spark_checkpoint(tmp_path / "ck")
+    checkpoint = spark_checkpoint(tmp_path / "ck", batches=2)  # state versions 1 and 2
     state = checkpoint / "state" / "0"
     sound = with_checksum(state / "0" / "1.changelog", bytes(range(256)) * 5)
+    with_checksum(state / "0" / "2.changelog", bytes(range(256)) * 2)
     victim = with_checksum(state / "1" / "2.changelog", bytes(range(200)) * 7)
     with_checksum(state / "1" / "1.zip", b"")  # an empty file has no chunk
     assert damages(checkpoint) == []
@@ -169,7 +196,9 @@ def test_a_state_load_failure_from_spark_becomes_checkpoint_damaged(tmp_path: Pa
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("damage", ["source log", "state changelog"])
+@pytest.mark.parametrize(
+    "damage", ["source log", "source log emptied", "state changelog", "state changelog deleted"]
+)
 def test_a_real_checkpoint_passes_and_its_damage_is_refused_then_reset_is_exact(
     spark: object, tmp_path: Path, damage: str
 ) -> None:
@@ -197,7 +226,7 @@ def test_a_real_checkpoint_passes_and_its_damage_is_refused_then_reset_is_exact(
     checkpoint = Path(h.prepared.primary.ctx.checkpoint)
     for out in h.prepared.outputs.values():  # the outputs' and the quarantine's
         assert damages(Path(out.ctx.checkpoint)) == [], out.name
-    if damage == "source log":
+    if damage.startswith("source log"):
         victim = checkpoint / "sources" / "0" / "0"
     else:
         changelogs = sorted(
@@ -205,7 +234,13 @@ def test_a_real_checkpoint_passes_and_its_damage_is_refused_then_reset_is_exact(
             key=lambda p: (int(p.stem), p.stat().st_size),
         )
         victim = changelogs[-1]
-    truncate(victim, 0.6)
+    if damage == "source log emptied":  # issue 43 break 10: well-formed, read as no file
+        victim.write_text("v1\n")
+    elif damage == "state changelog deleted":  # issue 43 break 4: found once Spark ran
+        victim.unlink()
+        victim.with_name(f".{victim.name}.crc").unlink()
+    else:
+        truncate(victim, 0.6)
     with pytest.raises(CheckpointError) as refused:
         harness().start()
     assert refused.value.code == "CHECKPOINT_DAMAGED"
@@ -218,3 +253,57 @@ def test_a_real_checkpoint_passes_and_its_damage_is_refused_then_reset_is_exact(
     finally:
         again.stop()
     assert sum(int(r["count"]) for r in rows) == len(lines)  # each record once
+
+
+def test_a_compacted_source_log_must_hold_each_log_offset_the_offsets_name(
+    tmp_path: Path,
+) -> None:
+    """issue 43 break 10, compacted: Spark folds log offsets 0 and 1 into `1.compact`; one that
+    lost log offset 0's files is as emptied as a plain file cut to its version line."""
+    checkpoint = spark_checkpoint(tmp_path / "ck")
+    folder = checkpoint / "sources" / "0"
+    entries = [line for n in (0, 1) for line in (folder / str(n)).read_text().splitlines()[1:]]
+    for n in (0, 1):
+        (folder / str(n)).unlink()
+    compact = folder / "1.compact"
+    compact.write_text("v1\n" + "\n".join(entries))
+    assert damages(checkpoint) == []
+    compact.write_text("v1\n" + "\n".join(e for e in entries if '"batchId": 1' in e))
+    [found] = damages(checkpoint)
+    assert found.file == compact and "log offset 0" in found.what
+
+
+def state_files(checkpoint: Path, versions: int, partitions: int = 2) -> Path:
+    """Spark's RocksDB state of one aggregation, as it lays it out with changelog
+    checkpointing: a changelog per version per partition, the operator's metadata."""
+    state = checkpoint / "state" / "0"
+    for part in range(partitions):
+        for version in range(1, versions + 1):
+            with_checksum(state / str(part) / f"{version}.changelog", bytes([version]) * 40)
+    (state / "_metadata").mkdir(parents=True)
+    (state / "_metadata" / "metadata").write_text("v1\n{}\n")
+    (state / "0" / "_metadata").mkdir()
+    (state / "0" / "_metadata" / "schema").write_text("v2\n")
+    return state
+
+
+def test_a_deleted_state_changelog_is_found_before_spark_starts(tmp_path: Path) -> None:
+    """issue 43 break 4: deleted changelogs were CHECKPOINT_DAMAGED only once Spark loaded the
+    state, after the quarantine's query had committed a batch. Batches 0-2 committed: each
+    partition rebuilds version 3 from changelogs 1-3 (or a snapshot and those after it)."""
+    checkpoint = spark_checkpoint(tmp_path / "ck", batches=3)
+    state = state_files(checkpoint, versions=3)
+    assert damages(checkpoint) == []
+    (state / "1" / "2.changelog").unlink()
+    [found] = damages(checkpoint)
+    assert found.file == state / "1" / "2.changelog" and "is missing" in found.what
+    with pytest.raises(CheckpointError) as refused:
+        refuse_damaged({"mobile.counts": checkpoint})
+    assert refused.value.code == "CHECKPOINT_DAMAGED" and "state/0/1/2.changelog" in (
+        refused.value.message
+    )
+    with_checksum(state / "1" / "2.zip", b"snapshot")  # a snapshot stands in for versions 1-2
+    assert damages(checkpoint) == []
+    for changelog in (state / "0").glob("*.changelog"):  # every changelog of a partition
+        changelog.unlink()
+    assert [d.file for d in damages(checkpoint)] == [state / "0" / "1.changelog"]

@@ -35,6 +35,7 @@ def old_checkpoint(state: Path, landing: Path, kafka: bool = False) -> Path:
         source = offsets[batch] if kafka else {"logOffset": batch}
         _log(query / "offsets" / str(batch), meta, source)
     _log(query / "commits" / "0", {"nextBatchWatermarkMs": 0})
+    (query / "metadata").write_text('{"id": "old-counts"}\n')
     files = {0: ["a.json", "b.json"], 1: ["c.json"]}
     for b, names in files.items():
         entries = [{"path": f"file://{landing / n}", "timestamp": 1, "batchId": b} for n in names]
@@ -90,7 +91,14 @@ def test_wrong_uses_are_refused_before_spark(tmp_path: Path, landing: Path) -> N
         prepare(landing, tmp_path / "new", from_checkpoint=damaged)
     assert err.value.code == "CHECKPOINT_DAMAGED"
     # OLD read another folder: its position means nothing in this one
-    build = {"inputs": [{"name": "actions", "source": "files", "path": str(tmp_path)}]}
+    build = {
+        "version": 1,
+        "mode": "update",
+        "sink": {},
+        "inputs": [{"name": "actions", "source": "files", "path": str(tmp_path)}],
+        "settings": {},
+        "state": {"operators": [], "window": {}, "watermark": {}},
+    }
     query = old / "checkpoints" / "mobile" / "counts"
     (query / BUILD).write_text(json.dumps(build))
     with pytest.raises(CheckpointError) as err:
@@ -148,3 +156,19 @@ def test_kafka_starts_at_the_committed_end_offsets(tmp_path: Path, landing: Path
     with pytest.raises(ConfigError) as err:
         apply({"actions": clash}, start, [])
     assert err.value.code == "CONFIG_BAD_VALUE"
+
+
+@pytest.mark.parametrize("batch", [0, 1])
+@pytest.mark.parametrize("text", ["", "v1\n"])
+def test_an_empty_offsets_file_in_old_is_checkpoint_damaged(
+    tmp_path: Path, landing: Path, batch: int, text: str
+) -> None:
+    """issue 43 break 3: an emptied offsets file of OLD was an IndexError (INTERNAL_ERROR);
+    `run` on OLD says CHECKPOINT_DAMAGED, and so does `--from-checkpoint OLD`."""
+    damaged = old_checkpoint(tmp_path / "damaged", landing)
+    offsets = damaged / "checkpoints" / "mobile" / "counts" / "offsets" / str(batch)
+    offsets.write_text(text)
+    with pytest.raises(CheckpointError) as err:
+        prepare(landing, tmp_path / "new", from_checkpoint=damaged)
+    assert err.value.code == "CHECKPOINT_DAMAGED", err.value.render()
+    assert str(offsets) in err.value.render() and err.value.fix

@@ -207,3 +207,39 @@ def test_same_fates_as_the_expression_parser(spark: SparkSession, tmp_path: Path
     assert differ == set(TRAILING)
     for raw in differ:
         assert python_judges(raw) is None and new[raw]["_reason"] == "not JSON", raw
+
+
+@pytest.mark.spark
+def test_a_record_sources_null_empty_and_blank_values_are_rejected_by_every_parser(
+    spark: SparkSession,
+) -> None:
+    """issue 43 break 1, below Kafka: where each row is a record (the raw frame carries
+    `_empty`, as sources/kafka.py's does), a NULL, empty or blank value is a rejected record with
+    its reason in the JVM parser, the expression parser and the CSV parser alike; a file's
+    blank line (no `_empty`) is still skipped."""
+    from slipstream.ingest.parse import parse_csv
+    from slipstream.ingest.records import EMPTY, empty_reason
+
+    valid = '{"id": "p1", "action": "open", "ts": "2026-03-02T10:00:00Z"}'
+    values = [valid, None, "", " \t "]
+    frame = spark.createDataFrame(
+        [(v, f"kafka:t:0:{i}") for i, v in enumerate(values)], "value string, _source string"
+    )
+    records = frame.withColumn(EMPTY, empty_reason(F.col("value")))
+    want = {
+        "kafka:t:0:0": None,
+        "kafka:t:0:1": "null value",
+        "kafka:t:0:2": "empty value",
+        "kafka:t:0:3": "blank value",
+    }
+    schema, required = MOBILE, ("id", "ts")
+    for parse in (jvm_parse.parse_json, parse_json_expressions):
+        got = {r["_source"]: r["_reason"] for r in parse(records, schema, required).collect()}
+        assert got == want, parse
+    line = F.lit("p1,open,2026-03-02T10:00:00Z")
+    csv = frame.withColumn("value", F.when(F.col("value") == valid, line).otherwise(F.col("value")))
+    csv = csv.withColumn(EMPTY, empty_reason(F.col("value")))
+    got = {r["_source"]: r["_reason"] for r in parse_csv(csv, schema, required).collect()}
+    assert got == want
+    for parse in (jvm_parse.parse_json, parse_json_expressions):  # a file's lines
+        assert [r["_source"] for r in parse(frame, schema, required).collect()] == ["kafka:t:0:0"]

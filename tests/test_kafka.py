@@ -179,6 +179,47 @@ def test_mobile_from_a_topic_equals_pandas_and_quarantines_with_offsets(
     )
 
 
+def test_null_empty_and_blank_values_are_quarantined_with_their_offsets(
+    kafka_spark: SparkSession, kafka: Any, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """issue 43 break 1: 2 valid records, 2 null values (tombstones), 1 empty and 1 of three
+    spaces read as `6 records read = 6 valid`, with 2 rows in the table and none quarantined.
+    A Kafka record is a record, whatever its value: each of the 4 is quarantined with its own
+    reason and its topic, partition and offset, and the equation holds."""
+    topic = _topic(kafka, request)
+    lines = _mobile_lines(2, seed=43)
+    sent = [lines[0], None, "", None, "   ", lines[1]]
+    produce(kafka.bootstrap, topic, sent, keys=[f"k{i}" for i in range(len(sent))])
+    url = kafka.url(topic, startingOffsets="earliest")
+    with PipelineHarness(
+        kafka_spark,
+        "mobile",
+        tmp_path,
+        sink="sqlite",
+        mode="update",
+        trigger="available-now",
+        source=None,
+        input=[url],
+    ) as h:
+        h.process()
+        table = h.results()
+        totals = h.totals["mobile.counts"]
+        quarantined = read_quarantine(kafka_spark, h.prepared.inputs["actions"].quarantine)
+        rows = [r.asDict() for r in quarantined.collect()]
+    produced = read_topic(kafka.bootstrap, topic)  # what the broker holds, read independently
+    reasons = {None: "null value", "": "empty value", "   ": "blank value"}
+    empty = [r for r in produced if r["value"] is None or not r["value"].strip()]
+    assert len(produced) == 6 and len(empty) == 4
+    got = sorted((r["window_start"], r["action"], r["count"]) for r in table)
+    assert got == sorted(tuple(r) for r in mobile_counts(lines).values.tolist())
+    assert totals["rows"] == len(produced)  # records read
+    assert totals["quarantined"] == len(empty)
+    assert sorted((r["source"], r["reason"], r["raw"] or "") for r in rows) == sorted(
+        (f"kafka:{topic}:{r['partition']}:{r['offset']}", reasons[r["value"]], r["value"] or "")
+        for r in empty
+    )
+
+
 def test_trending_from_a_topic_equals_the_independent_computation(
     kafka_spark: SparkSession, kafka: Any, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:

@@ -124,6 +124,27 @@ def test_mobile_window_change_is_refused_and_state_counts_the_open_windows(
     assert mobile_table(db) == expected(lines, "5min")
 
 
+def test_a_garbled_build_record_refuses_a_changed_window_and_is_kept(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """issue 43 break 2: with `slipstream-build.json` garbled, `--window 5m` on a 10-minute
+    checkpoint ran, added 5-minute rows to the 10-minute table and overwrote the record."""
+    lines = first_run(spark, tmp_path)
+    db = tmp_path / "state" / "slipstream.db"
+    record = tmp_path / "state" / "checkpoints" / "mobile" / "counts" / "slipstream-build.json"
+    garbled = record.read_bytes()[:40]
+    record.write_bytes(garbled)
+    harness = mobile(spark, tmp_path, trigger="available-now", window="5m")
+    with pytest.raises(CheckpointError) as err:
+        harness.start()
+    assert err.value.code == "CHECKPOINT_DAMAGED", err.value.render()
+    assert str(record) in err.value.message
+    assert "slipstream reset mobile --outputs" in err.value.fix
+    assert not spark.streams.active
+    assert mobile_table(db) == expected(lines)  # no 5-minute row
+    assert record.read_bytes() == garbled  # not overwritten: the next run refuses again
+
+
 def test_mobile_mode_change_is_refused(spark: SparkSession, tmp_path: Path) -> None:
     first_run(spark, tmp_path)
     error = refused(spark, tmp_path, mode="append")

@@ -6,12 +6,8 @@ quarantine, checkpoints and monitoring."""
 __version__ = "0.1.0"
 
 
-def _load_sinks() -> None:
-    import slipstream.sinks.registry  # noqa: F401  (its import fills core/specs.py's kinds)
-
-
-# the sink kinds are found in sinks/ (above core and settings, which parse `--sink`): the
-# package hands core the way to load them, the first time they are needed
-from slipstream.core.specs import load_sinks_with  # noqa: E402
-
-load_sinks_with(_load_sinks)
+def load_sinks() -> None:
+    """Load the sink kinds (sinks/registry.py fills core/specs.py's): core/specs.py calls this
+    the first time the kinds are asked for, since core and settings, which parse `--sink`, sit
+    below sinks/. Nothing is imported here at import time."""
+    import slipstream.sinks.registry  # noqa: F401

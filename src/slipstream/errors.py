@@ -17,6 +17,10 @@ CODES: dict[str, str] = {
     "JVM_PARSER_MISSING": "slipstream's JVM parser jar is not built or not on Spark's classpath",
     "UNKNOWN_PIPELINE": "no pipeline of that name is registered",
     "PIPELINE_INVALID": "a pipeline declares its inputs, outputs or parameters inconsistently",
+    "INIT_NAME_SHADOWS": (
+        "init's name is a module already (the standard library's, or an installed one): the new "
+        "module would shadow it"
+    ),
     # validation of the query plan (the seeds' and Spark's rules)
     "FILE_SINK_APPEND_ONLY": "file sinks (parquet, json, csv) take append mode only",
     "COMPLETE_NEEDS_AGGREGATION": "complete mode needs a streaming aggregation",
@@ -81,7 +85,8 @@ CODES: dict[str, str] = {
     "FILE_DELETED": "a landed file was deleted after it was listed, before it was read",
     "FILE_CHANGED": "a landed file changed after it was listed; what changed is not read",
     "CHECKPOINT_DAMAGED": (
-        "a checkpoint's logs (metadata, offsets, commits, file source log) disagree or are cut"
+        "a checkpoint's logs (metadata, offsets, commits, file source log, build record) "
+        "disagree or are cut"
     ),
     "STATE_INCOMPATIBLE": (
         "a checkpoint's state was built for another query (window, slide, key, operators, "
@@ -96,6 +101,7 @@ CODES: dict[str, str] = {
     "STOP_TIMEOUT": "a run asked to stop did not stop in time",
     "LOCK_HOLDER_UNKNOWN": "a checkpoint is locked, but the lock file names no running process",
     "OUT_OF_MEMORY": "a query ran out of memory (the driver's, or an executor's on a cluster)",
+    "DISK_FULL": "a disk slipstream or Spark writes to is full (ENOSPC)",
     "INTERNAL_ERROR": (
         "slipstream failed in a way it did not expect: the traceback is in STATE_DIR/logs"
     ),
@@ -197,3 +203,37 @@ def out_of_memory(text: str, master: str = "local[*]") -> SlipstreamError | None
         "is a quarter of RAM, see session.py), or fewer events per batch with "
         "--max-files-per-trigger; the next run resumes from the checkpoint",
     )
+
+
+# What a full disk says: Python's OSError (errno 28), the JVM's IOException, SQLite's and
+# PostgreSQL's own words for it.
+_DISK_FULL = re.compile(
+    r"No space left on device|\[Errno 28\]|\bENOSPC\b|database or disk is full|SQLITE_FULL"
+)
+_FULL_PATH = re.compile(r"\[Errno 28\] [^:\n]*: '([^'\n]+)'")
+
+
+def disk_full(text: str, state_dir: object | None = None) -> SlipstreamError | None:
+    """DISK_FULL, naming the file being written when the text says it (Python's OSError does)
+    and the state dir, when `text` (an error, or a failed query's) says a disk is full."""
+    match = _DISK_FULL.search(text or "")
+    if match is None:
+        return None
+    path = _FULL_PATH.search(text)
+    where = f" writing {path.group(1)}" if path else ""
+    disk = f"the disk that holds {state_dir}" if state_dir is not None else "that disk"
+    return SlipstreamError(
+        "DISK_FULL",
+        f"no space left on the disk{where}: {said(text, match.start())}",
+        f"free space on {disk} (checkpoints, state, quarantine, results, logs), or give "
+        "--state-dir on a disk with room; then run the same command: the batch that failed "
+        "was not committed, and is read again from the checkpoint",
+    )
+
+
+def query_failure(
+    text: str, master: str, state_dir: object | None = None
+) -> SlipstreamError | None:
+    """A failed query's error with a code: a full disk, ours (a sink's, wrapped by Spark), or
+    memory that ran out; None when the text says none of them."""
+    return disk_full(text, state_dir) or find_error(text) or out_of_memory(text, master)

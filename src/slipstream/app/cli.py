@@ -18,25 +18,19 @@ slipstream init NAME [--dir DIR]       a new pipeline module and its test, from 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
-from slipstream.app.exits import EXIT_FAILED, EXIT_REFUSED
-from slipstream.app.parser import (
-    PIPELINE_COMMANDS,
-    build_parser,
-    generator_pipeline,
-    pipeline_of,
-    refuse_missing,
-    settings_from_args,
-)
-from slipstream.errors import SlipstreamError
-from slipstream.settings.config import load_settings
-from slipstream.tools import catalog
+# Nothing here imports PySpark at import time: a Ctrl-C in the seconds Python takes to import
+# it lands inside `main`, which says so in one line (exit 130), never a traceback.
+from slipstream.app.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_REFUSED
+from slipstream.errors import SlipstreamError, disk_full
 
 if TYPE_CHECKING:
     from slipstream.api.pipeline import Pipeline
@@ -48,25 +42,51 @@ PRIVATE_UMASK = 0o077
 
 
 def entry() -> int:
-    """The `slipstream` command (and `python -m slipstream`)."""
-    os.umask(PRIVATE_UMASK)
-    return main()
+    """The `slipstream` command (and `python -m slipstream`). A Ctrl-C at any moment of it is
+    one line and exit 130 (runs handle their own: runtime.interrupt)."""
+    try:
+        if hasattr(signal, "pthread_sigmask"):  # held by __main__ until here
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        user_umask = os.umask(PRIVATE_UMASK)
+        return main(user_umask=user_umask)
+    except KeyboardInterrupt:
+        return interrupted()
 
 
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+def interrupted() -> int:
+    """Ctrl-C outside a run: one line, exit 130."""
+    with contextlib.suppress(OSError, ValueError):  # stderr closed: the exit code says it
+        print("\nslipstream: interrupted (Ctrl-C)", file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED
+
+
+def current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def main(
+    argv: Sequence[str] | None = None, out: TextIO | None = None, user_umask: int | None = None
+) -> int:
+    """`user_umask`: the one the user ran slipstream with (`entry` makes the process's own
+    private); files made for the user to edit and share (`init`) follow it."""
     out = out or sys.stdout
     argv = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO, format="slipstream: %(message)s", stream=sys.stderr)
-    for noisy in ("py4j", "pyspark"):
-        logging.getLogger(noisy).setLevel(logging.ERROR)
-    # py4j logs a foreachBatch function's failure with its traceback; Spark fails the query with
-    # it, and the run reports that once, with a code
-    logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
     args: argparse.Namespace | None = None
     try:
+        logging.basicConfig(level=logging.INFO, format="slipstream: %(message)s", stream=sys.stderr)
+        for noisy in ("py4j", "pyspark"):
+            logging.getLogger(noisy).setLevel(logging.ERROR)
+        # py4j logs a foreachBatch function's failure with its traceback; Spark fails the query
+        # with it, and the run reports that once, with a code
+        logging.getLogger("py4j.clientserver").setLevel(logging.CRITICAL)
+        from slipstream.app.parser import build_parser, pipeline_of  # PySpark: seconds
+
         pipeline = pipeline_of(argv)
         parser = build_parser(pipeline)
         args, unknown = parser.parse_known_args(argv)
+        args.user_umask = current_umask() if user_umask is None else user_umask
         if unknown:
             refuse_unknown(parser, args, pipeline, unknown)
         return _dispatch(args, out)
@@ -74,9 +94,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         print(f"slipstream: refused {exc.render()}", file=sys.stderr)
         return EXIT_REFUSED
     except KeyboardInterrupt:  # Ctrl-C outside a run (runs handle it: runtime.interrupt)
-        print("\nslipstream: interrupted (Ctrl-C)", file=sys.stderr)
-        return 130
+        return interrupted()
     except Exception as exc:  # noqa: BLE001 - the last net: one line and a log, not a traceback
+        full = disk_full(str(exc), getattr(args, "state_dir", None))
+        if full is not None:  # ENOSPC anywhere: a traceback log could not be written either
+            print(f"slipstream: failed {full.render()}", file=sys.stderr)
+            return EXIT_FAILED
         where = write_traceback(exc, getattr(args, "state_dir", None))
         first = (str(exc).strip().splitlines() or [""])[0][:200]
         error = SlipstreamError(
@@ -116,6 +139,7 @@ def refuse_unknown(
 ) -> NoReturn:
     """A flag no parser knows: for a pipeline's command, say which parameters it has (another
     pipeline's parameter is the usual mistake: `run mobile --slide 1m`); else argparse's error."""
+    from slipstream.app.parser import PIPELINE_COMMANDS
     from slipstream.errors import ConfigError
 
     flag = next((a for a in unknown if a.startswith("--")), None)
@@ -133,6 +157,9 @@ def refuse_unknown(
 
 def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
     from slipstream.app import commands
+    from slipstream.app.parser import generator_pipeline, refuse_missing, settings_from_args
+    from slipstream.settings.config import load_settings
+    from slipstream.tools import catalog
 
     if args.command == "list":
         return commands.list_pipelines(out)
@@ -184,11 +211,14 @@ def _dispatch(args: argparse.Namespace, out: TextIO) -> int:
     if args.command == "init":
         from slipstream.tools.scaffold import class_name, init
 
-        module, test = init(args.name, args.dir)
+        module, test = init(args.name, args.dir, file_mode=0o666 & ~args.user_umask)
         print(f"wrote {module} and {test}", file=out)
         target = f"{args.name}:{class_name(args.name)}"
+        here = Path(args.dir).resolve() == Path.cwd().resolve()
         print(
-            f"next:\n  cd {args.dir}\n  python -m pytest {test.name}      # its test\n"
+            "next:\n"
+            + ("" if here else f"  cd {args.dir}\n")
+            + f"  python -m pytest {test.name}      # its test\n"
             f"  slipstream run {target} --help\n"
             f"  slipstream run {target} --input landing   # JSON lines files landing there",
             file=out,
@@ -203,8 +233,10 @@ def _demo(name: str, args: argparse.Namespace, out: TextIO) -> int:
     """The demo of a pipeline, found by its name (tools/catalog.py)."""
     import inspect
 
+    from slipstream.app.parser import refuse_missing
     from slipstream.errors import ConfigError
     from slipstream.pipelines import get_pipeline
+    from slipstream.tools import catalog
 
     pipeline = get_pipeline(name)
     function = catalog.demo(pipeline.name)
@@ -224,6 +256,7 @@ def _demo(name: str, args: argparse.Namespace, out: TextIO) -> int:
 
 def _monitor_command(args: argparse.Namespace, out: TextIO) -> int:
     from slipstream.app import operate
+    from slipstream.settings.config import load_settings
 
     name = args.pipeline or "status"  # settings need a pipeline name; only the dirs matter
     if args.command == "stop":

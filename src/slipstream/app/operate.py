@@ -39,7 +39,7 @@ def state(
     from slipstream.checkpoint.lifecycle import query_checkpoint
     from slipstream.errors import ConfigError
     from slipstream.monitor.console import show, table
-    from slipstream.monitor.state import read_state
+    from slipstream.monitor.state import no_state, read_state
     from slipstream.pipelines import get_pipeline
     from slipstream.settings.session import build_session
 
@@ -80,7 +80,7 @@ def state(
     for query, ops in found.items():
         print(f"{query} ({query_checkpoint(root, query.split('.', 1)[1])})", file=out)
         if not ops:
-            print("  no state: a stateless query", file=out)
+            print(f"  {no_state(query_checkpoint(root, query.split('.', 1)[1]))}", file=out)
             continue
         rows = [
             (

@@ -11,16 +11,26 @@ and the way out (CHECKPOINT_DAMAGED):
 - every `commits/N` is a version line and a JSON object;
 - the last commit has its offsets (Spark plans batch N in offsets/N before it commits it), and
   the offsets run at most one batch past the last commit;
-- each file source's log (`sources/I`) holds, whole, every log offset the offsets name;
+- each file source's log (`sources/I`) holds, whole, every log offset the offsets name, each
+  with at least one file (Spark logs an offset only for files it found: one cut to its version
+  line is well-formed, and read as "no file" it made every file count again);
 - every state store file (`state/OP/PART/N.changelog`, `.zip`, `.delta`, `.snapshot`) matches
   the checksum Hadoop wrote beside it (`.N.changelog.crc`: CRC32 per 512 bytes). Spark does not
   check these when it loads state: a cut changelog fails as `CANNOT_LOAD_STATE_STORE` naming no
   file, inside a Java stack. A cut file is found from its size alone; the content of files up to
-  64 MiB is checked too (larger ones, RocksDB snapshots, by size only)."""
+  64 MiB is checked too (larger ones, RocksDB snapshots, by size only); and each store holds
+  what a restart rebuilds the last committed batch's state from (a snapshot, then every
+  changelog after it): a deleted changelog was found only once Spark ran;
+- slipstream's own build record (`slipstream-build.json`, runtime/compat.py), when there is
+  one, is a JSON object of the shape it writes. A garbled record read as "no record" would let
+  a changed window run on state built for another (STATE_INCOMPATIBLE never asked) and be
+  overwritten, so no later run could notice. A missing record (a checkpoint built before
+  slipstream recorded builds) is not damage."""
 
 from __future__ import annotations
 
 import json
+import re
 import struct
 import zlib
 from dataclasses import dataclass
@@ -34,6 +44,7 @@ from slipstream.errors import CheckpointError
 class Damage:
     file: Path
     what: str
+    fix: str | None = None  # the way out when it is not WAY_OUT's
 
 
 def _numbered(folder: Path) -> dict[int, Path]:
@@ -75,10 +86,22 @@ def _version_then_json(path: Path, at_least: int) -> str | None:
     return None
 
 
-def _source_log_has(folder: Path, log_offset: int) -> Damage | None:
+NO_FILE_WHY = (
+    "the offsets say a batch read files from it (the file source logs a log offset only for "
+    "files it found); read as it is, every file would be counted again"
+)
+
+
+def _source_log_has(
+    folder: Path, log_offset: int, compacted: dict[Path, set[int]]
+) -> Damage | None:
+    """Whether the file source's log holds, whole, log offset `log_offset` and at least one
+    file of it. `compacted`: the log offsets each compacted file was found to hold (read once)."""
     plain = folder / str(log_offset)
     if plain.is_file():
         problem = _version_then_json(plain, 1)
+        if problem is None and len(_lines(plain) or []) < 2:
+            problem = f"names no file (cut to its version line), yet {NO_FILE_WHY}"
         return Damage(plain, problem) if problem else None
     compacts = sorted(
         (int(p.name.split(".")[0]), p)
@@ -89,7 +112,14 @@ def _source_log_has(folder: Path, log_offset: int) -> Damage | None:
     if covering is None:
         return Damage(plain, "is missing: the offsets name this log offset of the file source")
     problem = _version_then_json(covering, 1)
-    return Damage(covering, problem) if problem else None
+    if problem:
+        return Damage(covering, problem)
+    if covering not in compacted:
+        entries = (_json(line) for line in (_lines(covering) or [])[1:])
+        compacted[covering] = {e.get("batchId") for e in entries if isinstance(e, dict)}
+    if log_offset not in compacted[covering]:
+        return Damage(covering, f"names no file of log offset {log_offset}, yet {NO_FILE_WHY}")
+    return None
 
 
 CRC_MAGIC = b"crc\x00"
@@ -125,7 +155,8 @@ def _checksum_problem(path: Path, crc: Path) -> str | None:
 
 
 def state_damages(checkpoint: Path) -> list[Damage]:
-    """State store files that disagree with their checksums (empty for a stateless query)."""
+    """State store files that disagree with their checksums, or that the last committed batch's
+    state needs and are gone (empty for a stateless query)."""
     found: list[Damage] = []
     state = Path(checkpoint) / "state"
     if not state.is_dir():
@@ -136,7 +167,108 @@ def state_damages(checkpoint: Path) -> list[Damage]:
             problem = _checksum_problem(path, crc)
             if problem:
                 found.append(Damage(path, problem))
+    commits = _numbered(Path(checkpoint) / "commits")
+    if commits:
+        found += _missing_versions(state, max(commits) + 1)
     return found
+
+
+_STATE_FILE = re.compile(r"(\d+)\.(changelog|delta|zip|snapshot)")
+_SNAPSHOTS = ("zip", "snapshot")
+_NOT_A_STORE = ("_metadata", "SSTs")
+
+
+def _stores(state: Path) -> list[Path]:
+    """Each state store's folder: `state/OP/PART`, or a join's `state/OP/PART/STORE`."""
+    stores = []
+    for operator in sorted(p for p in state.iterdir() if p.is_dir() and p.name.isdigit()):
+        for part in sorted(p for p in operator.iterdir() if p.is_dir() and p.name.isdigit()):
+            named = [p for p in part.iterdir() if p.is_dir() and p.name not in _NOT_A_STORE]
+            stores += sorted(named) or [part]
+    return stores
+
+
+def _missing_versions(state: Path, version: int) -> list[Damage]:
+    """The state files a restart needs and cannot find. Batch N committed, each store holds
+    version N+1: the newest snapshot at or below it (`V.zip` RocksDB, `V.snapshot` HDFS; none:
+    from empty), then one changelog (`.delta`) for each version after it. Spark finds a missing
+    one only once the query runs, after the quarantine's query may have committed a batch.
+    Stores of another layout (checkpoint format 2's `V_ID.changelog`) are left to Spark."""
+    found = []
+    for store in _stores(state):
+        names = [p.name for p in store.iterdir() if p.is_file()]
+        if any("_" in n and n.split("_")[0].isdigit() for n in names):
+            continue  # checkpoint format 2: files named by version and id
+        files: dict[str, set[int]] = {}
+        for name in names:
+            match = _STATE_FILE.fullmatch(name)
+            if match:
+                files.setdefault(match.group(2), set()).add(int(match.group(1)))
+        snapshots = {v for kind in _SNAPSHOTS for v in files.get(kind, set()) if v <= version}
+        changes = files.get("changelog", set()) | files.get("delta", set())
+        kind = "delta" if "delta" in files else "changelog"
+        for needed in range(max(snapshots, default=0) + 1, version + 1):
+            if needed not in changes and needed not in snapshots:
+                found.append(
+                    Damage(
+                        store / f"{needed}.{kind}",
+                        f"is missing: the state of batch {version - 1} (version {version}) is "
+                        f"rebuilt from it, and no snapshot stands in for it",
+                    )
+                )
+                break
+    return found
+
+
+BUILD_RECORD = "slipstream-build.json"  # written by runtime/compat.py
+BUILD_FIELDS: dict[str, type] = {
+    "version": int,
+    "mode": str,
+    "sink": dict,
+    "inputs": list,
+    "settings": dict,
+    "state": dict,
+}
+BUILD_STATE_FIELDS: dict[str, type] = {"operators": list, "window": dict, "watermark": dict}
+
+
+def _build_record_problem(path: Path) -> str | None:
+    """What is wrong with a checkpoint's build record, or None (sound)."""
+    lines = _lines(path)
+    if lines is None:
+        return "cannot be read as text"
+    record = _json("\n".join(lines))
+    if not isinstance(record, dict):
+        return "is not a JSON object (truncated or garbled)"
+    state = record.get("state")
+    missing = [k for k, kind in BUILD_FIELDS.items() if not isinstance(record.get(k), kind)]
+    if isinstance(state, dict):
+        missing += [
+            f"state.{k}"
+            for k, kind in BUILD_STATE_FIELDS.items()
+            if not isinstance(state.get(k), kind)
+        ]
+    if missing:
+        return f"lacks {', '.join(missing)} (truncated or garbled)"
+    return None
+
+
+def build_record_damage(checkpoint: Path) -> Damage | None:
+    path = Path(checkpoint) / BUILD_RECORD
+    if not path.exists():
+        return None  # built before slipstream recorded builds: compared from the next run on
+    problem = _build_record_problem(path)
+    if problem is None:
+        return None
+    return Damage(
+        path,
+        problem + ": what the checkpoint's state was built for (window, keys, mode) is unknown, "
+        "so a changed pipeline could run on it unnoticed",
+        "restore the file from a backup if you have one; otherwise start the output over: "
+        "`slipstream reset PIPELINE --outputs` (its results are rebuilt from the "
+        "landing folder). Only if the pipeline and its flags are unchanged since this "
+        "checkpoint was built: delete the file, and the next run records the build again",
+    )
 
 
 def damages(checkpoint: Path) -> list[Damage]:
@@ -182,11 +314,15 @@ def damages(checkpoint: Path) -> list[Damage]:
                 first = min(offsets)
                 # the log offsets of the batches still in the offsets log
                 earliest = _earliest_log_offset(offsets[first], index)
+                compacted: dict[Path, set[int]] = {}
                 for log_offset in range(max(earliest, 0), offset["logOffset"] + 1):
-                    damage = _source_log_has(folder, log_offset)
+                    damage = _source_log_has(folder, log_offset, compacted)
                     if damage is not None:
                         found.append(damage)
                         break
+    build = build_record_damage(checkpoint)
+    if build is not None:
+        found.append(build)
     return found + state_damages(checkpoint)
 
 
@@ -235,7 +371,11 @@ def refuse_damaged(checkpoints: dict[str, Path]) -> None:
             more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
             raise CheckpointError(
                 "CHECKPOINT_DAMAGED",
-                f"the checkpoint of {name} is damaged: {first.file} {first.what}{more}; "
-                "Spark would fail on it, or read files again and count records twice",
-                WAY_OUT,
+                f"the checkpoint of {name} is damaged: {first.file} {first.what}{more}"
+                + (
+                    ""
+                    if first.fix
+                    else "; Spark would fail on it, or read files again and count records twice"
+                ),
+                (first.fix or WAY_OUT).replace("PIPELINE", name.split(".")[0]),
             )

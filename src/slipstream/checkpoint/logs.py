@@ -28,7 +28,10 @@ class BatchOffsets:
 
 
 def batch_offsets(checkpoint: Path, batch: int) -> BatchOffsets:
-    lines = _log_lines(Path(checkpoint) / "offsets" / str(batch))
+    path = Path(checkpoint) / "offsets" / str(batch)
+    lines = _log_lines(path)
+    if not lines:
+        raise ValueError(f"{path} is incomplete: no batch line after its version line")
     meta = json.loads(lines[0])
     sources = tuple(None if s.strip() == "-" else json.loads(s) for s in lines[1:])
     return BatchOffsets(

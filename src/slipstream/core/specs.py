@@ -6,7 +6,7 @@ They are parsed once at the edge (CLI flags, TOML) and turned into Spark calls e
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+import sys
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -174,14 +174,8 @@ class SinkKind:
 #: Every sink kind, by scheme, in the order `--help` lists them: filled by sinks/registry.py
 #: (which finds the sink classes) through `add_sink_kind`; read it with `sink_kinds()`.
 SINK_KINDS: dict[str, SinkKind] = {}
-#: what loads sinks/registry.py, called the first time the kinds are asked for: the package
-#: root (slipstream/__init__.py, above every room) hands it down, so that settings parse
-#: `--sink` even in a program that has not imported the sinks
-_LOADERS: list[Callable[[], object]] = []
-
-
-def load_sinks_with(loader: Callable[[], object]) -> None:
-    _LOADERS.append(loader)
+#: whether the package root's `load_sinks` ran (see `sink_kinds`)
+_LOADED: list[bool] = []
 
 
 def add_sink_kind(kind: str, grammar: SinkKind) -> None:
@@ -189,8 +183,15 @@ def add_sink_kind(kind: str, grammar: SinkKind) -> None:
 
 
 def sink_kinds() -> dict[str, SinkKind]:
-    while _LOADERS:
-        _LOADERS.pop()()
+    """Every sink kind. The first call has the package root (slipstream/__init__.py, above
+    every room, already imported as this module's parent) load sinks/registry.py, so that
+    settings parse `--sink` even in a program that has not imported the sinks; the root
+    imports nothing itself, so `python -m slipstream` holds a Ctrl-C before any import."""
+    if not _LOADED:
+        _LOADED.append(True)
+        load = getattr(sys.modules.get("slipstream"), "load_sinks", None)
+        if load is not None:
+            load()
     return SINK_KINDS
 
 

@@ -34,7 +34,7 @@ from pyspark.sql.types import (
 )
 
 from slipstream.errors import ConfigError
-from slipstream.ingest.records import RAW, REASON, SOURCE, evaluated_once
+from slipstream.ingest.records import EMPTY, RAW, REASON, SOURCE, evaluated_once
 from slipstream.jvm import ENTRY_CLASS, jar_path, missing_jar_error
 
 #: the field types the JVM parser reads (exact classes: TimestampNTZType is not one of them)
@@ -136,15 +136,20 @@ def parse_json(raw: DataFrame, schema: StructType, required: tuple[str, ...]) ->
     """JSON lines (`value`, `_source`) -> typed columns + _raw, _source, _reason, as
     `parse.parse_json_expressions` gives them."""
     name = function_name(raw.sparkSession, schema, required)
+    # a record source's (Kafka's) NULL, empty or blank value: rejected with its reason (EMPTY)
+    empty = F.col(EMPTY) if EMPTY in raw.columns else F.lit(None).cast("string")
+    value = F.coalesce(F.col("value").cast("binary"), F.lit(b""))  # NULL: the parser's blank
     parsed = raw.select(
         F.col("value"),
         F.col(SOURCE),
-        F.call_function(name, F.col("value").cast("binary")).alias(_PARSED),
+        empty.alias(EMPTY),
+        F.call_function(name, value).alias(_PARSED),
     )
     if BARRIER == "generator":
         parsed = evaluated_once(parsed)
-    parsed = parsed.filter(F.col(_PARSED).isNotNull())  # a blank line is not a record
-    reason = F.col(f"{_PARSED}.{REASON}")
+    # a blank line is not a record
+    parsed = parsed.filter(F.col(_PARSED).isNotNull() | F.col(EMPTY).isNotNull())
+    reason = F.coalesce(F.col(EMPTY), F.col(f"{_PARSED}.{REASON}"))
     return parsed.select(
         *[_typed(f.name, f.dataType).alias(f.name) for f in schema.fields],
         F.when(reason == F.lit(NOT_UTF8), F.make_valid_utf8(F.col("value")))

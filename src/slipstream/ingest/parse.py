@@ -4,8 +4,10 @@ Every record comes out as exactly one row: typed columns plus `_raw` (the record
 bytes that are not UTF-8 as U+FFFD), `_source` (the file it came from, or the source kind) and
 `_reason` (NULL when valid). A blank line (nothing but spaces, tabs and line ends) is not a
 record and is skipped, as Spark's own JSON and CSV readers do; nothing else is dropped here, so
-valid + rejected always equals the records read. tests/test_hostile.py streams a corpus of
-hostile input through these rules (tests/fixtures/hostile/expected.json says each fate)."""
+valid + rejected always equals the records read. Where each row is a record (Kafka: the raw
+frame carries `_empty`, ingest/records.py), a NULL, empty or blank value is one, rejected.
+tests/test_hostile.py streams a corpus of hostile input through these rules
+(tests/fixtures/hostile/expected.json says each fate)."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from pyspark.sql.types import (
 )
 
 from slipstream.ingest import jvm_parse
-from slipstream.ingest.records import META_COLUMNS, RAW, REASON, SOURCE, evaluated_once
+from slipstream.ingest.records import EMPTY, META_COLUMNS, RAW, REASON, SOURCE, evaluated_once
 
 __all__ = [  # the record columns are defined in ingest/records.py and offered here too
     "META_COLUMNS",
@@ -56,14 +58,25 @@ def _strip(column: Column) -> Column:
 
 
 def _records(raw: DataFrame) -> DataFrame:
-    """Text lines (`value`, `_source`) -> `value` as valid UTF-8 and `_utf8` (whether it was),
-    blank lines skipped."""
+    """Text lines (`value`, `_source`) -> `value` as valid UTF-8, `_utf8` (whether it was) and
+    EMPTY. A blank line is skipped; where each row is a record (the raw frame has an EMPTY
+    column: Kafka), a NULL, empty or blank one is kept, to be rejected with EMPTY's reason."""
     utf8 = F.is_valid_utf8(F.col("value"))
-    return raw.filter(_strip(F.col("value")) != F.lit("")).select(
+    keep = _strip(F.col("value")) != F.lit("")
+    empty = F.lit(None).cast("string")
+    if EMPTY in raw.columns:
+        empty = F.col(EMPTY)
+        keep = keep | empty.isNotNull()
+    return raw.filter(keep).select(
         F.when(utf8, F.col("value")).otherwise(F.make_valid_utf8(F.col("value"))).alias("value"),
         F.col(SOURCE),
         utf8.alias("_utf8"),
+        empty.alias(EMPTY),
     )
+
+
+def _empty() -> tuple[Column, Column]:
+    return F.col(EMPTY).isNotNull(), F.col(EMPTY)
 
 
 def _not_utf8() -> tuple[Column, Column]:
@@ -157,12 +170,14 @@ def parse_json_expressions(
         F.col("value").alias(RAW),
         F.col(SOURCE),
         F.col("_utf8"),
+        F.col(EMPTY),
         size.alias("_size"),
         F.when(size <= MAX_JSON_BYTES, F.try_parse_json(F.col("value"))).alias("_doc"),
     )
     is_object = _strip(F.col(RAW)).startswith("{")
     keys = F.json_object_keys(F.col(RAW))
     checks: list[tuple[Column, Column]] = [
+        _empty(),
         _not_utf8(),
         (
             F.col("_size") > MAX_JSON_BYTES,
@@ -228,17 +243,20 @@ def parse_csv(
     strings = ", ".join(f"`{n}` STRING" for n in names)
     lines = _records(raw)
     if header:
-        lines = lines.filter(F.trim(F.col("value")) != F.lit(",".join(names)))
+        header_line = F.trim(F.col("value")) == F.lit(",".join(names))
+        lines = lines.filter(F.col(EMPTY).isNotNull() | ~header_line)
     unquoted = F.regexp_replace(F.col("value"), r'"([^"]|"")*"', "")
     parsed = lines.select(
         F.col("value").alias(RAW),
         F.col(SOURCE),
         F.col("_utf8"),
+        F.col(EMPTY),
         F.from_csv(F.col("value"), strings, {"mode": "PERMISSIVE", "escape": '"'}).alias("_rec"),
         F.size(F.split(unquoted, ",", -1)).alias("_fields"),
         unquoted.contains('"').alias("_open_quote"),
     )
     checks: list[tuple[Column, Column]] = [
+        _empty(),
         _not_utf8(),
         (F.col("_open_quote"), F.lit("CSV quote not closed on its line (a record is one line)")),
         (

@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from slipstream.checkpoint.integrity import BUILD_RECORD
+from slipstream.checkpoint.lifecycle import last_committed_batch
 from slipstream.checkpoint.logs import batch_offsets
 
 
@@ -117,6 +119,28 @@ def _iso(value: Any) -> str | None:
             value = value.replace(tzinfo=UTC)
         return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
     return str(value)
+
+
+def no_state(checkpoint: Path) -> str:
+    """Why a query checkpoint holds no state (read_state found no operator), in words: a
+    checkpoint with no committed batch says nothing about the query, and one whose build
+    record names stateful operators is not a stateless query."""
+    checkpoint = Path(checkpoint)
+    if last_committed_batch(checkpoint) is None:
+        return "no state yet: no batch is committed in this checkpoint (new, reset or emptied)"
+    import json
+
+    try:
+        build = json.loads((checkpoint / BUILD_RECORD).read_text(encoding="utf-8"))
+        operators = [str(op["operator"]) for op in build["state"]["operators"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "no state: no state folder (a stateless query, or its state was deleted)"
+    if operators:
+        return (
+            f"no state: its state folder is missing, yet the query keeps state "
+            f"({', '.join(operators)}): the checkpoint is damaged"
+        )
+    return "no state: a stateless query"
 
 
 def read_state(

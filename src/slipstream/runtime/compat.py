@@ -32,6 +32,7 @@ from typing import Any
 
 from slipstream.analysis.plan import Plan
 from slipstream.analysis.state_ops import state_operators
+from slipstream.checkpoint.integrity import BUILD_RECORD
 from slipstream.checkpoint.lifecycle import last_committed_batch
 from slipstream.core.files import write_atomically
 from slipstream.core.specs import TriggerSpec, format_duration
@@ -39,7 +40,7 @@ from slipstream.errors import CheckpointError
 from slipstream.runtime.bound import BoundOutput, Prepared
 from slipstream.runtime.explain import show_value
 
-BUILD = "slipstream-build.json"
+BUILD = BUILD_RECORD
 VERSION = 1
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from slipstream.analysis import realtime
 from slipstream.core.specs import format_duration
-from slipstream.runtime.bound import BoundInput, Prepared, stream_inputs
+from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared, stream_inputs
 
 
 def explain(prepared: Prepared) -> str:
@@ -27,7 +27,7 @@ def explain(prepared: Prepared) -> str:
     for out in prepared.outputs.values():
         streams = [b.source.kind for b in stream_inputs(prepared, out) if b.source is not None]
         lines.append(
-            f"output      {out.name}: {out.ctx.mode} to {out.sink.describe(out.ctx)}"
+            f"output      {out.name}: {out.ctx.mode} to {describe_sink(out, s.trigger.kind)}"
             f"  (checkpoint {out.ctx.checkpoint})"
         )
         plan = prepared.plans.get(out.name)
@@ -47,6 +47,22 @@ def explain(prepared: Prepared) -> str:
     if s.quarantine_trigger is not None:
         lines.append(f"quarantine trigger {s.quarantine_trigger.describe()}")
     return "\n".join(lines)
+
+
+#: a database output's guarantee in real-time mode: no micro-batch, so no staging and no batch
+#: ledger; each row is upserted on the key as it arrives (sinks/rows.py), and a replayed epoch
+#: upserts its rows again
+REAL_TIME_DATABASE = "idempotent upserts by key, converging after a replay"
+
+
+def describe_sink(out: BoundOutput, trigger: str) -> str:
+    """An output's sink and the guarantee it gives under the run's trigger (a sink describes
+    its micro-batch one)."""
+    text = out.sink.describe(out.ctx)
+    if trigger == "real-time" and out.is_output and out.sink.database:
+        target = text.rsplit(" (", 1)[0] if text.endswith(")") else text
+        return f"{target} ({REAL_TIME_DATABASE})"
+    return text
 
 
 def describe_input(bound: BoundInput) -> str:

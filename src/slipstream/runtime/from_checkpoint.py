@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from slipstream.checkpoint.integrity import damages
 from slipstream.checkpoint.lifecycle import last_committed_batch
 from slipstream.checkpoint.logs import files_read_by, kafka_positions
 from slipstream.checkpoint.start import InputStart, StartFrom, read_record, write_record
@@ -121,6 +122,14 @@ def take_position(old: Path, inputs: dict[str, BoundInput]) -> StartFrom:
     read: set[str] = set()
     offsets: dict[str, dict[str, int]] = {}
     for name, path in queries.items():
+        found = damages(path)
+        if found:
+            raise CheckpointError(
+                "CHECKPOINT_DAMAGED",
+                f"{FLAG}: the checkpoint {path} is damaged: {found[0].file} {found[0].what}; "
+                "its position cannot be taken; nothing was started",
+                f"run `slipstream check` on the old version, or give another {FLAG}",
+            )
         try:
             read.update(files_read_by(path, batches[name]))
             positions = kafka_positions(path, batches[name])

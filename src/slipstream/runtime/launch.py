@@ -22,7 +22,7 @@ from typing import TextIO
 
 from pyspark.sql import SparkSession
 
-from slipstream.errors import find_error, out_of_memory
+from slipstream.errors import query_failure
 from slipstream.monitor.listener import Handler
 from slipstream.monitor.serve import MonitorHandles, ResultsProvider, start_monitoring
 from slipstream.runtime.bound import Prepared, jdbc_drivers, uses_kafka
@@ -126,10 +126,10 @@ def _session(
 
 
 def failure_line(failure: BaseException, launched: Launched) -> str:
-    """A failed query in one line: a sink's own error wrapped by Spark's foreachBatch, or
-    memory that ran out, by its code; otherwise the first line Spark gave."""
+    """A failed query in one line: a full disk, a sink's own error wrapped by Spark's
+    foreachBatch, or memory that ran out, by its code; otherwise the first line Spark gave."""
     s = launched.run.prepared.settings
     text = str(failure)
     where = s.remote or str(launched.spark.sparkContext.master)
-    ours = find_error(text) or out_of_memory(text, where)
+    ours = query_failure(text, where, s.state_dir)
     return ours.render() if ours else (text.splitlines() or [type(failure).__name__])[0]

@@ -4,8 +4,11 @@ Spark's own Kafka source reads it (its connector is added to the session by
 `session.build_session(kafka=True)`, see settings/kafka_connector.py). Each record's value is
 the raw line (JSON, CSV or text, as the input's format says) that the same strict parser,
 event-time guard, expectations and quarantine judge as a file's line; `_source` names where it
-came from as `kafka:TOPIC:PARTITION:OFFSET`. Kafka is replayable: a batch's offset range is in
-the checkpoint and is read again after a failure.
+came from as `kafka:TOPIC:PARTITION:OFFSET`. A record without a value (a compacted topic's
+tombstone), with an empty or a blank one, is quarantined (`null value`, `empty value`,
+`blank value`), not skipped: each record read is valid, quarantined, late or a duplicate.
+Kafka is replayable: a batch's offset range is in the checkpoint and is read again after a
+failure.
 
 Before Spark starts, `validate` asks the broker (with the Python client, confluent-kafka)
 whether the topic exists: a missing topic is KAFKA_TOPIC_NOT_FOUND, a broker that does not
@@ -24,7 +27,7 @@ from slipstream.core import values
 from slipstream.core.kafka_url import KafkaTopic
 from slipstream.core.options import Option
 from slipstream.errors import ConfigError
-from slipstream.ingest.records import SOURCE
+from slipstream.ingest.records import EMPTY, SOURCE, empty_reason
 from slipstream.sources.base import Binding, RawInput, Source, SourceOptions, spark_stream
 
 #: how long the topic check waits for the broker
@@ -159,9 +162,12 @@ class KafkaSource(Source):
 
 def raw_records(frame: DataFrame) -> DataFrame:
     """Spark's Kafka records (a stream, or a batch read of offset ranges: the dead-letter) as
-    raw lines: the value as text, and where it came from, `kafka:TOPIC:PARTITION:OFFSET`."""
+    raw lines: the value as text, and where it came from, `kafka:TOPIC:PARTITION:OFFSET`.
+    Every Kafka record is a record: a NULL value (a tombstone), an empty or a blank one is
+    quarantined with its own reason (EMPTY), never skipped as a file's blank line is."""
     where = F.concat_ws(":", F.lit("kafka"), F.col("topic"), F.col("partition"), F.col("offset"))
-    return frame.select(F.col("value").cast("string").alias("value"), where.alias(SOURCE))
+    value = F.col("value").cast("string")
+    return frame.select(value.alias("value"), where.alias(SOURCE), empty_reason(value).alias(EMPTY))
 
 
 #: options of Spark's Kafka source that a batch read refuses or that mean nothing to it

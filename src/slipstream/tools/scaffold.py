@@ -9,8 +9,10 @@ Both files are ready: `slipstream run NAME:CLASS --input DIR` and `python -m pyt
 
 from __future__ import annotations
 
+import importlib.util
 import keyword
 import re
+import sys
 from pathlib import Path
 
 from slipstream.errors import ConfigError
@@ -121,14 +123,57 @@ def class_name(name: str) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
 
-def init(name: str, folder: Path) -> list[Path]:
-    """Write `folder/NAME.py` and `folder/test_NAME.py`; refuse a bad name or existing files."""
+#: the longest name: its table NAME_counts fits PostgreSQL's identifiers (63 bytes; a longer
+#: one is cut there), and its files fit any file system's names
+MAX_NAME = 63 - len("_counts")
+
+
+def shadowed(name: str) -> str | None:
+    """What a module `name` would hide, or None: a standard-library module, or one installed
+    (importable) here. The pipeline's module would hide it, or it the pipeline's."""
+    if name in sys.stdlib_module_names:
+        return "a module of Python's standard library"
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if found is None:
+        return None
+    where = found.origin or ", ".join(found.submodule_search_locations or []) or "?"
+    return f"an installed module ({where})"
+
+
+def check_name(name: str) -> None:
+    """Refuse a name init cannot write, before anything is written."""
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or keyword.iskeyword(name):
         raise ConfigError(
             "CONFIG_BAD_VALUE",
-            f"init has value {name!r}; allowed: a Python module name in lower case",
+            f"init has value {name[:80]!r}; allowed: a Python module name in lower case",
             "e.g. `slipstream init page_views`",
         )
+    if len(name) > MAX_NAME:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"init has a name of {len(name)} characters; at most {MAX_NAME} (its table "
+            f"NAME_counts must fit PostgreSQL's 63-character names)",
+            "choose a shorter name, e.g. `slipstream init page_views`",
+        )
+    hidden = shadowed(name)
+    if hidden is not None:
+        raise ConfigError(
+            "INIT_NAME_SHADOWS",
+            f"init {name}: a module named {name} would shadow {hidden}: the pipeline could "
+            "not be loaded by that name, or the test could not import",
+            f"choose a name no module has, e.g. `slipstream init {name}_pipeline` or "
+            "`slipstream init page_views`",
+        )
+
+
+def init(name: str, folder: Path, file_mode: int = 0o644) -> list[Path]:
+    """Write `folder/NAME.py` and `folder/test_NAME.py` (as `file_mode`: the command line
+    passes the user's umask, not its own private one); refuse a bad name or existing files
+    before writing anything."""
+    check_name(name)
     folder = Path(folder)
     module, test = folder / f"{name}.py", folder / f"test_{name}.py"
     taken = [str(p) for p in (module, test) if p.exists()]
@@ -142,4 +187,6 @@ def init(name: str, folder: Path) -> list[Path]:
     values = {"name": name, "cls": class_name(name), "title": class_name(name)}
     module.write_text(MODULE.format(**values))
     test.write_text(TEST.format(**values))
+    for path in (module, test):
+        path.chmod(file_mode)  # source files a user reads, shares and commits
     return [module, test]
