@@ -3,7 +3,8 @@
 running): starting, then no verdict before evidence, then the verdicts; arrival rates that
 match the input; and the watermark lag of a stopped run over historical data. No Spark.
 
-Expected values are recomputed from the raw JSON records."""
+Expected values are recomputed from the raw JSON records. The browser test (``-m browser``)
+drives the dashboard through the same start and saves the screenshots the docs show."""
 
 from __future__ import annotations
 
@@ -13,13 +14,17 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
-from slipstream.monitor.dashboard import EventLogStatus
+import pytest
+
+from slipstream.monitor.dashboard import EventLogStatus, serve_dashboard
 from slipstream.monitor.eventlog import EventLog, event_log_path, read_events
 from slipstream.monitor.events import format_ts, parse_event
 from slipstream.monitor.status import QueryStatus, human_duration, query_status
 from slipstream.monitor.status_view import format_status_table
+from tests.test_monitor_dashboard import chromium, require_chromium
 
 FIXTURES = Path(__file__).parent / "fixtures" / "eventlogs"
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "docs" / "img"
 OUTPUT, QUARANTINE = "trending.views", "trending.quarantine.events"
 
 
@@ -169,3 +174,85 @@ class MovingClock:
 
     def __call__(self) -> datetime:
         return self.now
+
+
+# --------------------------------------------------------------------------- the browser
+
+CARD = """([key, health, text]) => {
+    const card = document.querySelector(`article.query[data-key="${key}"]`);
+    return card !== null && card.querySelector('.badge').dataset.health === health
+        && card.querySelector('.reason').textContent.includes(text);
+}"""
+
+
+def fact(page: Any, key: str, name: str) -> str:
+    return page.inner_text(f'article.query[data-key="{key}"] [data-fact="{name}"]')
+
+
+@pytest.mark.browser
+def test_dashboard_through_a_start_in_headless_chromium(tmp_path: Path) -> None:
+    """The page while the event log grows record by record, as trending's demo wrote it:
+    waiting for a run, its queries starting (batch 0 running), no verdict before evidence,
+    then the verdicts. Each step waits (bounded) for the page's text; no sleeps."""
+    require_chromium()
+    raw = records("trending_counts")
+    clock = MovingClock(ts(raw[0]) - timedelta(seconds=20))
+    status = EventLogStatus(tmp_path, clock=clock, pid_check=alive)
+    views, quarantine = f"trending/{OUTPUT}", f"trending/{QUARANTINE}"
+    written = 0
+
+    def grow(upto: int, after: timedelta) -> None:  # the log up to record `upto`, and the time
+        nonlocal written
+        for record in raw[written:upto]:
+            log.append(parse_event(record))
+        written, clock.now = upto, ts(raw[upto - 1]) + after
+
+    def shot(name: str, selector: str = f'article.query[data-key="{views}"]') -> None:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.locator(selector).screenshot(path=str(SCREENSHOTS / name))
+
+    batch0 = first(raw, "progress", OUTPUT)
+    outputs = [i for i, r in enumerate(raw) if r.get("query") == OUTPUT and "progress" in r]
+    table = {"title": "Top 10 articles, current window", "columns": ["rank", "article", "views"]}
+    with (
+        serve_dashboard(status, lambda: {**table, "rows": [], "updated": None}) as server,
+        chromium() as browser,
+        EventLog(event_log_path(tmp_path, "trending")) as log,
+    ):
+        page = browser.new_page(viewport={"width": 1000, "height": 320})
+        problems: list[str] = []
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        clock.now += timedelta(seconds=19)  # Spark starting: nothing recorded yet
+        page.goto(server.url + "?poll=200")
+        waiting = "() => !document.getElementById('waiting').hidden && document.getElementById"
+        page.wait_for_function(
+            waiting + "('waiting').textContent.includes('No run has recorded anything here yet')"
+        )
+        assert "(waiting 19 s)" in page.inner_text("#waiting")
+        assert "once Spark is up" in page.inner_text("#waiting")
+        shot("dashboard-waiting.png", "body")
+
+        # the run started both queries; no batch has completed: batch 0 running for 24 s
+        grow(first(raw, "progress"), timedelta(seconds=24))
+        page.wait_for_function(CARD, arg=[views, "starting", "starting: batch 0 running for"])
+        assert page.is_hidden("#waiting")
+        assert page.inner_text(f'article.query[data-key="{views}"] .badge') == "STARTING"
+        shot("dashboard-starting.png")
+
+        # batch 0 done: rows read, no arrival rate yet, so no verdict; the quarantine query
+        # (several batches done) shows its own rate and verdict
+        grow(batch0 + 1, timedelta(seconds=1))
+        page.wait_for_function(
+            CARD, arg=[views, "pending", "not enough batches to judge yet: 0 of 3"]
+        )
+        assert fact(page, views, "in") == "–"
+        assert fact(page, views, "rows") == f"{raw[batch0]['progress']['numInputRows'] / 1000:g}k"
+        page.wait_for_function(CARD, arg=[quarantine, "healthy", "keeping up"])
+        shot("dashboard-no-verdict.png")
+
+        # the third batch with an arrival rate: the verdict
+        grow(outputs[3] + 1, timedelta(seconds=1))
+        page.wait_for_function(CARD, arg=[views, "healthy", "keeping up:"])
+        shot("dashboard-verdicts.png")
+        assert page.evaluate("() => window.__slipstream.lastError()") is None
+    assert problems == []
