@@ -3,7 +3,9 @@
 Standard library only: a ``ThreadingHTTPServer`` serves the page and its script and style
 from the package (``monitor/static``) and three JSON endpoints:
 
-- ``/api/status``  ``{"generated", "queries": [status + "series"]}`` from a status provider
+- ``/api/status``  ``{"generated", "since", "runs", "queries": [status + "series"]}`` from a
+  status provider (``since``: when the page began to wait; ``runs``: each pipeline's latest
+  run record, so the page can say that a run is still starting Spark)
 - ``/api/results`` whatever the results provider returns, e.g. ``{"title", "columns",
   "rows", "updated"}``
 - ``/healthz``     ``{"ok": true}``
