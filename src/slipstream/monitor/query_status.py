@@ -35,7 +35,7 @@ class QueryStatus:
     processed_rps: float | None
     batch_duration_ms: int | None  # of the last batch
     watermark: datetime | None
-    watermark_lag: timedelta | None  # now - watermark (last batch - watermark once stopped)
+    watermark_lag: timedelta | None  # data clock - watermark (health.data_clock); None: stopped
     state_rows: int
     state_memory_bytes: int
     total_batches: int
