@@ -7,7 +7,10 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+# two stamps: the package alone (all `make demo` needs) and the package with its test and docs
+# extras (pytest, ruff, playwright, confluent-kafka, mkdocs: `make test`, `lint`, `docs`)
+BASE_STAMP := $(VENV)/.installed-package
+STAMP      := $(VENV)/.installed
 # slipstream's JVM parser (java/), compiled against the installed pyspark's jars into the package
 # (src/slipstream/jvm/slipstream-parse.jar, shipped in the wheel; not in git): `make jvm`
 JAR      := src/slipstream/jvm/slipstream-parse.jar
@@ -17,18 +20,24 @@ FAST := not spark and not cluster and not postgres and not browser and not slow 
 
 .PHONY: venv jvm docs demo test test-fast lint format services bench bench-quick bench-peers soak clean check-java wheel
 
+# the development environment: the package, its test and docs extras, the JVM parser
 venv: $(STAMP) $(JAR)
 
-$(STAMP): pyproject.toml
+# the package and its runtime dependencies only (pyspark, pandas, pyarrow, ...)
+$(BASE_STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "slipstream needs Python 3.11+"'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $(BASE_STAMP)
+
+$(STAMP): $(BASE_STAMP)
 	$(PY) -m pip install -q -e '.[test,docs]'
 	touch $(STAMP)
 
 jvm: $(JAR)
 
-$(JAR): $(STAMP) $(JAVA_SRC)
+$(JAR): $(BASE_STAMP) $(JAVA_SRC)
 	@command -v javac >/dev/null || { echo "building slipstream's JVM parser needs a JDK 17+ (apt-get install openjdk-17-jdk-headless)"; exit 1; }
 	rm -rf build/jvm && mkdir -p build/jvm/classes
 	javac --release 17 -Xlint:-options -d build/jvm/classes \
@@ -39,8 +48,9 @@ $(JAR): $(STAMP) $(JAVA_SRC)
 check-java:
 	@command -v java >/dev/null || { echo "slipstream needs Java 17+ (apt-get install openjdk-17-jre-headless)"; exit 1; }
 
-demo: venv check-java
-	$(VENV)/bin/slipstream demo
+# the package and the JVM parser, no test or docs extras; Ctrl-C (exit 130) is a clean end
+demo: $(BASE_STAMP) $(JAR) check-java
+	$(VENV)/bin/slipstream demo || [ $$? -eq 130 ]
 
 # the documentation site (mkdocs.yml): strict, so a broken link or a missing page fails it
 docs: venv

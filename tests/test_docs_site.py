@@ -1,6 +1,8 @@
 """The documentation site (mkdocs.yml, docs/): it builds in strict mode, every page of its nav
-exists, the generated references cover the code (every subcommand, every error code), and every
-page with commands to type is run by a test. No Spark: part of `make test-fast`."""
+exists, the generated references cover the code (every subcommand, every error code), every
+page with commands to type is run by a test, and the built site opened as file:// loads nothing
+from outside itself (no font CDN, no script from a CDN) and has its search index inlined. No
+Spark: part of `make test-fast`."""
 
 from __future__ import annotations
 
@@ -42,9 +44,12 @@ def test_every_page_of_the_nav_exists_and_every_page_is_in_it() -> None:
     assert on_disk <= set(pages), f"pages outside the nav: {on_disk - set(pages)}"
 
 
-def test_the_site_builds_in_strict_mode(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built once for this module's tests, strict."""
+    out = tmp_path_factory.mktemp("site")
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -52,19 +57,80 @@ def test_the_site_builds_in_strict_mode(tmp_path: Path) -> None:
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert done.returncode == 0, done.stderr[-5000:]
+    return out
+
+
+def built(site: Path, page: str) -> Path:
+    """A page's file: `howto/kafka.md` -> `howto/kafka.html` (no directory URLs, so links
+    between pages work from file://)."""
+    return site / page.replace(".md", ".html")
+
+
+def test_the_site_builds_in_strict_mode(site: Path) -> None:
     for page in nav_pages():
-        built = tmp_path / ("" if page == "index.md" else page.removesuffix(".md")) / "index.html"
-        assert built.is_file(), page
-    api = (tmp_path / "reference" / "api" / "index.html").read_text()
+        assert built(site, page).is_file(), page
+    api = built(site, "reference/api.md").read_text()
     for name in ("PipelineHarness", "ProcessorClock", "Pipeline", "not_null", "watermarked"):
         assert name in api
     # the README's sections the pages include are there, not a placeholder
-    upgrades = (tmp_path / "howto" / "upgrades" / "index.html").read_text()
+    upgrades = built(site, "howto/upgrades.md").read_text()
     assert "STATE_INCOMPATIBLE" in upgrades and "<!-- README" not in upgrades
     assert (
-        "OUTPUT_BELONGS_TO_OTHER_CHECKPOINT"
-        in (tmp_path / "getting-started" / "index.html").read_text()
+        "OUTPUT_BELONGS_TO_OTHER_CHECKPOINT" in built(site, "getting-started.md").read_text()
     )  # the tour
+
+
+# what a page loads (not where its links go): scripts, stylesheets, icons, fonts, images, frames
+_LOADED = re.compile(
+    r"<(?:script|img|iframe|source|audio|video|embed)\b[^>]*\bsrc=[\"']([^\"']+)"
+    r"|<link\b[^>]*\bhref=[\"']([^\"']+)"
+    r"|@import\s+(?:url\()?[\"']?([^\"')\s;]+)"
+    r"|url\(\s*[\"']?([^\"')]+)",
+    re.I,
+)
+
+
+def loaded_from_outside(text: str) -> set[str]:
+    urls = {u for groups in _LOADED.findall(text) for u in groups if u}
+    return {u for u in urls if re.match(r"(?:https?:)?//", u)}
+
+
+def test_the_built_site_loads_nothing_from_outside(site: Path) -> None:
+    outside = {
+        str(path.relative_to(site)): found
+        for path in site.rglob("*")
+        if path.suffix in (".html", ".css")
+        and (found := loaded_from_outside(path.read_text(errors="replace")))
+    }
+    assert outside == {}
+    index = built(site, "index.md").read_text()
+    assert "fonts.googleapis" not in index and "fonts.gstatic" not in index  # theme.font: false
+    # the theme fetches mermaid from a CDN for a ```mermaid block: draw diagrams as SVG files
+    assert not [p.name for p in site.rglob("*.html") if 'class="mermaid"' in p.read_text()]
+    # the one script the offline plugin would take from a CDN is ours (docs/javascripts/)
+    assert '<script src="javascripts/iframe-worker.js">' in index
+
+
+def test_the_checker_finds_what_a_page_loads_from_outside() -> None:
+    page = """<link rel="stylesheet" href="https://fonts.googleapis.com/css?family=Roboto">
+    <script src="//unpkg.com/x"></script><a href="https://example.org/">a link</a>
+    <style>@font-face { src: url("https://fonts.gstatic.com/r.woff2") }</style>
+    <img src="img/local.png"><script src="assets/bundle.js"></script>"""
+    assert loaded_from_outside(page) == {
+        "https://fonts.googleapis.com/css?family=Roboto",
+        "//unpkg.com/x",
+        "https://fonts.gstatic.com/r.woff2",
+    }
+
+
+def test_search_works_offline_and_code_wraps(site: Path) -> None:
+    """Search from file://: the index inlined as a script (material's offline plugin); long
+    commands wrap in their code blocks (docs/stylesheets/extra.css)."""
+    inlined = (site / "search" / "search_index.js").read_text()
+    assert inlined.startswith("var __index = ") and "Watch a run" in inlined
+    css = (site / "stylesheets" / "extra.css").read_text()
+    assert "white-space: pre-wrap" in css
+    assert 'href="stylesheets/extra.css"' in built(site, "index.md").read_text()
 
 
 def test_the_cli_reference_shows_every_subcommand_and_its_flags() -> None:
@@ -117,3 +183,28 @@ def test_the_readme_sections_the_pages_include_exist() -> None:
     for page in (REPO / "docs").rglob("*.md"):
         for heading in INCLUDE.findall(page.read_text()):
             assert readme_section(heading).strip(), (page, heading)
+
+
+@pytest.mark.browser
+def test_search_from_file_in_headless_chromium(site: Path) -> None:
+    """Opened as file://, the search box finds a page, with nothing requested from outside."""
+    from tests.test_monitor_dashboard import chromium, require_chromium
+
+    require_chromium()
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        problems: list[str] = []
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        requested: list[str] = []
+        page.on("request", lambda r: requested.append(r.url))
+        page.goto(built(site, "howto/operate.md").as_uri())
+        page.keyboard.press("s")  # the theme's shortcut to the search box
+        page.keyboard.type("grafana")
+        page.wait_for_function(
+            "() => /[1-9]\\d* matching document/.test("
+            "document.querySelector('.md-search-result__meta').textContent)"
+        )
+        titles = page.inner_text(".md-search-result__list")
+    assert "Watch a run" in titles
+    assert [u for u in requested if not u.startswith(("file:", "data:", "about:"))] == []
+    assert problems == []

@@ -50,6 +50,8 @@ def replay(state_dir: Path, fixture: str, ends_before_now: timedelta, name: str)
             r["ts"] = shift(r["ts"])
             if r.get("query"):
                 r["query"] = name + r["query"][len(r["pipeline"]) :]
+            if r.get("queries"):  # a run record names its queries
+                r["queries"] = [name + q[len(r["pipeline"]) :] for q in r["queries"]]
             r["pipeline"], r["pid"] = name, os.getpid()
             if "progress" in r:
                 r["progress"]["timestamp"] = shift(r["progress"].get("timestamp"))

@@ -76,6 +76,9 @@ def replay(
             record["ts"] = _shift(record["ts"], delta)
             if rename and record.get("query"):
                 record["query"] = rename + record["query"][len(record["pipeline"]) :]
+            if rename and record.get("queries"):  # a run record names its queries
+                cut = len(record["pipeline"])
+                record["queries"] = [rename + q[cut:] for q in record["queries"]]
             record["pipeline"] = pipeline
             progress = record.get("progress")
             if progress:

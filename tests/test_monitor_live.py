@@ -106,7 +106,6 @@ def test_metrics_endpoint_matches_the_running_querys_progress(
         h.process()
         query = h.run.queries["counts"]  # type: ignore[union-attr]
         last = json.loads(query.lastProgress.json)  # Spark's own progress, as plain JSON
-        before = datetime.now(UTC)
         families, after = scrape(server.url)
         assert query.lastProgress["timestamp"] == last["timestamp"]  # nothing ran meanwhile
         recent = [json.loads(p.json) for p in query.recentProgress]
@@ -141,8 +140,14 @@ def test_metrics_endpoint_matches_the_running_querys_progress(
     assert value(families, "slipstream_last_progress_timestamp_seconds") == stamp.timestamp()
     watermark = parse_ts(last["eventTime"]["watermark"])
     assert watermark == datetime(2018, 3, 2, 11, 7, 29, tzinfo=UTC)
+    # against the data's clock: the newest event read (2018), plus the time since the batch
+    # that read it reported (after it began, before this scrape)
+    read = [(parse_ts(p.get("eventTime", {}).get("max")), parse_ts(p["timestamp"])) for p in recent]
+    newest = max(seen for seen, _ in read if seen is not None)
+    began = min(at for seen, at in read if seen == newest and at is not None)
     lag = value(families, "slipstream_watermark_lag_seconds")
-    assert (before - watermark).total_seconds() <= lag <= (after - watermark).total_seconds()
+    assert (newest - watermark).total_seconds() <= lag
+    assert lag <= (newest + (after - began) - watermark).total_seconds()
 
     # counters: over every batch of the query, from Spark's own progress, and from the input
     # (Spark also reported progress once before the first file landed: no batch ran then)

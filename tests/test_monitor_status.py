@@ -104,7 +104,15 @@ def test_healthy_log_is_healthy_and_totals_match_the_raw_progress() -> None:
     assert state_line(statuses["trending.ingest"]) is None  # stateless: no line
     watermark = datetime.fromisoformat(raw[-1]["eventTime"]["watermark"])
     assert windows.watermark == watermark
-    assert windows.watermark_lag == now - watermark
+    # against the data's clock: the newest event read, plus the time since that batch ended
+    records = [json.loads(line) for line in (FIXTURES / "healthy.jsonl").open()]
+    read = [
+        (datetime.fromisoformat(r["progress"]["eventTime"]["max"]), datetime.fromisoformat(r["ts"]))
+        for r in records
+        if r["event"] == "progress" and "max" in r["progress"].get("eventTime", {})
+    ]
+    newest, read_at = max(read)
+    assert windows.watermark_lag == newest + (now - read_at) - watermark
     assert windows.expectation_violations["article_id_present"] == sum(
         p["observedMetrics"]["expectations"]["article_id_present"] or 0 for p in raw
     )
@@ -215,9 +223,12 @@ def test_slow_batches_within_five_percent_are_not_falling_behind() -> None:
 
 
 def test_empty_batches_and_unknown_rates_do_not_count_as_slow() -> None:
+    """Nor as evidence: with no batch of known arrival rate there is no verdict yet."""
     evs: list[Event] = [started(T0)] + [batch(i, 100, 10, rows=0) for i in range(5)]
     evs.append(batch(5, float("nan"), 1))
-    assert verdict(evs).health == "healthy"
+    status = verdict(evs)
+    assert status.health == "pending", status.reason
+    assert "not enough batches to judge yet: 0 of 3" in status.reason
 
 
 def test_clean_termination_is_stopped() -> None:
@@ -242,7 +253,8 @@ def test_a_restart_after_a_failure_is_running_again() -> None:
     restarted = "33333333-3333-4333-8333-333333333333"
     evs.append(started(T0 + timedelta(seconds=3), run_id=restarted))
     status = verdict(evs)
-    assert status.health == "healthy" and status.running and status.run_id == restarted
+    assert status.health == "starting" and status.running and status.run_id == restarted
+    assert status.reason == "starting: batch 1 running for 0ms"  # the failed run ended at 0
 
 
 def test_a_query_that_never_completes_a_batch_stalls() -> None:

@@ -69,14 +69,23 @@ def series_of(points: Sequence[ProgressPoint]) -> dict[str, list[Any]]:
     }
 
 
-def status_payload(tracker: StatusTracker, now: datetime, points: int = 120) -> dict[str, Any]:
-    """The ``/api/status`` document for everything ``tracker`` has seen."""
+def status_payload(
+    tracker: StatusTracker, now: datetime, points: int = 120, since: datetime | None = None
+) -> dict[str, Any]:
+    """The ``/api/status`` document for everything ``tracker`` has seen: each query with its
+    chart series, each pipeline's latest run record, and since when the page has been served
+    (``since``: how long it has waited for a run that is still starting Spark)."""
     queries = []
     for status in tracker.statuses(now):
         entry = status.to_dict()
         entry["series"] = series_of(tracker.series(status.pipeline, status.query, points))
         queries.append(entry)
-    return {"generated": format_ts(now), "queries": queries}
+    return {
+        "generated": format_ts(now),
+        "since": format_ts(since or now),
+        "runs": tracker.runs(),
+        "queries": queries,
+    }
 
 
 class EventLogStatus:
@@ -101,6 +110,7 @@ class EventLogStatus:
         )
         self._followers: dict[str, EventLogFollower] = {}
         self._lock = threading.Lock()
+        self.since = clock()  # served before Spark starts: the page says how long it waited
 
     def __call__(self) -> dict[str, Any]:
         with self._lock:
@@ -110,7 +120,7 @@ class EventLogStatus:
                     self._followers[pipeline] = EventLogFollower(path)
             for follower in self._followers.values():
                 self.tracker.feed(follower.poll())
-            return status_payload(self.tracker, self.clock(), self.points)
+            return status_payload(self.tracker, self.clock(), self.points, self.since)
 
     def close(self) -> None:
         with self._lock:

@@ -238,8 +238,13 @@ class QueryProgress(_QueryEvent):
 
     @property
     def input_rps(self) -> float | None:
-        """Rows per second arriving; None when Spark could not compute it (NaN, first batch)."""
-        return _finite(self.progress.get("inputRowsPerSecond"))
+        """Rows per second arriving; None when Spark could not compute it (NaN, first batch).
+
+        Spark measures arrival over the time since the previous trigger; the first batch after
+        a start has none and reports 0.0 however many rows it read. Rows read at 0 rows/s is
+        no rate: None, so no average or verdict counts it as "nothing arriving"."""
+        rate = _finite(self.progress.get("inputRowsPerSecond"))
+        return None if rate == 0 and self.input_rows > 0 else rate
 
     @property
     def processed_rps(self) -> float | None:
@@ -268,6 +273,11 @@ class QueryProgress(_QueryEvent):
         """
         mark = parse_ts(_mapping(self.progress.get("eventTime")).get("watermark"))
         return None if mark is None or mark == _EPOCH else mark
+
+    @property
+    def newest_event(self) -> datetime | None:
+        """The newest event time the batch read (``eventTime.max``); None without rows."""
+        return parse_ts(_mapping(self.progress.get("eventTime")).get("max"))
 
     @property
     def state_rows(self) -> int:

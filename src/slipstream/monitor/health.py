@@ -65,16 +65,25 @@ class ProgressPoint:
     input_rps: float | None
     processed_rps: float | None
     batch_duration_ms: int | None
-    watermark_lag_s: float | None  # when the batch completed, minus its watermark
+    watermark_lag_s: float | None  # the data clock when the batch completed, minus its watermark
     state_rows: int
 
     @classmethod
-    def of(cls, event: QueryProgress) -> ProgressPoint:
-        """The event's figures of the same names, and how far its watermark lags its time."""
+    def of(cls, event: QueryProgress, clock: datetime | None = None) -> ProgressPoint:
+        """The event's figures of the same names, and how far its watermark lags ``clock``
+        (``data_clock`` at the batch's end; default its completion time)."""
         mark = event.watermark
-        lag = None if mark is None else (event.ts - mark).total_seconds()
+        lag = None if mark is None else ((clock or event.ts) - mark).total_seconds()
         same = {f.name: getattr(event, f.name) for f in fields(cls) if f.name != "watermark_lag_s"}
         return cls(**same, watermark_lag_s=lag)
+
+
+def data_clock(newest: datetime | None, read_at: datetime | None, now: datetime) -> datetime:
+    """The data's own clock: the newest event time read, advanced by the wall time since the
+    batch that read it. For live data that is about ``now``; for a replay of old data it is
+    where the replay has got to, so a watermark lag against it means the same for both (the
+    wall clock would say 270 days behind for data from last year). ``now`` when unknown."""
+    return now if newest is None or read_at is None else newest + (now - read_at)
 
 
 def mean(values: Iterable[float | None]) -> float | None:
@@ -131,3 +140,15 @@ def human_duration(delta: timedelta) -> str:
         return f"{sign}{hours}h{minutes:02d}m"
     days, hours = divmod(hours, 24)
     return f"{sign}{days}d{hours:02d}h"
+
+
+def progress_series(batches: Iterable[QueryProgress]) -> list[ProgressPoint]:
+    """A query's batches as chart points, each lag against the data clock as it stood then."""
+    newest: datetime | None = None
+    read_at: datetime | None = None
+    series = []
+    for p in batches:
+        if p.executed and p.newest_event and (newest is None or p.newest_event >= newest):
+            newest, read_at = p.newest_event, p.ts
+        series.append(ProgressPoint.of(p, data_clock(newest, read_at, p.ts)))
+    return series

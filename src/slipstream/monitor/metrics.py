@@ -7,8 +7,9 @@ record handler. ``serve_metrics`` exposes a registry over HTTP for Prometheus to
 
 Counters count per-batch numbers (rows dropped by the watermark, quarantined rows,
 expectation violations): Spark reports those per micro-batch, and a batch seen twice (a
-replayed log) is counted once. The watermark lag is computed when scraped, so it keeps
-growing while a query makes no progress.
+replayed log) is counted once. The watermark lag is computed when scraped, against the data's
+clock (``health.data_clock``: the newest event time read, advanced by the time since), so it
+keeps growing while a query makes no progress and a replay of old data is not months behind.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from slipstream.monitor.events import (
     parse_event,
     utc_now,
 )
+from slipstream.monitor.health import data_clock
 from slipstream.monitor.hosts import IDLE_TIMEOUT, BoundedServer, guarded
 from slipstream.monitor.kafka_lag import partition_lag
 from slipstream.monitor.state import operator_label
@@ -42,23 +44,31 @@ LABELS = ("pipeline", "query")
 
 
 class _WatermarkLag(Collector):
-    """``slipstream_watermark_lag_seconds``: clock() minus the last watermark, at scrape time."""
+    """``slipstream_watermark_lag_seconds``: the data clock at scrape time minus the last
+    watermark."""
 
     NAME = "slipstream_watermark_lag_seconds"
-    HELP = "Seconds between now and the query's event-time watermark"
+    HELP = "Seconds between the newest event read (advanced by the time since) and the watermark"
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self._marks: dict[tuple[str, str], datetime] = {}
+        self._newest: dict[tuple[str, str], tuple[datetime, datetime]] = {}  # event, read at
         self._lock = threading.Lock()
 
-    def set(self, pipeline: str, query: str, watermark: datetime) -> None:
+    def set(self, pipeline: str, query: str, progress: QueryProgress) -> None:
+        """The batch's watermark (if any) and the newest event time it read (if newer)."""
+        key, newest = (pipeline, query), progress.newest_event
         with self._lock:
-            self._marks[(pipeline, query)] = watermark
+            if progress.watermark is not None:
+                self._marks[key] = progress.watermark
+            if newest is not None and newest >= self._newest.get(key, (newest, newest))[0]:
+                self._newest[key] = (newest, progress.ts)
 
     def remove(self, pipeline: str, query: str) -> None:
         with self._lock:
             self._marks.pop((pipeline, query), None)
+            self._newest.pop((pipeline, query), None)
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         yield GaugeMetricFamily(self.NAME, self.HELP, labels=LABELS)
@@ -67,9 +77,11 @@ class _WatermarkLag(Collector):
         family = GaugeMetricFamily(self.NAME, self.HELP, labels=LABELS)
         now = self._clock()
         with self._lock:
-            marks = dict(self._marks)
+            marks, newest = dict(self._marks), dict(self._newest)
         for (pipeline, query), mark in sorted(marks.items()):
-            family.add_metric([pipeline, query], (now - mark).total_seconds())
+            seen, read_at = newest.get((pipeline, query), (None, None))
+            lag = data_clock(seen, read_at, now) - mark
+            family.add_metric([pipeline, query], lag.total_seconds())
         yield family
 
 
@@ -148,8 +160,8 @@ class SlipstreamMetrics:
             self.operator_memory.labels(*labels, operator_label(op)).set(op.memory_bytes or 0)
         stamp = progress.batch_timestamp or progress.ts
         self.last_progress.labels(*labels).set(stamp.timestamp())
-        if progress.watermark is not None:
-            self.watermark_lag.set(*labels, progress.watermark)
+        if progress.executed:
+            self.watermark_lag.set(*labels, progress)
         for partition, behind in (partition_lag(dict(progress.progress)) or {}).items():
             self.kafka_lag.labels(*labels, partition).set(behind)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from statistics import fmean
-from typing import Any, Literal
+from typing import Any
 
 from slipstream.errors import out_of_memory
 from slipstream.monitor.eventlog import event_log_path, pipelines_in, read_events
@@ -31,90 +31,20 @@ from slipstream.monitor.events import (
 from slipstream.monitor.health import (
     FallingBehindRule,
     ProgressPoint,
+    data_clock,
     human_duration,
     mean,
     per_second,
     pid_alive,
+    progress_series,
     summarize_error,
 )
 from slipstream.monitor.kafka_lag import growing_lag, total_lag
-from slipstream.monitor.state import OperatorState
+from slipstream.monitor.query_status import Health, QueryStatus
 
-Health = Literal["healthy", "falling_behind", "stalled", "failed", "stopped"]
 PidCheck = Callable[[int], bool]
 
 DEFAULT_STALL_AFTER = timedelta(minutes=2)
-
-
-@dataclass(frozen=True)
-class QueryStatus:
-    pipeline: str
-    query: str
-    query_id: str
-    run_id: str
-    pid: int | None
-    running: bool
-    health: Health
-    reason: str
-    started_at: datetime | None
-    last_event_at: datetime | None
-    last_batch_id: int | None
-    last_batch_at: datetime | None
-    input_rps: float | None  # average over the recent batches
-    processed_rps: float | None
-    batch_duration_ms: int | None  # of the last batch
-    watermark: datetime | None
-    watermark_lag: timedelta | None  # now - watermark (last batch - watermark once stopped)
-    state_rows: int
-    state_memory_bytes: int
-    total_batches: int
-    total_input_rows: int
-    total_quarantined: int
-    total_dropped_by_watermark: int
-    expectation_violations: dict[str, int] = field(default_factory=dict)
-    error: str | None = None
-    error_class: str | None = None
-    state_operators: tuple[OperatorState, ...] = ()  # of the last batch, in plan order
-    written_rps: float | None = None  # rows the sink wrote per second of batch, by its count
-    kafka_lag: int | None = None  # records behind latest after the last batch; None: no Kafka
-
-    def to_dict(self) -> dict[str, Any]:
-        def ts(value: datetime | None) -> str | None:
-            return None if value is None else format_ts(value)
-
-        return {
-            "pipeline": self.pipeline,
-            "query": self.query,
-            "query_id": self.query_id,
-            "run_id": self.run_id,
-            "pid": self.pid,
-            "running": self.running,
-            "health": self.health,
-            "reason": self.reason,
-            "started_at": ts(self.started_at),
-            "last_event_at": ts(self.last_event_at),
-            "last_batch_id": self.last_batch_id,
-            "last_batch_at": ts(self.last_batch_at),
-            "input_rows_per_second": self.input_rps,
-            "processed_rows_per_second": self.processed_rps,
-            "written_rows_per_second": self.written_rps,
-            "batch_duration_ms": self.batch_duration_ms,
-            "watermark": ts(self.watermark),
-            "watermark_lag_seconds": (
-                None if self.watermark_lag is None else self.watermark_lag.total_seconds()
-            ),
-            "state_rows": self.state_rows,
-            "state_memory_bytes": self.state_memory_bytes,
-            "total_batches": self.total_batches,
-            "total_input_rows": self.total_input_rows,
-            "total_quarantined": self.total_quarantined,
-            "total_dropped_by_watermark": self.total_dropped_by_watermark,
-            "expectation_violations": dict(self.expectation_violations),
-            "error": self.error,
-            "error_class": self.error_class,
-            "state_operators": [op.live_dict() for op in self.state_operators],
-            "kafka_lag_records": self.kafka_lag,
-        }
 
 
 @dataclass
@@ -125,11 +55,14 @@ class _QueryState:
     run_id: str = ""
     pid: int | None = None
     started_at: datetime | None = None
+    awaiting_since: datetime | None = None  # a run listed the query; Spark has not started it
     last_event_at: datetime | None = None
     terminated: QueryTerminated | None = None
     idle_since: datetime | None = None
     last: QueryProgress | None = None
     watermark: datetime | None = None
+    newest_event: datetime | None = None  # the newest event time read, by a batch at:
+    newest_read_at: datetime | None = None
     recent: deque[QueryProgress] = field(default_factory=deque)
     total_batches: int = 0
     total_input_rows: int = 0
@@ -173,16 +106,16 @@ class StatusTracker:
     def add(self, event: Event) -> None:
         if isinstance(event, RunStarted | RunStopped):
             self._runs[event.pipeline] = event
+            if isinstance(event, RunStarted):
+                self._run_started(event)
             return
-        state = self._queries.get((event.pipeline, event.query))
-        if state is None:
-            state = _QueryState(event.pipeline, event.query, recent=deque(maxlen=self.history))
-            self._queries[(event.pipeline, event.query)] = state
+        state = self._state(event.pipeline, event.query)
         state.query_id, state.run_id = event.query_id, event.run_id or state.run_id
         state.pid = event.pid if event.pid is not None else state.pid
         state.last_event_at = event.ts
         if isinstance(event, QueryStarted):
             state.started_at = event.ts
+            state.awaiting_since = None
             state.terminated = None
             state.idle_since = None
         elif isinstance(event, QueryIdle):
@@ -191,6 +124,23 @@ class StatusTracker:
             state.terminated = event
         elif isinstance(event, QueryProgress):
             self._add_progress(state, event)
+
+    def _state(self, pipeline: str, query: str) -> _QueryState:
+        state = self._queries.get((pipeline, query))
+        if state is None:
+            state = _QueryState(pipeline, query, recent=deque(maxlen=self.history))
+            self._queries[(pipeline, query)] = state
+        return state
+
+    def _run_started(self, run: RunStarted) -> None:
+        """Each query the run names is starting from now on, until Spark reports it started
+        (a previous run's end no longer describes it)."""
+        for name in run.queries:
+            state = self._state(run.pipeline, name)
+            state.awaiting_since = run.ts
+            state.terminated = None
+            state.idle_since = None
+            state.pid = run.pid if run.pid is not None else state.pid
 
     @staticmethod
     def _add_progress(state: _QueryState, event: QueryProgress) -> None:
@@ -203,12 +153,29 @@ class StatusTracker:
             return
         state.last = event
         state.watermark = event.watermark or state.watermark
+        newest = event.newest_event
+        if newest is not None and (state.newest_event is None or newest >= state.newest_event):
+            state.newest_event, state.newest_read_at = newest, event.ts
         state.total_batches += 1
         state.total_input_rows += event.input_rows
         state.total_quarantined += event.quarantined
         state.total_dropped += event.dropped_by_watermark
         for rule, count in event.expectation_violations.items():
             state.violations[rule] = state.violations.get(rule, 0) + count
+
+    def runs(self) -> list[dict[str, Any]]:
+        """The latest run record of each pipeline: ``{"pipeline", "running", "since",
+        "queries"}``; a started run whose process is gone is not running."""
+        return [
+            {
+                "pipeline": pipeline,
+                "running": isinstance(run, RunStarted)
+                and (run.pid is None or self.pid_check(run.pid)),
+                "since": format_ts(run.ts),
+                "queries": list(run.queries),
+            }
+            for pipeline, run in sorted(self._runs.items())
+        ]
 
     def keys(self) -> list[tuple[str, str]]:
         return sorted(self._queries)
@@ -220,8 +187,8 @@ class StatusTracker:
         state = self._queries.get((pipeline, query))
         if state is None:
             return []
-        recent = list(state.recent)
-        return [ProgressPoint.of(p) for p in (recent[-points:] if points else recent)]
+        series = progress_series(state.recent)
+        return series[-points:] if points else series
 
     # ----------------------------------------------------------------- verdicts
 
@@ -229,7 +196,6 @@ class StatusTracker:
         health, reason, running = self._verdict(st, now)
         recent = list(st.recent)[-self.rule.window :]
         last = st.last
-        mark_reference = now if running else (st.last.ts if st.last else now)
         term = st.terminated
         return QueryStatus(
             pipeline=st.pipeline,
@@ -251,7 +217,14 @@ class StatusTracker:
             ),
             batch_duration_ms=last.batch_duration_ms if last else None,
             watermark=st.watermark,
-            watermark_lag=None if st.watermark is None else mark_reference - st.watermark,
+            # against the data's clock, so a replay of old data lags by what it has yet to
+            # close, not by its age; a stopped query is behind nothing: any gap would only say
+            # how old the run or its data is
+            watermark_lag=(
+                None
+                if st.watermark is None or not running
+                else data_clock(st.newest_event, st.newest_read_at, now) - st.watermark
+            ),
             state_rows=last.state_rows if last else 0,
             state_memory_bytes=last.state_memory_bytes if last else 0,
             total_batches=st.total_batches,
@@ -280,7 +253,8 @@ class StatusTracker:
             return "stopped", f"stopped cleanly at {format_ts(term.ts)}", False
 
         run = self._runs.get(st.pipeline)
-        if isinstance(run, RunStopped) and st.started_at is not None and run.ts >= st.started_at:
+        since = st.awaiting_since or st.started_at
+        if isinstance(run, RunStopped) and since is not None and run.ts >= since:
             why = f" ({run.reason})" if run.reason else ""
             return "stopped", f"run stopped at {format_ts(run.ts)}{why}", False
         if st.pid is not None and not self.pid_check(st.pid):
@@ -290,6 +264,13 @@ class StatusTracker:
                 False,
             )
 
+        if st.awaiting_since is not None:
+            return (
+                "starting",
+                f"starting: the run started {human_duration(now - st.awaiting_since)} ago; "
+                "Spark has not started this query yet",
+                True,
+            )
         quiet_since = st.last_event_at or st.started_at or now
         quiet = now - quiet_since
         if quiet > self.stall_after:
@@ -313,12 +294,27 @@ class StatusTracker:
             return "falling_behind", behind, True
         if st.idle_since is not None:
             return "healthy", f"idle: no new data since {format_ts(st.idle_since)}", True
+        last = st.last
+        if last is None or st.started_at is None or last.ts < st.started_at:
+            running_for = human_duration(now - (st.started_at or now))
+            batch = 0 if last is None or last.batch_id is None else last.batch_id + 1
+            return "starting", f"starting: batch {batch} running for {running_for}", True
+        busy = self._busy_batches(st)
+        judged = sum(1 for p, _ in busy if p.input_rps is not None)
+        if judged < self.rule.min_slow:
+            took = human_duration(timedelta(milliseconds=last.batch_duration_ms or 0))
+            return (
+                "pending",
+                f"not enough batches to judge yet: {judged} of {self.rule.min_slow} batches "
+                f"with a known arrival rate (last: batch {last.batch_id}, "
+                f"{last.input_rows:,} rows in {took})",
+                True,
+            )
         recent = list(st.recent)[-self.rule.window :]
         in_rps = mean(p.input_rps for p in recent)
         out_rps = mean(p.processed_rps for p in recent)
         if in_rps is None or out_rps is None:
-            return "healthy", "running; waiting for the first batches", True
-        busy = self._busy_batches(st)
+            return "pending", "not enough batches to judge yet: no arrival rate known", True
         known = [b for _, b in busy if b is not None]
         if known and not any(known):
             last = busy[-1][0]  # the last batch that read rows

@@ -21,6 +21,8 @@ def to_json(statuses: Sequence[QueryStatus], now: datetime) -> str:
 
 
 _HEALTH_LABEL: dict[Health, str] = {
+    "starting": "starting",
+    "pending": "no verdict yet",
     "healthy": "healthy",
     "falling_behind": "FALLING BEHIND",
     "stalled": "STALLED",

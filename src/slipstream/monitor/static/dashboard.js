@@ -17,6 +17,8 @@
   };
 
   const HEALTH_LABEL = {
+    starting: "starting",
+    pending: "no verdict yet",
     healthy: "healthy",
     falling_behind: "falling behind",
     stalled: "stalled",
@@ -276,7 +278,22 @@
         app.cards.delete(key);
       }
     }
-    document.getElementById("no-queries").hidden = queries.length > 0;
+    renderWaiting(status);
+  }
+
+  // Until a run records its start (once Spark is up: tens of seconds, minutes on a busy
+  // machine) the page says how long it has waited instead of showing nothing.
+  function renderWaiting(status) {
+    const el = document.getElementById("waiting");
+    const running = (status.runs || []).some((run) => run.running);
+    el.hidden = running;
+    if (running) return;
+    const waited = (Date.parse(status.generated) - Date.parse(status.since || status.generated)) / 1000;
+    const none = (status.queries || []).length === 0;
+    el.textContent =
+      (none ? "No run has recorded anything here yet" : "No run is running here") +
+      ` (waiting ${seconds(waited)}). A run records its start once Spark is up: ` +
+      "tens of seconds, minutes on a busy machine; its queries then appear as starting.";
   }
 
   // ------------------------------------------------------------------ results
