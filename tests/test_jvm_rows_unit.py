@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from slipstream.core.specs import SinkSpec
+from slipstream.errors import ConfigError
 from slipstream.settings.jdbc_drivers import driver_conf, unavailable
-from slipstream.sinks.jvm_rows import JdbcTarget, jdbc_target
+from slipstream.sinks.jvm_rows import FLUSH_MS_CONF, Flush, JdbcTarget, jdbc_target
 from slipstream.sinks.postgres import PostgresSink
 from slipstream.sinks.rows import upsert_statement
 from slipstream.sinks.sqlite import SqliteSink
@@ -79,3 +82,14 @@ def test_the_sqlite_target_is_the_file_with_the_python_writers_settings(tmp_path
         'INSERT INTO "t" ("k", "n") VALUES (?, ?) ON CONFLICT ("k") DO UPDATE SET '
         '"n" = excluded."n"'
     )
+
+
+def test_a_bad_flush_setting_is_refused_with_its_name() -> None:
+    """The flush settings (`--conf slipstream.realtime.flushMs=...`): unset is the default,
+    anything but a positive whole number is refused before the query starts, naming it."""
+    assert Flush.from_conf(lambda _name: None) == Flush(20, 1000)
+    assert Flush.from_conf({FLUSH_MS_CONF: " 5 "}.get) == Flush(5, 1000)
+    for bad in ("0", "-3", "fast", "1e3"):
+        with pytest.raises(ConfigError) as refused:
+            Flush.from_conf({FLUSH_MS_CONF: bad}.get)
+        assert refused.value.code == "CONFIG_BAD_VALUE" and FLUSH_MS_CONF in refused.value.message

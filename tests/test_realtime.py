@@ -202,7 +202,7 @@ def test_the_jvm_writer_stores_what_the_python_writer_stores(
             with closing(sink.connect()) as conn:
                 sink.ensure_schema(conn, table, stored.schema, ctx)
             statement = upsert_statement(table, stored.columns, ("k",), "?")
-            writer, why = jvm_writer(sink, stored, statement, stored.columns)
+            writer, why = jvm_writer(sink, stored, statement, stored.columns, ("k",))
             assert why is None, why
             stream = stored.writeStream.option(
                 "checkpointLocation", str(tmp_path / sink.spec.kind / table)
@@ -243,7 +243,7 @@ def schema_names(schema: str) -> list[str]:
 #: not at its epoch's end, and a run killed after its first rows stops inside its first epoch
 LONG_EPOCHS = "real-time:10m"
 #: what the run says when its outputs are written by slipstream's JVM writer (sinks/jvm_rows.py)
-JVM_WRITER = "rows upserted from the JVM as they arrive (slipstream JDBC upsert writer"
+JVM_WRITER = "rows upserted from the JVM by key, in batches (slipstream JDBC upsert writer"
 
 
 class MobileRun:

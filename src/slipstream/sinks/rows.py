@@ -1,8 +1,10 @@
-"""The database sinks in Spark's real-time mode: a ForeachWriter that upserts row by row.
+"""The database sinks in Spark's real-time mode: a ForeachWriter that upserts by key.
 
 slipstream's JVM writer (sinks/jvm_rows.py, JDBC) does this wherever there is a JVM to hand it
-to; the Python writer below, whose rows reach it in batches at the epoch's end, is kept for
-Spark Connect. Both share `upsert_statement` and the contract:
+to: it keeps the latest row per key and writes them as one batch and one commit every few
+milliseconds. The Python writer below, whose rows reach it in batches at the epoch's end, is
+kept for Spark Connect, and writes each row as it comes. Both share `upsert_statement` and the
+contract:
 
 Real-time mode (`--trigger real-time:5s`) has no micro-batches to hand to `foreachBatch`, so
 the batch ledger of database.DatabaseSink cannot apply. Each task instead holds one connection for
@@ -11,15 +13,16 @@ transaction:
 
     open(partition, epoch)   connect (the sink's `row_connection`); always True
     process(row)             INSERT ... ON CONFLICT (key) DO UPDATE SET every other column;
-                             committed at once, so the row is visible before the next arrives
-    close(error)             close the connection
+                             the Python writer commits at once, the JVM writer within its
+                             flush interval (the key's newest row, the older ones skipped)
+    close(error)             commit what is left (none after an error), close the connection
 
 Real-time mode runs update mode only, and an update-mode row is the latest value of its key.
 A replayed epoch (after a crash, Spark re-reads the same offsets) emits the same rows for the
 same keys again: upserting them converges to the rows of a run without the crash, so the table
 ends exact although a row may be written twice (at-least-once delivery, exact end state).
 Within an epoch the rows of one key come from one partition, in order, so the last upsert of a
-key is its newest value.
+key (the row the JVM writer keeps) is its newest value.
 
 The Python writer is pickled to the executors: it holds the statement, the column order and a
 picklable `connect` (SQLite: the file's path; PostgreSQL: the target, password in its Secret)."""
@@ -98,9 +101,10 @@ def attach_rows(
     with closing(sink.connect()) as conn:
         sink.ensure_schema(conn, ctx.table, stored.schema, ctx)
     columns = tuple(stored.columns)
-    jvm, why = jvm_writer(sink, stored, upsert_statement(ctx.table, columns, ctx.key, "?"), columns)
+    statement = upsert_statement(ctx.table, columns, ctx.key, "?")
+    jvm, why = jvm_writer(sink, stored, statement, columns, ctx.key)
     if jvm is not None:
-        log.info("%s: rows upserted from the JVM as they arrive (%s)", ctx.query_name, jvm)
+        log.info("%s: rows upserted from the JVM by key, in batches (%s)", ctx.query_name, jvm)
         return stored, foreach_jvm(jvm)
     log.warning(
         "%s: real-time rows are written by the Python ForeachWriter, whose rows wait for "
