@@ -408,7 +408,7 @@ def test_a_run_with_too_few_slots_is_refused_before_start(
     refused = [line for line in out.getvalue().splitlines() if line.startswith("refused")]
     assert len(refused) == 1 and "REAL_TIME_NEEDS_SLOTS" in refused[0], out.getvalue()
     assert "hold 4 task slots" in refused[0] and "Spark has 2" in refused[0], refused
-    assert "  real-time   yes: each row upserted on the output's key" in out.getvalue()
+    assert "  real-time   yes: upserted on the output's key" in out.getvalue()
     assert "  real-time   no: rejected records go to files" in out.getvalue()
 
 

@@ -124,7 +124,7 @@ def test_real_time_blockers_name_each_cause() -> None:
         "operator mapInArrow / mapInPandas (a Python worker: "
         "STREAMING_REAL_TIME_MODE.OPERATOR_OR_SINK_NOT_IN_ALLOWLIST)"
     ]
-    assert describe(WINDOWED, "update", "sqlite", "kafka").startswith("yes: each row upserted")
+    assert describe(WINDOWED, "update", "sqlite", "kafka").startswith("yes: upserted on the")
     assert describe(WINDOWED, "append", "sqlite", "kafka").startswith("no: --mode append")
 
 

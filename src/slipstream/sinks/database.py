@@ -65,9 +65,11 @@ class DatabaseSink(BatchSink):
     database = True
     real_time = True
     real_time_writer = (
-        "each row upserted on the output's key as it arrives, by slipstream's JVM "
-        "ForeachWriter over JDBC (under Spark Connect the Python one, which writes at the "
-        "epoch's end; at-least-once delivery: a replayed epoch converges to the same rows)"
+        "upserted on the output's key by slipstream's JVM ForeachWriter over JDBC: the latest "
+        "row per key, written as one batch and one commit every few milliseconds "
+        "(slipstream.realtime.flushMs), so its database work follows the keys that change, "
+        "not the events (under Spark Connect the Python one, which writes at the epoch's end; "
+        "idempotent upserts by key: a replayed epoch converges to the same rows)"
     )
     placeholder: ClassVar[str] = "?"
 
