@@ -50,8 +50,8 @@ def explain(prepared: Prepared) -> str:
 
 
 #: a database output's guarantee in real-time mode: no micro-batch, so no staging and no batch
-#: ledger; the latest row per key is upserted (sinks/rows.py, sinks/jvm_rows.py), and a replayed epoch
-#: upserts its rows again
+#: ledger; the latest row per key is upserted (sinks/rows.py, sinks/jvm_rows.py), and a
+#: replayed epoch upserts its rows again
 REAL_TIME_DATABASE = "idempotent upserts by key, converging after a replay"
 
 
