@@ -2,7 +2,7 @@
 #   make demo   the flagship job on embedded defaults (local Spark, files, SQLite)
 #   make test   lint + the whole suite (installs and starts what the tests need)
 #   make test-fast   lint + every test without Spark or a service (your own loop)
-#   make docs   the documentation site, strict, into site/ (tests/test_docs_site.py builds it too)
+#   make docs   the documentation site, strict, into site/ (tests/unit/project/test_docs_site.py builds it too)
 
 PYTHON ?= python3
 VENV   ?= .venv

@@ -4,8 +4,8 @@ Every record comes out as exactly one row: typed columns plus `_raw` (the record
 bytes that are not UTF-8 as U+FFFD), `_source` (the file it came from, or the source kind) and
 `_reason` (NULL when valid). A blank line (nothing but spaces, tabs and line ends) is not a
 record and is skipped, as Spark's own JSON and CSV readers do; nothing else is dropped here, so
-valid + rejected always equals the records read. tests/test_hostile.py streams a corpus of
-hostile input through these rules (tests/fixtures/hostile/expected.json says each fate)."""
+valid + rejected always equals the records read. tests/spark/ingest/test_hostile.py streams a corpus
+of hostile input through these rules (tests/fixtures/hostile/expected.json says each fate)."""
 
 from __future__ import annotations
 
