@@ -10,6 +10,7 @@ docs/architecture.md draws the same rooms."""
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,9 +49,15 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """A module's tree, parsed once per session (every rule below walks every module)."""
+    return ast.parse(path.read_text(), str(path))
+
+
 def imports(path: Path, known: set[str]) -> Iterator[tuple[str, str | None, int]]:
     """(module imported, name taken from it or None, line) for each slipstream import."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parsed(path)
     own = module_name(path)
     is_package = path.name == "__init__.py"
     for node in ast.walk(tree):

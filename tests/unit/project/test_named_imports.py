@@ -6,6 +6,7 @@ dotted `slipstream.x.y` name the README, a page or a message points at."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import re
 from pathlib import Path
@@ -30,8 +31,10 @@ def strings_of(path: Path) -> list[str]:
     return out
 
 
+@functools.cache
 def told() -> dict[str, set[str]]:
-    """Where each import or dotted name was found -> the texts that name it."""
+    """Where each import or dotted name was found -> the texts that name it. Read once per
+    session: every case of the parametrized test below asks it (do not mutate the answer)."""
     pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
     texts = {str(p.relative_to(REPO)): [p.read_text()] for p in pages}
     for path in sorted((SRC / "slipstream").rglob("*.py")):
