@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import inspect
+import re
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
+from slipstream.analysis import validate
 from slipstream.analysis.plan import Plan
 from slipstream.analysis.validate import violations
 from slipstream.core.specs import SinkSpec, TriggerSpec
 from slipstream.errors import CODES, ValidationError
 from slipstream.runtime import runner
 from slipstream.settings.config import load_settings
+from tests.helpers import REPO
 
 AGG = Plan(steps=("groupBy(word).count()",), aggregation=True)
 WINDOWED = Plan(
@@ -174,7 +178,16 @@ def test_pipeline_plans_pass_their_own_modes(tmp_path) -> None:  # type: ignore[
 
 
 def test_every_code_is_documented() -> None:
-    assert all(CODES[c] for c in CODES)
+    """Every code a rule of analysis/validate.py gives is a row of the rules' table in
+    docs/concepts/validation.md, and every row of that table is a code of the catalog with a
+    meaning. (The whole catalog is the generated reference page, checked by test_docs_site.py.)"""
+    given = set(re.findall(r'"([A-Z][A-Z_]+)"', inspect.getsource(validate))) & set(CODES)
+    page = (REPO / "docs" / "concepts" / "validation.md").read_text()
+    listed = set(re.findall(r"`([A-Z][A-Z_]+)`", "\n".join(re.findall(r"^\| `.+", page, re.M))))
+    assert given >= {"APPEND_NEEDS_WATERMARK", "SINK_KEY_NULLABLE"}, given  # the scan reads them
+    assert not given - listed, f"rules missing from docs/concepts/validation.md: {given - listed}"
+    assert listed <= set(CODES), f"rows that are no code: {listed - set(CODES)}"
+    assert all(CODES[c] for c in listed)
 
 
 def test_kafka_without_a_broker_is_refused_before_start(monkeypatch) -> None:  # noqa: ANN001
