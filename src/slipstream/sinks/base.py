@@ -122,7 +122,7 @@ def checkpoint_query_id(checkpoint: Path) -> str:
     return str(json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"])
 
 
-def iso_utc(column: str) -> Any:
+def iso_utc(column: str) -> Column:
     """A timestamp as ISO-8601 UTC text; microseconds only when present. Session TZ is UTC."""
     c = F.col(column)
     whole = F.date_format(c, "yyyy-MM-dd'T'HH:mm:ss'Z'")
@@ -172,7 +172,7 @@ def local_rows(batch: DataFrame) -> Iterator[Any]:
     batches from the server; the leak above is one of the JVM's classic `toLocalIterator`."""
     if is_connect(batch):
         return iter(batch.toLocalIterator(prefetchPartitions=True))
-    return batch.rdd.toLocalIterator(prefetchPartitions=True)  # type: ignore[no-any-return]
+    return batch.rdd.toLocalIterator(prefetchPartitions=True)
 
 
 def drain(batch: DataFrame) -> None:

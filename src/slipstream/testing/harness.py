@@ -47,11 +47,12 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import TimestampType
 
+from slipstream.api import Pipeline
 from slipstream.core.closing import StartStop
 from slipstream.core.files import write_atomically
 from slipstream.core.specs import SinkSpec
 from slipstream.monitor.listener import Handler
-from slipstream.pipelines import Pipeline, get_pipeline
+from slipstream.pipelines import get_pipeline
 from slipstream.runtime import runner
 from slipstream.settings.config import load_settings
 from slipstream.settings.session import build_session
@@ -252,7 +253,7 @@ class PipelineHarness(StartStop):
         assert self.run is not None, "call start() first"
         name = output or self.prepared.primary.name
         query = self.run.queries[name]
-        return query.lastProgress  # type: ignore[no-any-return]
+        return query.lastProgress
 
     def results(self, output: str | None = None) -> list[dict[str, Any]]:
         """An output's table so far (sqlite or files; default: the first output), as dicts."""
@@ -338,10 +339,10 @@ class ProcessorClock:
         return _out(self.tester.setProcessingTime(_ms(to)))
 
     def value_state(self, name: str, key: Any) -> tuple[Any, ...] | None:
-        return self.tester.peekValueState(name, key)  # type: ignore[no-any-return]
+        return self.tester.peekValueState(name, key)
 
     def map_state(self, name: str, key: Any) -> dict[Any, Any]:
-        return self.tester.peekMapState(name, key)  # type: ignore[no-any-return]
+        return self.tester.peekMapState(name, key)
 
 
 def _naive(values: dict[str, Any]) -> dict[str, Any]:
