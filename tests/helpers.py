@@ -59,14 +59,15 @@ def slipstream(
 def check_in_process(spark: Any, pipeline: str, workdir: Path, *args: str) -> str:
     """What `slipstream check PIPELINE ARGS` prints, parsed by the CLI's own parser and run in
     this process on the test's session (it builds the queries and reads their plans; none
-    starts). The `--input` folders are made."""
+    starts). The `--input` folders that do not exist are made (a table's file is given as is)."""
     from slipstream.app.commands import check
     from slipstream.app.parser import build_parser, pipeline_of, settings_from_args
 
     argv = ["check", pipeline, "--state-dir", str(workdir / "state"), *args]
     parsed = build_parser(pipeline_of(argv)).parse_args(argv)
     for value in parsed.input or []:
-        Path(value.rpartition("=")[2]).mkdir(parents=True, exist_ok=True)
+        if not (folder := Path(value.rpartition("=")[2])).exists():
+            folder.mkdir(parents=True)
     out = io.StringIO()
     assert check(settings_from_args(parsed), out, spark) == 0, out.getvalue()
     return out.getvalue()

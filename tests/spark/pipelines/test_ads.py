@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from slipstream.testing import PipelineHarness
 from slipstream.tools.generators import ads as generator
 from slipstream.tools.generators.streams import generate
-from tests.helpers import T0, built, iso_at
+from tests.helpers import T0, built, check_in_process, iso_at
 from tests.join_reference import ads_records, check_ads
 
 pytestmark = pytest.mark.spark
@@ -135,18 +135,15 @@ def test_the_generated_stream_against_pandas(spark: SparkSession, tmp_path: Path
     check_ads(tables, watermark, imps, clicks, generator.read_catalog(catalog))
 
 
-def test_check_prints_how_long_the_join_holds_each_side(tmp_path: Path, catalog: Path) -> None:
-    from tests.helpers import slipstream
-
-    for name in ("i", "c"):
-        (tmp_path / name).mkdir()
-    result = slipstream(
-        "check", "ads", "--input", f"impressions={tmp_path / 'i'}",
+def test_check_prints_how_long_the_join_holds_each_side(
+    spark: SparkSession, tmp_path: Path, catalog: Path
+) -> None:
+    """`slipstream check`, parsed by the CLI's parser, on the test session (no JVM of its own)."""
+    text = check_in_process(
+        spark, "ads", tmp_path, "--input", f"impressions={tmp_path / 'i'}",
         "--input", f"clicks={tmp_path / 'c'}", "--input", f"catalog={catalog}",
-        "--state-dir", str(tmp_path / "st"), timeout=300,
     )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    attributed = result.stdout.split("output      ad_clicks_attributed")[1].split("output ")[0]
+    attributed = text.split("output      ad_clicks_attributed")[1].split("output ")[0]
     assert (
         "buffer      left (impression_time): a row is held until the watermark passes "
         "impression_time + 1h: about 4h of event time behind the newest input"
@@ -164,7 +161,7 @@ def test_check_prints_how_long_the_join_holds_each_side(tmp_path: Path, catalog:
         "buffer      right (click_time): up to 2h of event time by seed 000's arithmetic "
         "(impression_time's watermark 2h)"
     ) in attributed
-    outcome = result.stdout.split("output      ad_impressions_outcome")[1].split("output ")[0]
+    outcome = text.split("output      ad_impressions_outcome")[1].split("output ")[0]
     assert "up to 4h" in outcome and "up to 2h" in outcome
 
 

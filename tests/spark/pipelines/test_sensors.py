@@ -20,7 +20,7 @@ from slipstream.tools.generators import sensors as sensors_generator
 from slipstream.tools.generators.streams import Report, StreamSpec, generate
 from slipstream.tools.views import results_view
 from tests import stream_reference as ref
-from tests.helpers import landed_batches, late_records
+from tests.helpers import check_in_process, landed_batches, late_records
 
 pytestmark = pytest.mark.spark
 
@@ -302,16 +302,14 @@ def test_update_drops_window_state_once_the_watermark_passes_and_complete_keeps_
         assert max(state) <= 3 * 4 and state[-6:] == [state[-1]] * 6
 
 
-def test_check_warns_that_complete_mode_keeps_all_window_state(tmp_path: Path) -> None:
-    from tests.helpers import slipstream
-
-    (tmp_path / "in").mkdir()
-    result = slipstream(
-        "check", "sensors", "--input", str(tmp_path / "in"), "--state-dir", str(tmp_path / "st"),
-        "--mode", "sensor_stats=complete", timeout=300,
+def test_check_warns_that_complete_mode_keeps_all_window_state(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """`slipstream check`, parsed by the CLI's parser, on the test session (no JVM of its own)."""
+    text = check_in_process(
+        spark, "sensors", tmp_path, "--input", str(tmp_path / "in"),
+        "--mode", "sensor_stats=complete",
     )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    text = result.stdout
     stats = text.split("output      sensor_stats")[1].split("output      ")[0]
     assert "warning     complete mode rewrites every window each batch and keeps all" in stats
     alerts = text.split("output      sensor_alerts")[1].split("output      ")[0]

@@ -157,26 +157,21 @@ def test_the_generated_stream_joins_as_pandas_does_and_the_buffers_stop_growing(
     assert max(state) < 0.5 * valid
 
 
-def test_check_prints_how_long_each_side_is_buffered(tmp_path: Path) -> None:
-    from tests.helpers import slipstream
-
-    for name in ("t", "l"):
-        (tmp_path / name).mkdir()
-    result = slipstream(
-        "check", "temperature_load", "--input", f"temperature={tmp_path / 't'}",
-        "--input", f"load={tmp_path / 'l'}", "--state-dir", str(tmp_path / "st"),
-        "--join", "left_outer", timeout=300,
+def test_check_prints_how_long_each_side_is_buffered(spark: SparkSession, tmp_path: Path) -> None:
+    """`slipstream check`, parsed by the CLI's parser, on the test session (no JVM of its own)."""
+    text = check_in_process(
+        spark, "temperature_load", tmp_path, "--input", f"temperature={tmp_path / 't'}",
+        "--input", f"load={tmp_path / 'l'}", "--join", "left_outer",
     )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "join        stream-stream LeftOuter (bounded by watermarks)" in result.stdout
+    assert "join        stream-stream LeftOuter (bounded by watermarks)" in text
     assert (
         "buffer      left (temp_taken_time): a row is held until the watermark passes "
         "temp_taken_time + 1h: about 3h of event time behind the newest input"
-    ) in result.stdout
+    ) in text
     assert (
         "buffer      right (load_taken_time): a row is held until the watermark passes "
         "load_taken_time: about 2h of event time behind the newest input"
-    ) in result.stdout
+    ) in text
 
 
 def test_the_buffers_check_prints_follow_the_watermarks_and_the_time_bound(
