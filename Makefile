@@ -1,8 +1,8 @@
 # slipstream: two commands on a fresh machine.
 #   make demo   the flagship job on embedded defaults (local Spark, files, SQLite)
-#   make test   lint + the whole suite (installs and starts what the tests need)
+#   make test   lint (ruff, mypy) + the whole suite (installs and starts what the tests need)
 #   make test-fast   lint + every test without Spark or a service (your own loop)
-#   make docs   the documentation site, strict, into site/ (tests/test_docs_site.py builds it too)
+#   make docs   the documentation site, strict, into site/ (tests/unit/project/test_docs_site.py builds it too)
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -59,6 +59,7 @@ docs: venv
 lint: venv
 	$(VENV)/bin/ruff check src tests bench examples
 	$(VENV)/bin/ruff format --check src tests bench examples
+	$(VENV)/bin/mypy
 
 format: venv
 	$(VENV)/bin/ruff format src tests bench examples

@@ -1,5 +1,6 @@
-"""The seeds' small examples, each a pipeline of a few lines (tests/test_seed_examples.py runs
-them with the seeds' own inputs and checks the seeds' own outputs).
+"""The seeds' small examples, each a pipeline of a few lines
+(tests/spark/testing/test_seed_examples.py runs them with the seeds' own inputs and checks the
+seeds' own outputs).
 
     # seed 002: sum and average of `value` per event-time window of `time`
     slipstream run examples.seeds:Windows --input DIR --window 2m --slide 1m

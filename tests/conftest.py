@@ -55,7 +55,7 @@ def kafka_server() -> Iterator[object]:
 def kafka(kafka_server: object, request: pytest.FixtureRequest) -> object:
     """The session's broker. Under CI one that cannot start fails the test; locally the test
     is skipped with the reason (as PostgreSQL's). Session-wide, so that a module's fixture can
-    run its pipelines once for several tests (tests/test_kafka_pipelines.py)."""
+    run its pipelines once for several tests (tests/e2e/kafka/test_kafka_pipelines.py)."""
     from tests.services import unavailable
 
     if isinstance(kafka_server, str):

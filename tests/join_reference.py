@@ -1,6 +1,6 @@
 """Independent models of the two stream-stream joins, temperature_load and ads, for the tests:
 plain Python and pandas over the lines sent, no slipstream code. Each pipeline's file test and
-its Kafka test (tests/test_kafka_pipelines.py) compare the tables with these."""
+its Kafka test (tests/e2e/kafka/test_kafka_pipelines.py) compare the tables with these."""
 
 from __future__ import annotations
 

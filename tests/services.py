@@ -125,8 +125,9 @@ class PostgresServer:
             # durability as users run it: fsync, synchronous_commit and full_page_writes at
             # their defaults (on). With fsync=off a commit costs no flush, which hid a writer
             # doing a commit per row (issue 39); turning it on cost the PostgreSQL tests
-            # nothing measurable (tests/test_postgres.py and test_docs_commands.py -m postgres:
-            # 2024 s on against 2013 s off, the two run side by side on a loaded machine)
+            # nothing measurable (tests/e2e/postgres/test_postgres.py and test_docs_commands.py,
+            # -m postgres: 2024 s on against 2013 s off, the two run side by side on a loaded
+            # machine)
             options = (
                 f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 "
                 "-c max_connections=60 -c shared_buffers=32MB"

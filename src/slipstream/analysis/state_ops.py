@@ -25,7 +25,9 @@ def _bracketed(text: str, start: int = 0) -> tuple[list[str], int]:
     begin = text.find("[", start)
     if begin < 0:
         return [], start
-    depth, item, items = 0, [], []
+    depth = 0
+    item: list[str] = []
+    items: list[str] = []
     for index in range(begin, len(text)):
         char = text[index]
         if char in "[(":

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType, TimestampType
@@ -84,7 +84,8 @@ def event_stream(
 ) -> Input:
     """The usual stream input: JSON lines with an event-time column, from files, a table or
     Kafka; `help` defaults to "JSON lines {FIELD, ...}"."""
-    spec = Input(name, schema, required=required, event_time=event_time, sources=sources)
+    struct = parse_ddl(schema) if isinstance(schema, str) else schema  # as Input would
+    spec = Input(name, struct, required=required, event_time=event_time, sources=sources)
     assert spec.schema is not None
     fields = ", ".join(spec.schema.fieldNames())
     return replace(spec, help=help or f"JSON lines {{{fields}}}")
@@ -253,7 +254,10 @@ class Pipeline(ABC):
         return output.modes[0]
 
 
-def _named(items: tuple[Any, ...], name: str, what: str, pipeline: str, flag: str) -> Any:
+_In = TypeVar("_In", Input, Output)  # what _named finds: an input or an output
+
+
+def _named(items: tuple[_In, ...], name: str, what: str, pipeline: str, flag: str) -> _In:
     for item in items:
         if item.name == name:
             return item

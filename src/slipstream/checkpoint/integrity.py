@@ -116,7 +116,9 @@ def _source_log_has(
         return Damage(covering, problem)
     if covering not in compacted:
         entries = (_json(line) for line in (_lines(covering) or [])[1:])
-        compacted[covering] = {e.get("batchId") for e in entries if isinstance(e, dict)}
+        compacted[covering] = {
+            b for e in entries if isinstance(e, dict) and isinstance(b := e.get("batchId"), int)
+        }
     if log_offset not in compacted[covering]:
         return Damage(covering, f"names no file of log offset {log_offset}, yet {NO_FILE_WHY}")
     return None

@@ -142,7 +142,7 @@ class KafkaTopic:
                 names = ", ".join([*allowed, "kafka.* (client settings)"])
                 raise ValueError(f"a Kafka {role} option; {name!r} is not one. Options: {names}")
             try:
-                options.append((name, check(value)))  # type: ignore[operator]
+                options.append((name, check(value)))
             except ValueError as exc:
                 raise ValueError(f"{name}={_shown(name, value)}: allowed is {exc}") from None
         return cls(servers, topic, tuple(options), role)

@@ -10,7 +10,7 @@ import inspect
 import pkgutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 T = TypeVar("T", bound=type)
 
@@ -40,7 +40,7 @@ class Registry(Generic[T]):
         if self._found is None:
             self._found = {}
             for cls in self._scan():
-                self._found[cls.kind] = cls
+                self._found[vars(cls)["kind"]] = cls
             self._sort()
             for cls in self._found.values():
                 if self.added is not None:
@@ -53,7 +53,7 @@ class Registry(Generic[T]):
             raise TypeError(f"{cls.__name__} is not a {self.base.__name__} with its own kind")
         self.classes()
         assert self._found is not None
-        self._found[cls.kind] = cls
+        self._found[vars(cls)["kind"]] = cls
         self._sort()
         if self.added is not None:
             self.added(cls)
@@ -86,5 +86,5 @@ class Registry(Generic[T]):
                     and "kind" in vars(cls)
                     and not inspect.isabstract(cls)
                 ):
-                    found.append(cls)
+                    found.append(cast(T, cls))
         return found

@@ -103,7 +103,7 @@ class TriggerSpec:
             return cls("once")
         for kind in ("continuous", "real-time"):
             if raw.startswith(kind + ":"):
-                return cls(kind, parse_duration(raw.split(":", 1)[1]))  # type: ignore[arg-type]
+                return cls(kind, parse_duration(raw.split(":", 1)[1]))
         if raw in ("continuous", "real-time"):
             raise ValueError(f"{raw} needs an interval, e.g. {raw}:1s")
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -77,7 +78,7 @@ def available(spark: SparkSession) -> bool:
         return False
     known = spark.__dict__.get("_slipstream_jvm_parser")
     if known is None:
-        entry = spark._jvm  # type: ignore[attr-defined]
+        entry: Any = spark._jvm
         for part in ENTRY_CLASS.split("."):
             entry = getattr(entry, part)
         try:
@@ -97,7 +98,7 @@ def function_name(spark: SparkSession, schema: StructType, required: tuple[str, 
     registered = spark.__dict__.setdefault("_slipstream_strict_json", set())
     if name in registered:
         return name
-    jvm = spark._jvm  # type: ignore[attr-defined]
+    jvm: Any = spark._jvm
     entry = jvm
     for part in ENTRY_CLASS.split("."):
         entry = getattr(entry, part)
@@ -105,7 +106,7 @@ def function_name(spark: SparkSession, schema: StructType, required: tuple[str, 
         entry.version()
     except Exception:  # noqa: BLE001 - py4j: the class is not on the driver's classpath
         raise not_on_classpath() from None
-    gateway = spark.sparkContext._gateway  # type: ignore[attr-defined]
+    gateway: Any = spark.sparkContext._gateway
     names = gateway.new_array(jvm.java.lang.String, len(schema.fields))
     types = gateway.new_array(jvm.java.lang.String, len(schema.fields))
     needed = gateway.new_array(jvm.boolean, len(schema.fields))
@@ -113,7 +114,7 @@ def function_name(spark: SparkSession, schema: StructType, required: tuple[str, 
         names[i] = f.name
         types[i] = f.dataType.simpleString()
         needed[i] = f.name in required
-    session = spark._jsparkSession  # type: ignore[attr-defined]
+    session = spark._jsparkSession
     entry.register(session, name, names, types, needed, tz, BARRIER == "nondeterministic")
     registered.add(name)
     return name

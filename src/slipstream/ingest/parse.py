@@ -6,7 +6,7 @@ bytes that are not UTF-8 as U+FFFD), `_source` (the file it came from, or the so
 record and is skipped, as Spark's own JSON and CSV readers do; nothing else is dropped here, so
 valid + rejected always equals the records read. Where each row is a record (Kafka: the raw
 frame carries `_empty`, ingest/records.py), a NULL, empty or blank value is one, rejected.
-tests/test_hostile.py streams a corpus of hostile input through these rules
+tests/spark/ingest/test_hostile.py streams a corpus of hostile input through these rules
 (tests/fixtures/hostile/expected.json says each fate)."""
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -83,7 +83,7 @@ def to_ms(ts: datetime) -> int:
 
 
 def from_ms(ms: int) -> datetime:
-    return _TS.fromInternal(ms * 1000)  # type: ignore[no-any-return]
+    return _TS.fromInternal(ms * 1000)
 
 
 class StatusProcessor(StatefulProcessor):
@@ -136,7 +136,7 @@ class StatusProcessor(StatefulProcessor):
     def expire(self, key: str) -> Row | None:
         if not self.state.exists():
             return None
-        action, seen, count, _ = self.state.get()
+        action, seen, count, _ = cast("tuple[Any, ...]", self.state.get())  # it exists()
         self.state.clear()
         return Row(
             user_id=key, status="inactive", last_action=action, last_seen=from_ms(seen),

@@ -144,7 +144,7 @@ RETENTION = {
 # postgresql://user:password@host/db` in it, is a value (`sun.java.command`): a URL that carries
 # credentials matches too. Spark's warning about a slow listener event prints the event itself,
 # unredacted (the environment update, with that command line, took over 1 s under load in
-# tests/test_cluster.py): off.
+# tests/e2e/cluster/test_cluster.py): off.
 SECRETS = {
     "spark.redaction.regex": r"(?i)secret|password|token|access[.]?key|://[^/\s:@]+:[^/\s@]*@",
     "spark.scheduler.listenerbus.logSlowEvent": "false",

@@ -8,7 +8,7 @@
 - `DatabaseSink` (sinks/database.py): a BatchSink for transactional databases.
 
 To add a sink: write one module in this folder with a subclass of one of them that declares its
-`kind` (the scheme `--sink` takes: `KIND[:TARGET]`), its `target` grammar and `usage`, and the
+`kind` (the scheme `--sink` takes: `KIND[:TARGET]`), its `target_grammar` and `usage`, and the
 capabilities below that differ from the defaults (continuous, real-time, a database with the
 batch ledger, files, JDBC driver...). sinks/registry.py finds it (core/registry.py) and tells
 core/specs.py its grammar; nothing else to edit: the rest of slipstream asks the class, never
@@ -72,7 +72,7 @@ class Sink(ABC):
     #: the scheme `--sink` takes (`KIND[:TARGET]`); a class without its own is not registered
     kind: ClassVar[str]
     #: what follows the scheme: nothing, an optional or a required path, a URL, module:attr
-    target: ClassVar[Literal["none", "optional", "required", "url", "module"]] = "none"
+    target_grammar: ClassVar[Literal["none", "optional", "required", "url", "module"]] = "none"
     usage: ClassVar[str] = ""  # how `--help` shows the spec (default: the kind)
     #: it writes files into the folder its target names (append mode only, a folder each)
     file: ClassVar[bool] = False
@@ -102,7 +102,7 @@ class Sink(ABC):
     def grammar(cls) -> SinkKind:
         """What core/specs.py and settings/ need to know of this kind (they cannot import it)."""
         return SinkKind(
-            cls.target, cls.usage or cls.kind, cls.file, cls.local_path, cls.connect_refusal
+            cls.target_grammar, cls.usage or cls.kind, cls.file, cls.local_path, cls.connect_refusal
         )
 
     @classmethod
@@ -168,7 +168,7 @@ def checkpoint_query_id(checkpoint: Path) -> str:
     return str(json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"])
 
 
-def iso_utc(column: str) -> Any:
+def iso_utc(column: str) -> Column:
     """A timestamp as ISO-8601 UTC text; microseconds only when present. Session TZ is UTC."""
     c = F.col(column)
     whole = F.date_format(c, "yyyy-MM-dd'T'HH:mm:ss'Z'")
@@ -218,7 +218,7 @@ def local_rows(batch: DataFrame) -> Iterator[Any]:
     batches from the server; the leak above is one of the JVM's classic `toLocalIterator`."""
     if is_connect(batch):
         return iter(batch.toLocalIterator(prefetchPartitions=True))
-    return batch.rdd.toLocalIterator(prefetchPartitions=True)  # type: ignore[no-any-return]
+    return batch.rdd.toLocalIterator(prefetchPartitions=True)
 
 
 def drain(batch: DataFrame) -> None:

@@ -94,7 +94,7 @@ class ForeachSink(Sink):
     """Spark's `foreach` sink around a user's writer (see the module doc for the guarantees)."""
 
     kind = "foreach"
-    target = "module"
+    target_grammar = "module"
     usage = "foreach:module:attr"
     continuous = True
     real_time = True

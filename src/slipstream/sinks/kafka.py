@@ -29,7 +29,7 @@ AT_LEAST_ONCE = (
 
 class KafkaSink(Sink):
     kind = "kafka"
-    target = "url"
+    target_grammar = "url"
     usage = "kafka://host:port/topic"
     continuous = True
     real_time = True

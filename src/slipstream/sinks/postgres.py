@@ -43,9 +43,9 @@ password before it is re-raised. To reach the executors the password travels ins
 function of `mapInArrow` that Spark sends with each staging task (under Spark Connect, also
 inside the `foreachBatch` function the client sends to the server), as Spark's own JDBC source
 ships its `password` option. Plans, the UI and the event log name that function `stage(...)`
-and show none of its bytes (tests/test_connect.py searches the server's event log); a failing
-task's traceback holds source lines and our scrubbed message, never local values. The bytes
-do pass through Spark's RPC and block manager: on a shared cluster enable
+and show none of its bytes (tests/e2e/connect/test_connect.py searches the server's event
+log); a failing task's traceback holds source lines and our scrubbed message, never local
+values. The bytes do pass through Spark's RPC and block manager: on a shared cluster enable
 `spark.network.crypto.enabled` / `spark.io.encryption.enabled` (and TLS for Connect), or keep
 the password out of the job with a `~/.pgpass` file on each executor host. A password given on
 the command line is visible to other local users in `ps`; prefer PGPASSWORD or ~/.pgpass.
@@ -123,7 +123,7 @@ class Staged:
 
 class PostgresSink(DatabaseSink):
     kind = "postgresql"
-    target = "url"
+    target_grammar = "url"
     usage = "postgresql[://user[:password]@host[:port]/db]"
     jdbc = PG_DRIVER
     placeholder = "%s"

@@ -182,7 +182,7 @@ def retry_advice(exc: BaseException) -> str:
 
 def cause(text: str, exc: BaseException) -> str:
     """The innermost `SomeError: message` line of a (Python worker's) traceback."""
-    lines = re.findall(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception): .+)$", text, re.M)
+    lines: list[str] = re.findall(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception): .+)$", text, re.M)
     if lines:
         return lines[-1].strip()
     first = text.strip().splitlines()

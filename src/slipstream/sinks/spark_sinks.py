@@ -103,7 +103,7 @@ def mark_names(folder: Path) -> list[Path]:
 class FileSink(Sink):
     """Spark's file sink in one format (the kind: parquet, json, csv), into a folder."""
 
-    target = "required"
+    target_grammar = "required"
     file = True
     local_path = True
 

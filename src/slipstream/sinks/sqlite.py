@@ -69,7 +69,7 @@ def _as_text(field: StructField) -> Column:
 
 class SqliteSink(DatabaseSink):
     kind = "sqlite"
-    target = "optional"
+    target_grammar = "optional"
     usage = "sqlite[:PATH]"
     local_path = True
     jdbc = JdbcDriver("org.xerial:sqlite-jdbc:3.54.1.0", "org.sqlite.JDBC", "sqlite-jdbc")

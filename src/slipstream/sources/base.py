@@ -140,6 +140,6 @@ class Source(ABC):
         return {o.name: values.get(o.name, o.default) for o in self.options}
 
 
-def spark_stream(spark: SparkSession, kind: str, options: dict[str, str | int]) -> DataFrame:
+def spark_stream(spark: SparkSession, kind: str, options: Mapping[str, str | int]) -> DataFrame:
     """The stream of one of Spark's own sources (socket, kafka, rate), read with `options`."""
     return spark.readStream.format(kind).options(**options).load()

@@ -10,9 +10,10 @@ quarantined with its raw text instead of being silently turned into NULLs.
 
 A file deleted after Spark listed it and before a batch read it is skipped (Spark's
 `ignoreMissingFiles`) instead of failing the query: its records were taken back before they
-were read; slipstream says so after the batch (runtime/landed.py). tests/test_hostile.py deletes
-one at that moment. Spark takes "permission denied" for "deleted": runtime/landed.py checks
-every file of each batch and stops the run with FILE_UNREADABLE instead of silence.
+were read; slipstream says so after the batch (runtime/landed.py).
+tests/spark/ingest/test_hostile.py deletes one at that moment. Spark takes "permission denied"
+for "deleted": runtime/landed.py checks every file of each batch and stops the run with
+FILE_UNREADABLE instead of silence.
 
 A landed file is read whatever its modification time: Spark's `maxFileAge` (default 7 days,
 counted back from the newest file it has seen) skips older files after the first batch, so a

@@ -62,7 +62,7 @@ def check_topic(topic: KafkaTopic, timeout_s: float | None = None) -> int:
         ) from None
     # log_level 0: the client's own lines ("Connect to ... failed") are not for the user;
     # the ConfigError says it once
-    config = {
+    config: dict[str, str | int | float | bool] = {
         **client_settings(topic),
         "socket.timeout.ms": str(int(timeout_s * 1000)),
         "log_level": "0",

@@ -2,7 +2,7 @@
 
 Spark's Kafka source fails a query with a long Java stack (or, inside a database sink's
 `foreachBatch`, a Python traceback around it). What it says, as seen on a real broker
-(tests/test_kafka_faults.py):
+(tests/e2e/kafka/test_kafka_faults.py):
 
 - records the checkpoint had not read are gone (the topic deleted and re-created, records
   deleted, or aged out by retention), under `failOnDataLoss=true` (Spark's default):

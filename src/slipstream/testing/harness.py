@@ -43,17 +43,18 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 from pyspark.sql.types import TimestampType
 
+from slipstream.api import Pipeline
 from slipstream.core.closing import StartStop
 from slipstream.core.files import write_atomically
 from slipstream.core.specs import SinkSpec
 from slipstream.monitor.listener import Handler
-from slipstream.pipelines import Pipeline, get_pipeline
+from slipstream.pipelines import get_pipeline
 from slipstream.runtime.bind import prepare
 from slipstream.runtime.launch import launch
 from slipstream.runtime.run import Run
@@ -190,10 +191,9 @@ class PipelineHarness(StartStop):
     @property
     def spark(self) -> SparkSession:
         """The session the run uses: made on first use when the harness was given a factory."""
-        made = self._spark
-        if not hasattr(made, "readStream"):  # a factory (a Connect session is no subclass)
-            made = self._spark = made()  # type: ignore[operator]
-        return made  # type: ignore[return-value]
+        if callable(self._spark) and not hasattr(self._spark, "readStream"):
+            self._spark = self._spark()  # a factory (a Connect session is no subclass)
+        return cast(SparkSession, self._spark)
 
     def start(self) -> PipelineHarness:
         """Start the run on the test's session, through the lifecycle every command uses
@@ -271,7 +271,7 @@ class PipelineHarness(StartStop):
         assert self.run is not None, "call start() first"
         name = output or self.prepared.primary.name
         query = self.run.queries[name]
-        return query.lastProgress  # type: ignore[no-any-return]
+        return query.lastProgress
 
     def results(self, output: str | None = None) -> list[dict[str, Any]]:
         """An output's table so far (sqlite or files; default: the first output), as dicts."""
@@ -357,10 +357,10 @@ class ProcessorClock:
         return _out(self.tester.setProcessingTime(_ms(to)))
 
     def value_state(self, name: str, key: Any) -> tuple[Any, ...] | None:
-        return self.tester.peekValueState(name, key)  # type: ignore[no-any-return]
+        return self.tester.peekValueState(name, key)
 
     def map_state(self, name: str, key: Any) -> dict[Any, Any]:
-        return self.tester.peekMapState(name, key)  # type: ignore[no-any-return]
+        return self.tester.peekMapState(name, key)
 
 
 def _naive(values: dict[str, Any]) -> dict[str, Any]:

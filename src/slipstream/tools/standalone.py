@@ -1,8 +1,8 @@
 """A Spark standalone cluster on this host, from the installed pyspark: one master, one worker.
 
-For tests and benchmarks (tests/test_cluster.py, `python -m bench cluster`, docs/scaling.md):
-Java only, nothing downloaded. `SPARK_HOME` is the pyspark package folder, which carries
-`bin/spark-class` and Spark's jars.
+For tests and benchmarks (tests/e2e/cluster/test_cluster.py, `python -m bench cluster`,
+docs/scaling.md): Java only, nothing downloaded. `SPARK_HOME` is the pyspark package folder, which
+carries `bin/spark-class` and Spark's jars.
 
     with StandaloneCluster(Path("/tmp/c"), cores=2, memory="2g") as cluster:
         run(["slipstream", "run", "mobile", "--master", cluster.url,

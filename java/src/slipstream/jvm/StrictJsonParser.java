@@ -347,7 +347,7 @@ public final class StrictJsonParser implements Serializable {
    * through the variant: Spark's builder keeps a number written without an exponent, of at most
    * 38 digits and 38 decimals, as a decimal, and Spark's cast of a decimal is BigDecimal's
    * doubleValue / floatValue; any other number is Jackson's double (Double.parseDouble), cast.
-   * (tests/test_jvm_parse.py and a fuzz against VariantGet.cast found no difference.)
+   * (tests/unit/jvm/test_jvm_parse.py and a fuzz against VariantGet.cast found no difference.)
    */
   static Object fractional(String text, int kind) {
     boolean plain = true;

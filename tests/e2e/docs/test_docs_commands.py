@@ -1,0 +1,134 @@
+"""The documentation pages' commands, run as a reader types them: each page's blocks in order,
+in a fresh folder; a block titled with a path (```json title="landing/x.jsonl") is written to
+that file, each line of a ```sh block runs in bash with the installed `slipstream` and `python`
+on PATH, and a `# exit N` comment is the exit code the page promises (0 otherwise). The results
+are then compared with an independent computation. tests/unit/project/test_docs_site.py checks that
+every page with a ```sh block is run here."""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from slipstream.sinks.spark_sinks import committed_files
+from tests import doc_blocks
+from tests.helpers import MOBILE_SAMPLES, cli_env, mobile_counts
+
+#: page -> the test that runs its ```sh blocks (tests/unit/project/test_docs_site.py reads this)
+RUN_HERE = {
+    "docs/getting-started.md": "test_getting_started_toml_example",
+    "docs/tutorial.md": "test_tutorial_from_init_to_a_crash_safe_run",
+    "docs/howto/postgresql.md": "test_postgresql_howto",
+}
+
+
+def run_page(page: str, cwd: Path, env: dict[str, str] | None = None) -> list[str]:
+    """Run a page's files and commands in `cwd`; the outputs of its commands, in order. An
+    `export` line sets nothing: the test gives the values in `env`."""
+    env = dict(env or cli_env())
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    outputs = []
+    for lang, title, body in doc_blocks.blocks(page):
+        if title:
+            (cwd / title).parent.mkdir(parents=True, exist_ok=True)
+            (cwd / title).write_text(body)
+        if lang != "sh":
+            continue
+        for line in body.strip().splitlines():
+            command, _, comment = line.partition("#")
+            if command.startswith("export "):
+                continue
+            wanted = int(m.group(1)) if (m := re.search(r"exit (\d+)", comment)) else 0
+            done = subprocess.run(
+                ["bash", "-c", command],
+                cwd=cwd,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            code = done.returncode if done.returncode >= 0 else 128 - done.returncode
+            assert code == wanted, (line, done.stdout[-3000:], done.stderr[-3000:])
+            outputs.append(done.stdout + done.stderr)
+    return outputs
+
+
+def views_per_user_and_window(folder: Path) -> list[tuple[str, str, str, int]]:
+    """The tutorial's table computed with pandas from the landed lines (records with a `ts`)."""
+    frame = pd.concat(pd.read_json(p, lines=True) for p in sorted(folder.glob("*.jsonl")))
+    frame = frame.dropna(subset=["user_id", "ts"])
+    frame["start"] = pd.to_datetime(frame["ts"], utc=True).dt.floor("5min")
+    counts = frame.groupby(["start", "user_id"]).size().reset_index(name="views")
+    fmt = "%Y-%m-%dT%H:%M:%SZ"
+    return sorted(
+        (s.strftime(fmt), (s + pd.Timedelta(minutes=5)).strftime(fmt), u, int(n))
+        for s, u, n in counts.itertuples(index=False)
+    )
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_tutorial_from_init_to_a_crash_safe_run(tmp_path: Path) -> None:
+    outputs = run_page("docs/tutorial.md", tmp_path)
+    assert any("1 passed" in out for out in outputs)  # the generated test, run by pytest
+    with sqlite3.connect(tmp_path / "state" / "slipstream.db") as conn:
+        table = sorted(conn.execute("SELECT * FROM page_views_counts").fetchall())
+    assert table == views_per_user_and_window(tmp_path / "landing")
+    quarantined = [  # Spark's committed part-* files, or the ingest stage's batch-N.json
+        line
+        for p in committed_files(tmp_path / "state" / "quarantine" / "page_views" / "views")
+        for line in p.read_text().splitlines()
+    ]
+    assert len(quarantined) == 1 and "missing required field 'ts'" in quarantined[0]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_postgresql_howto(postgres, pg_database: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.services import APP_PASSWORD
+
+    outputs = run_page("docs/howto/postgresql.md", tmp_path, cli_env(**postgres.env(pg_database)))
+    assert all(APP_PASSWORD not in out for out in outputs)
+    rows = postgres.query(
+        pg_database,
+        "SELECT to_char(window_start AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
+        "action, count FROM mobile_action_counts ORDER BY 1, 2",
+    )
+    lines = [x for p in sorted(MOBILE_SAMPLES.glob("*.json")) for x in p.read_text().splitlines()]
+    expected = mobile_counts(lines).itertuples(index=False, name=None)
+    assert [tuple(r) for r in rows] == sorted(expected)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_getting_started_toml_example(tmp_path: Path) -> None:
+    """The TOML example binds trending's events and catalog where `generate` puts them (it once
+    bound the events to the catalog's folder: every record quarantined): the table equals the
+    independent model over the generated files (one available-now batch: nothing is late)."""
+    from datetime import UTC, datetime, timedelta
+
+    from tests.trending_reference import article_views, counted_events, table_rows
+
+    outputs = run_page("docs/getting-started.md", tmp_path)
+    assert not any("WARNING" in out and "quarantined" in out for out in outputs)
+    lines = [
+        x for p in sorted((tmp_path / "landing" / "views").glob("*.jsonl"))
+        for x in p.read_text().splitlines()
+    ]  # fmt: skip
+    events, _ = counted_events([lines], timedelta(minutes=10), datetime.now(UTC))
+    expected = article_views(
+        events, tmp_path / "landing" / "catalog.csv", timedelta(minutes=5), timedelta(minutes=1)
+    )
+    with sqlite3.connect(tmp_path / "state" / "serving.db") as conn:
+        conn.row_factory = sqlite3.Row
+        views = [dict(r) for r in conn.execute("SELECT * FROM article_views")]
+    assert expected and table_rows(views) == expected
+    assert list((tmp_path / "archive").glob("*.parquet"))  # [outputs.archive] was bound
