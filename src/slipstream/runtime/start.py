@@ -1,14 +1,14 @@
 """The start step: under the checkpoint's lock, refuse or record, then start every query.
 
 lock -> the refusals again (runtime/refuse.py) -> build (runtime/build.py) -> the rules
-(runtime/checks.py) -> the restart verdicts, `--from-checkpoint`'s start, the ingest stage's
-marks and the outputs' ownership recorded -> the listener's guards (runtime/watch.py) -> each
-query started (runtime/writers.py): ingest queries first -> a `Run` (runtime/run.py)."""
+(runtime/checks.py) -> record (runtime/record.py: the restart verdicts, `--from-checkpoint`'s
+start, the ingest stage's marks, the outputs' ownership) -> the listener's guards
+(runtime/watch.py) -> each query started (runtime/writers.py): ingest queries first -> a `Run`
+(runtime/run.py)."""
 
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Callable
 
 from pyspark.errors import StreamingQueryException
@@ -19,21 +19,12 @@ from slipstream.checkpoint.lifecycle import CheckpointLock
 from slipstream.monitor.listener import Handler, RunListener
 from slipstream.runtime.bound import Prepared
 from slipstream.runtime.build import Query, build
-from slipstream.runtime.checks import refuse_rules, restart_verdicts
-from slipstream.runtime.compat import refuse_or_record
-from slipstream.runtime.from_checkpoint import begin
-from slipstream.runtime.ingest_stage import mark_checkpoints
-from slipstream.runtime.ownership import record_outputs
+from slipstream.runtime.checks import refuse_rules
+from slipstream.runtime.record import record_start
 from slipstream.runtime.refuse import refuse_before_start
 from slipstream.runtime.run import Run
 from slipstream.runtime.watch import Watch
 from slipstream.runtime.writers import start_one
-
-_log = logging.getLogger("slipstream")
-
-
-def _say(line: str) -> None:
-    _log.warning(line)
 
 
 def start(
@@ -56,7 +47,7 @@ def start(
         refuse_before_start(prepared, locked=True)  # under the lock: no reset can run meanwhile
         built = build(spark, prepared)
         refuse_rules(prepared, built)
-        _commit(spark, prepared, built)
+        record_start(spark, prepared, built)
         watch.recorder.run_started([q.output.ctx.query_name for q in built], origin)
         late, landed = watch.guard(spark, prepared)
         restarts = _start_queries(prepared, built, watch.listener, queries)
@@ -79,16 +70,6 @@ def start(
         landed=landed,
         restarts=restarts,
     )
-
-
-def _commit(spark: SparkSession, prepared: Prepared, built: list[Query]) -> None:
-    """What a start writes before any query runs: each checkpoint's build record (after the
-    state it holds was judged to fit this run's queries), a new checkpoint's start
-    (`--from-checkpoint`), the ingest stage's marks and the outputs this checkpoint owns."""
-    refuse_or_record(prepared, restart_verdicts(spark, prepared, built), _say)
-    begin(prepared, _say)
-    mark_checkpoints(prepared, {b.name for b in prepared.inputs.values() if b.staged})
-    record_outputs(prepared)
 
 
 def _start_queries(
