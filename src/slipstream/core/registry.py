@@ -1,7 +1,9 @@
-"""How slipstream finds the classes of an extension point (sources, sinks): every class of a
-module in the extension point's folder that subclasses its base and declares its own `kind`.
-Adding a module adds the class; `Registry.register` adds one defined elsewhere (a test, a
-plugin). sources/registry.py and sinks/registry.py each hold one."""
+"""How slipstream finds what its extension points hold: the modules of the extension point's
+folder (`folder_modules`), for sources, sinks and pipelines alike. For sources and sinks, every
+class of those modules that subclasses the base and declares its own `kind` (`Registry`):
+adding a module adds the class; `Registry.register` adds one defined elsewhere (a test, a
+plugin). sources/registry.py and sinks/registry.py each hold one; pipelines/registry.py lists
+the same way and imports a pipeline's module when it is asked for."""
 
 from __future__ import annotations
 
@@ -72,13 +74,9 @@ class Registry(Generic[T]):
         self._found.update(ordered)
 
     def _scan(self) -> list[T]:
-        package = importlib.import_module(self.package)
-        folder = Path(package.__file__ or "").parent
         found: list[T] = []
-        for info in pkgutil.iter_modules([str(folder)]):
-            if info.name in self.skip or info.name.startswith("_"):
-                continue
-            module = importlib.import_module(f"{self.package}.{info.name}")
+        for name in folder_modules(self.package, self.skip):
+            module = importlib.import_module(f"{self.package}.{name}")
             for _, cls in inspect.getmembers(module, inspect.isclass):
                 if (
                     issubclass(cls, self.base)
@@ -88,3 +86,16 @@ class Registry(Generic[T]):
                 ):
                     found.append(cast(T, cls))
         return found
+
+
+def folder_modules(package: str, skip: frozenset[str] = frozenset()) -> list[str]:
+    """The modules of an extension point's folder, listed, not imported: every one but those
+    in `skip` and the private ones. The registries of sources and sinks import them and keep
+    their classes; the pipelines' registry (pipelines/registry.py) names each by its module and
+    imports one only when it is asked for, so a broken one is reported, not fatal."""
+    folder = Path(importlib.import_module(package).__file__ or "").parent
+    return [
+        info.name
+        for info in pkgutil.iter_modules([str(folder)])
+        if info.name not in skip and not info.name.startswith("_")
+    ]

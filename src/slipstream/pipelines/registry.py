@@ -14,14 +14,13 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
-import pkgutil
 import sys
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from pathlib import Path
 from typing import Any
 
 from slipstream.api.pipeline import Pipeline, check_declaration
+from slipstream.core.registry import folder_modules
 from slipstream.errors import ConfigError
 
 ENTRY_POINT_GROUP = "slipstream.pipelines"
@@ -30,13 +29,9 @@ NOT_PIPELINES = frozenset({"base", "frames", "registry", "schema"})
 
 def builtin() -> dict[str, str]:
     """name -> module of the built-in pipelines: the modules of this package (listed, not
-    imported)."""
-    here = Path(__file__).parent
-    return {
-        m.name: f"{__package__}.{m.name}"
-        for m in pkgutil.iter_modules([str(here)])
-        if m.name not in NOT_PIPELINES and not m.name.startswith("_")
-    }
+    imported; core/registry.py, as sources and sinks are found)."""
+    package = __package__ or "slipstream.pipelines"
+    return {name: f"{package}.{name}" for name in folder_modules(package, NOT_PIPELINES)}
 
 
 @dataclass(frozen=True)
