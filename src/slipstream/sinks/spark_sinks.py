@@ -11,7 +11,7 @@ import os
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 from pyspark.sql import DataFrame, SparkSession
@@ -123,7 +123,7 @@ def mark_names(folder: Path) -> list[Path]:
 
 #: options of every file sink: `partitionBy` (comma-separated columns of the output: one
 #: folder level each, `COLUMN=VALUE`) and Spark's file writer's own
-FILE_OPTIONS = ("partitionBy", "compression", "maxRecordsPerFile")
+FILE_OPTIONS: tuple[str, ...] = ("partitionBy", "compression", "maxRecordsPerFile")
 #: options that shape the folder's layout, not its files' contents (not given to a reader)
 LAYOUT_OPTIONS = frozenset({"partitionBy", "compression", "maxRecordsPerFile"})
 
@@ -138,7 +138,7 @@ class FileSink(Sink):
     target_grammar = "required"
     file = True
     local_path = True
-    writer_options = FILE_OPTIONS
+    writer_options: ClassVar[tuple[str, ...]] = FILE_OPTIONS
 
     @property
     def partition_columns(self) -> list[str]:
