@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Literal
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from slipstream.core.kafka_url import KafkaTopic
 from slipstream.errors import ConfigError
@@ -160,15 +160,17 @@ class SinkKind:
     """What the layers below the sinks (settings, this module) know of one kind of sink, by the
     scheme that starts its spec: what follows the scheme, how `--help` shows it, whether it
     writes files into a folder (`file`), whether its target is a local path (made absolute for
-    a Spark Connect server), and why a Spark Connect client cannot use it (`connect_refusal`:
-    why, fix). Declared by each sink class (sinks/base.py) and added here by sinks/registry.py,
-    so this module never names a sink."""
+    a Spark Connect server), why a Spark Connect client cannot use it (`connect_refusal`:
+    why, fix), and the options its spec takes after `?` (`options`: Spark's own names).
+    Declared by each sink class (sinks/base.py) and added here by sinks/registry.py, so this
+    module never names a sink."""
 
     target: Literal["none", "optional", "required", "url", "module"]
     usage: str
     file: bool = False
     local_path: bool = False
     connect_refusal: tuple[str, str] | None = None
+    options: tuple[str, ...] = ()
 
 
 #: Every sink kind, by scheme, in the order `--help` lists them: filled by sinks/registry.py
@@ -202,11 +204,17 @@ def sink_help() -> str:
 
 @dataclass(frozen=True)
 class SinkSpec:
-    """Where results go. `target` is a directory, a database file, a DSN or a module:attr."""
+    """Where results go. `target` is a directory, a database file, a DSN or a module:attr.
+
+    A kind that is not a URL (`postgresql://`, `kafka://` keep their options in their URL)
+    takes Spark's options of its writer as a URL's query after `?`: `KIND[:TARGET]?NAME=VALUE&
+    NAME=VALUE`, e.g. `parquet:/out?compression=zstd&partitionBy=action`,
+    `console?numRows=20&truncate=false`. A name its kind does not declare is refused."""
 
     kind: str  # a scheme of SINK_KINDS (a sink class's `kind`)
     target: str | None = None
     password: Secret | None = field(default=None, compare=False)
+    options: tuple[tuple[str, str], ...] = ()  # (Spark's option name, value), as given
 
     @classmethod
     def parse(cls, text: str | SinkSpec) -> SinkSpec:
@@ -242,17 +250,23 @@ class SinkSpec:
         if raw.lower().startswith("kafka://"):
             KafkaTopic.parse(raw, "sink")  # refused here when it is not a Kafka sink URL
             return cls("kafka", raw)
+        raw, question, query = raw.partition("?")
         scheme, _, target = raw.partition(":")
         kind = sink_kinds().get(scheme.lower())
         if kind is None:
             raise ValueError(sink_help())
+        options = sink_options(scheme.lower(), kind, query) if question else ()
         if not target and kind.target in ("none", "optional", "url"):
-            return cls(scheme.lower())
+            return cls(scheme.lower(), options=options)
         if kind.target == "optional" or (kind.target == "required" and target):
-            return cls(scheme.lower(), target)
+            return cls(scheme.lower(), target, options=options)
         if kind.target == "module" and ":" in target:
-            return cls(scheme.lower(), target)
+            return cls(scheme.lower(), target, options=options)
         raise ValueError(kind.usage)
+
+    @property
+    def option_map(self) -> dict[str, str]:
+        return dict(self.options)
 
     @property
     def is_file_sink(self) -> bool:
@@ -275,15 +289,36 @@ class SinkSpec:
         """Shown in `check`, logs and errors: never includes a password."""
         if self.kind == "kafka" and self.target:
             return KafkaTopic.parse(self.target, "sink").describe()  # secret options hidden
-        return (
+        text = (
             f"{self.kind}:{self.target}"
             if self.target and self.kind != "postgresql"
             else (self.target or self.kind)
         )
+        return f"{text}?{urlencode(self.options, safe=',:/')}" if self.options else text
 
     def path(self) -> Path:
         assert self.target is not None
         return Path(self.target)
+
+
+def sink_options(scheme: str, kind: SinkKind, query: str) -> tuple[tuple[str, str], ...]:
+    """The `NAME=VALUE&...` after a sink spec's `?`, each name one its kind declares."""
+    if not kind.options:
+        raise ValueError(f"the {scheme} sink takes no options (after '?')")
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True)
+    except ValueError:
+        raise ValueError(f"{kind.usage}?NAME=VALUE&NAME=VALUE (got ?{query})") from None
+    for name, _value in pairs:
+        if name not in kind.options:
+            raise ValueError(
+                f"the {scheme} sink has no option {name!r}; its options: " + ", ".join(kind.options)
+            )
+    names = [name for name, _ in pairs]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"sink option(s) {', '.join(repeated)} given twice")
+    return tuple(pairs)
 
 
 MAX_WINDOWS_PER_EVENT = 60

@@ -28,16 +28,21 @@ def _now() -> str:
 
 
 class RunListener(StreamingQueryListener):
-    """Forwards events of the queries whose names start with `PIPELINE.`."""
+    """Forwards events of the queries whose names start with `PIPELINE.`, and of those named
+    in `named` (Spark's name -> slipstream's PIPELINE.OUTPUT: `--query-name`), under
+    slipstream's name."""
 
-    def __init__(self, pipeline: str, handlers: list[Handler]) -> None:
+    def __init__(
+        self, pipeline: str, handlers: list[Handler], named: dict[str, str] | None = None
+    ) -> None:
         self.pipeline = pipeline
         self.handlers = handlers
+        self.named = dict(named or {})
         # idle/terminated events carry no name; the runner registers ids as queries start
         self._names: dict[str, str] = {}
 
     def _mine(self, name: str | None) -> bool:
-        return bool(name) and str(name).startswith(self.pipeline + ".")
+        return bool(name) and (name in self.named or str(name).startswith(self.pipeline + "."))
 
     def _emit(self, record: Record) -> None:
         for handler in self.handlers:
@@ -51,7 +56,7 @@ class RunListener(StreamingQueryListener):
             "event": event,
             "ts": _now(),
             "pipeline": self.pipeline,
-            "query": name,
+            "query": self.named.get(str(name), name),
             "query_id": str(qid),
             "run_id": str(run_id),
             "pid": os.getpid(),

@@ -246,7 +246,7 @@ def _bind_output(pipeline: Pipeline, output: Output, settings: Settings) -> Boun
         spec = settings.sink.get("") or _default_sink(output.sink, settings, pipeline, output)
         enabled = [o for o in pipeline.outputs if o.sink is not None or o.name in settings.sink]
         if spec.is_file_sink and len(enabled) > 1:  # one folder per output under the given one
-            spec = SinkSpec(spec.kind, str(spec.path() / output.name))
+            spec = replace(spec, target=str(spec.path() / output.name))  # options kept
     if spec is None:
         return None
     table = settings.table.get(output.name) or (settings.table.get("") if first else None)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -108,4 +109,4 @@ def absolute(path: Path | None) -> Path | None:
 def absolute_sink(spec: SinkSpec) -> SinkSpec:
     if spec.target is None or not spec.has_local_path:
         return spec
-    return SinkSpec(spec.kind, str(Path(spec.target).absolute()), spec.password)
+    return replace(spec, target=str(Path(spec.target).absolute()))

@@ -6,6 +6,7 @@ with the source and gathered here; a pipeline's own parameters are declared by t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from slipstream.core import values
@@ -26,6 +27,17 @@ from slipstream.sources.registry import source_options, sources
 DEFAULT_DASHBOARD_PORT = 8321  # `--dashboard` without a port (a free one if it is taken)
 
 FILE_FORMATS = ("json", "csv", "parquet", "text")
+
+
+QUERY_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def query_name(value: object) -> str:
+    """A Spark query name (`--query-name`): a word of letters, digits, '_', '-' and '.'."""
+    name = values.text(value)
+    if not QUERY_NAME.fullmatch(name):
+        raise ValueError("letters, digits, '_', '-' and '.' (up to 128), e.g. counts_to_lake")
+    return name
 
 
 def source_kind(value: object) -> str:
@@ -100,6 +112,16 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "table name in a database sink: NAME for the first output, OUTPUT=NAME for one "
         "(default: the output's)",
         "a table name",
+        default={},
+        kind="multi",
+        metavar="[OUTPUT=]NAME",
+    ),
+    Option(
+        "query_name",
+        values.named(query_name),
+        "Spark's name of an output's query (queryName; in the Spark UI and the event log's "
+        "progress): NAME for the first output, OUTPUT=NAME for one (default: PIPELINE.OUTPUT)",
+        "letters, digits, '_', '-' and '.'",
         default={},
         kind="multi",
         metavar="[OUTPUT=]NAME",
@@ -261,4 +283,4 @@ OPTION_BY_NAME = {o.name: o for o in OPTIONS}
 #: the settings that belong to a source, kept in `Settings.source_options`
 SOURCE_OPTION_NAMES = frozenset(o.name for o in source_options())
 #: settings given as NAME=VALUE pairs, merged name by name (flags over TOML over environment)
-NAMED = ("input", "sink", "table", "mode", "conf")
+NAMED = ("input", "sink", "table", "query_name", "mode", "conf")

@@ -94,6 +94,9 @@ class Sink(ABC):
     jdbc: ClassVar[JdbcDriver | None] = None
     #: a session writing it needs Spark's Kafka connector (settings/kafka_connector.py)
     needs_kafka_connector: ClassVar[bool] = False
+    #: the options its spec takes after `?` (`KIND[:TARGET]?NAME=VALUE&...`), Spark's own names
+    #: for its writer; a name not here is refused when the spec is parsed (CONFIG_BAD_VALUE)
+    writer_options: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, spec: SinkSpec) -> None:
         self.spec = spec
@@ -102,7 +105,12 @@ class Sink(ABC):
     def grammar(cls) -> SinkKind:
         """What core/specs.py and settings/ need to know of this kind (they cannot import it)."""
         return SinkKind(
-            cls.target_grammar, cls.usage or cls.kind, cls.file, cls.local_path, cls.connect_refusal
+            cls.target_grammar,
+            cls.usage or cls.kind,
+            cls.file,
+            cls.local_path,
+            cls.connect_refusal,
+            cls.writer_options,
         )
 
     @classmethod

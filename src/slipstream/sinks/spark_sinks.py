@@ -11,13 +11,15 @@ import os
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
 from slipstream.checkpoint.lifecycle import last_planned_batch, not_ours
+from slipstream.core.specs import SinkSpec
+from slipstream.errors import ConfigError
 from slipstream.sinks.base import Sink, SinkContext
 
 
@@ -30,8 +32,27 @@ class ConsoleSink(Sink):
         "use --sink sqlite or memory, or run without --remote to see the rows here",
     )
 
+    writer_options = ("numRows", "truncate")
+
+    def __init__(self, spec: SinkSpec) -> None:
+        super().__init__(spec)
+        rows, truncate = spec.option_map.get("numRows", "50"), spec.option_map.get("truncate")
+        if not rows.isdigit() or int(rows) < 1:
+            raise ConfigError(
+                "CONFIG_BAD_VALUE",
+                f"console sink option numRows={rows} is not a positive whole number",
+                "give console?numRows=N with N >= 1",
+            )
+        if truncate is not None and truncate.lower() not in ("true", "false"):
+            raise ConfigError(
+                "CONFIG_BAD_VALUE",
+                f"console sink option truncate={truncate} is not true or false",
+                "give console?truncate=true or console?truncate=false",
+            )
+
     def attach(self, writer: DataStreamWriter, ctx: SinkContext) -> DataStreamWriter:
-        return writer.format("console").option("truncate", "false").option("numRows", 50)
+        options = {"truncate": "false", "numRows": "50", **self.spec.option_map}
+        return writer.format("console").options(**options)
 
     def describe(self, ctx: SinkContext | None = None) -> str:
         return "console (for watching; not exactly-once)"
@@ -100,12 +121,40 @@ def mark_names(folder: Path) -> list[Path]:
     return found
 
 
+#: options of every file sink: `partitionBy` (comma-separated columns of the output: one
+#: folder level each, `COLUMN=VALUE`) and Spark's file writer's own
+FILE_OPTIONS: tuple[str, ...] = ("partitionBy", "compression", "maxRecordsPerFile")
+#: options that shape the folder's layout, not its files' contents (not given to a reader)
+LAYOUT_OPTIONS = frozenset({"partitionBy", "compression", "maxRecordsPerFile"})
+
+
 class FileSink(Sink):
-    """Spark's file sink in one format (the kind: parquet, json, csv), into a folder."""
+    """Spark's file sink in one format (the kind: parquet, json, csv), into a folder.
+
+    Options (`parquet:DIR?compression=zstd&partitionBy=action`) are Spark's names for its
+    writer of that format; `partitionBy` names columns of the output, checked before the query
+    starts."""
 
     target_grammar = "required"
     file = True
     local_path = True
+    writer_options: ClassVar[tuple[str, ...]] = FILE_OPTIONS
+
+    @property
+    def partition_columns(self) -> list[str]:
+        text = self.spec.option_map.get("partitionBy", "")
+        return [c.strip() for c in text.split(",") if c.strip()]
+
+    def shape(self, frame: DataFrame, ctx: SinkContext) -> DataFrame:
+        missing = [c for c in self.partition_columns if c not in frame.columns]
+        if missing:
+            raise ConfigError(
+                "CONFIG_BAD_VALUE",
+                f"{self.spec.kind} sink option partitionBy names {', '.join(missing)}, not "
+                f"columns of output {ctx.table} ({', '.join(frame.columns)})",
+                "give partitionBy=COLUMN[,COLUMN...] of the output's columns",
+            )
+        return frame
 
     def attach(self, writer: DataStreamWriter, ctx: SinkContext) -> DataStreamWriter:
         if "://" not in str(self.spec.target):  # a local folder: mark it before Spark writes
@@ -113,6 +162,11 @@ class FileSink(Sink):
         writer = writer.format(self.spec.kind).option("path", str(self.directory))
         if self.spec.kind == "csv":
             writer = writer.option("header", "true")
+        options = {k: v for k, v in self.spec.options if k != "partitionBy"}
+        if options:
+            writer = writer.options(**options)
+        if self.partition_columns:
+            writer = writer.partitionBy(*self.partition_columns)
         return writer
 
     @property
@@ -126,6 +180,9 @@ class FileSink(Sink):
         reader = spark.read.format(self.spec.kind)
         if self.spec.kind == "csv":
             reader = reader.option("header", "true").option("inferSchema", "true")
+        contents = {k: v for k, v in self.spec.options if k not in LAYOUT_OPTIONS}
+        if contents:
+            reader = reader.options(**contents)
         if (self.directory / "_spark_metadata").exists():
             return reader.load(str(self.directory))
         staged = committed_files(self.directory)  # a quarantine the ingest stage wrote
@@ -273,8 +330,17 @@ class ParquetSink(FileSink):
 class JsonSink(FileSink):
     kind = "json"
     usage = "json:DIR"
+    writer_options = (
+        *FILE_OPTIONS, "dateFormat", "timestampFormat", "timeZone", "ignoreNullFields",
+        "encoding", "lineSep",
+    )  # fmt: skip
 
 
 class CsvSink(FileSink):
     kind = "csv"
     usage = "csv:DIR"
+    writer_options = (
+        *FILE_OPTIONS, "header", "sep", "quote", "escape", "escapeQuotes", "quoteAll",
+        "nullValue", "emptyValue", "dateFormat", "timestampFormat", "timeZone", "encoding",
+        "lineSep",
+    )  # fmt: skip
