@@ -281,3 +281,22 @@ def test_from_checkpoint_refuses_topics_old_never_read(tmp_path: Path, url: str,
         kafka_start(tmp_path, "actions", KafkaTopic.parse(url), OLD)
     assert err.value.code == "FROM_CHECKPOINT_OTHER_INPUT"
     assert says in err.value.render()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [f"{HOST}/other,acts", f"{HOST}/?subscribePattern=ac.*", f'{HOST}/?assign={{"acts":[0]}}'],
+)
+def test_a_kafka_failure_names_the_topic_of_the_partition_spark_names(url: str) -> None:
+    from slipstream.sources.kafka_faults import as_kafka_failure
+
+    text = (
+        "KafkaIllegalStateException: Some data may have been lost because they are not "
+        "available in Kafka any more; Reason: Partition acts-0 offset was changed from 200 to 10."
+    )
+    reads = KafkaTopic.parse(url)
+    others = KafkaTopic.parse(f"{HOST}/elsewhere")
+    error = as_kafka_failure(RuntimeError(text), "mobile.counts", [others, reads])
+    assert error is not None and error.code == "KAFKA_DATA_LOST"
+    assert "topic acts at 127.0.0.1:9092" in error.message
+    assert "failOnDataLoss=false" in error.fix and reads.describe().split("?")[0] in error.fix
