@@ -170,3 +170,44 @@ def test_from_checkpoint_starts_each_topic_of_a_list_where_old_stands(
                 from_checkpoint=tmp_path / "old") as h:  # fmt: skip
         h.process()
     assert table(tmp_path / "new" / "slipstream.db") == expected(new, "5min")
+
+
+def test_mobile_over_assigned_partitions_equals_pandas_over_those_partitions(
+    kafka_spark: SparkSession, kafka: Any, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    topic = kafka.create_topic(_name(request, "a"), 2)
+    lines = _mobile_lines(800, seed=25)
+    produce(kafka.bootstrap, topic, lines, keys=[json.loads(line)["id"] for line in lines])
+    in_one = [r["value"] for r in read_topic(kafka.bootstrap, topic) if r["partition"] == 1]
+    assert 0 < len(in_one) < len(lines)  # both partitions hold records
+    url = kafka.url("", assign=json.dumps({topic: [1]}), startingOffsets="earliest")
+    got, quarantine, lag = _counted(kafka_spark, tmp_path, url)
+    assert got.to_dict("records") == mobile_counts(in_one).to_dict("records")
+    assert quarantine == [] and lag == {f"{topic}:1": 0}
+
+
+def test_from_checkpoint_of_a_pattern_reads_a_topic_created_since_from_its_beginning(
+    kafka_spark: SparkSession, kafka: Any, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """OLD reads the one topic its pattern matches; a second one that matches is created
+    after. NEW starts the first where OLD stands and the second from its beginning (Spark
+    takes per-partition offsets only naming every partition read): it counts exactly what
+    was produced after OLD's last batch."""
+    prefix = _name(request, "p")
+    first = kafka.create_topic(f"{prefix}-x", 2)
+    lines = sorted(_mobile_lines(600, seed=26), key=lambda line: json.loads(line)["ts"])
+    old, new = lines[:300], lines[300:]
+    produce(kafka.bootstrap, first, old)
+    pattern = f"{prefix}-.*"
+    url = kafka.url("", subscribePattern=pattern, startingOffsets="earliest")
+    with mobile(kafka_spark, tmp_path, "old", source=None, input=[url]) as h:
+        h.process()
+    assert table(tmp_path / "old" / "slipstream.db") == expected(old, "10min")
+    second = kafka.create_topic(f"{prefix}-y", 1)
+    produce(kafka.bootstrap, first, new[:100])
+    produce(kafka.bootstrap, second, new[100:])
+    url = kafka.url("", subscribePattern=pattern)
+    with mobile(kafka_spark, tmp_path, "new", source=None, input=[url], window="5m",
+                from_checkpoint=tmp_path / "old") as h:  # fmt: skip
+        h.process()
+    assert table(tmp_path / "new" / "slipstream.db") == expected(new, "5min")
