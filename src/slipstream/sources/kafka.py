@@ -117,7 +117,8 @@ def partitions(topic: KafkaTopic, timeout_s: float | None = None) -> dict[str, l
                     "assign only partitions the topic has, or add partitions to it first",
                 )
         return dict(assigned)
-    return {name: parts for name, parts in there.items() if topic.reads(name)}
+    # a pattern never matches Kafka's internal topics (Spark lists topics without them)
+    return {n: parts for n, parts in there.items() if topic.reads(n) and not n.startswith("__")}
 
 
 def check_offsets(topic: KafkaTopic, found: dict[str, list[int]]) -> None:

@@ -108,7 +108,7 @@ def test_a_sink_writes_one_topic(url: str) -> None:
 class _Admin:
     """confluent-kafka's AdminClient.list_topics, answering from `TOPICS`."""
 
-    TOPICS: dict[str, int] = {"a": 2, "b": 1, "events-x": 1, "events-y": 3}
+    TOPICS: dict[str, int] = {"a": 2, "b": 1, "events-x": 1, "events-y": 3, "__offsets": 4}
 
     def __init__(self, config: dict[str, Any]) -> None:
         pass
@@ -138,6 +138,7 @@ def broker(monkeypatch: pytest.MonkeyPatch) -> None:
         (f"{HOST}/a,b", {"a": [0, 1], "b": [0]}),
         (f"{HOST}/?subscribePattern=events-.*", {"events-x": [0], "events-y": [0, 1, 2]}),
         (f"{HOST}/?subscribePattern=nothing-yet.*", {}),  # Spark reads one once it is created
+        (f"{HOST}/?subscribePattern=__.*|a", {"a": [0, 1]}),  # never an internal topic
         (f'{HOST}/?assign={{"a":[1],"events-y":[0,2]}}', {"a": [1], "events-y": [0, 2]}),
     ],
 )
