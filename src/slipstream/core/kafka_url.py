@@ -1,5 +1,10 @@
 """`kafka://HOST:PORT[,HOST:PORT...]/TOPIC?OPTION=VALUE&...`: a Kafka topic as an input or a sink.
 
+An input reads what Spark's Kafka source can subscribe to, exactly one of: topics named in the
+path (`/TOPIC` or a comma list `/a,b`, Spark's `subscribe`), a pattern with an empty path
+(`/?subscribePattern=events-.*`), or partitions with an empty path (`/?assign={"a":[0,1]}`).
+A sink writes one topic.
+
 A frozen, self-validating description, parsed once at the edge (`--input`, `--sink`, TOML);
 `sources/kafka.py` and `sinks/kafka.py` turn it into Spark's options. The options are Spark's
 own names (docs: structured-streaming-kafka-integration): a name Spark's Kafka source or sink
@@ -16,7 +21,9 @@ from typing import Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 SCHEME = "kafka://"
-USAGE = "kafka://HOST:PORT[,HOST:PORT...]/TOPIC[?OPTION=VALUE&...]"
+USAGE = "kafka://HOST:PORT[,HOST:PORT...]/TOPIC[,TOPIC...][?OPTION=VALUE&...]"
+#: an input's ways to subscribe (Spark's option names): exactly one
+SUBSCRIPTIONS = ("subscribe", "subscribePattern", "assign")
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _HOST = re.compile(r"^[A-Za-z0-9.-]+$|^\[[0-9A-Fa-f:.]+\]$")
 
@@ -55,6 +62,42 @@ def _offsets(value: str) -> str:
     return value
 
 
+def _pattern(value: str) -> str:
+    """A regular expression over topic names (Spark's `subscribePattern`, a Java pattern; checked
+    here with Python's, which reads the usual ones the same way)."""
+    if not value.strip():
+        raise ValueError("a regular expression over topic names, such as events-.*")
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"a regular expression over topic names ({exc})") from None
+    return value
+
+
+def _assign(value: str) -> str:
+    """Partitions by topic as Spark's JSON: {"a":[0,1],"b":[2]}."""
+    allowed = 'JSON such as {"TOPIC":[0,1]} (partitions by topic)'
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        raise ValueError(allowed) from None
+    ok = (
+        isinstance(parsed, dict)
+        and bool(parsed)
+        and all(
+            isinstance(t, str)
+            and _TOPIC.match(t)
+            and isinstance(parts, list)
+            and parts
+            and all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts)
+            for t, parts in parsed.items()
+        )
+    )
+    if not ok:
+        raise ValueError(allowed)
+    return value
+
+
 def _text(value: str) -> str:
     if not value.strip():
         raise ValueError("a non-empty text")
@@ -86,6 +129,9 @@ SOURCE_OPTIONS = {
     "kafkaConsumer.pollTimeoutMs": _positive_long,
     "fetchOffset.numRetries": _positive_long,
     "fetchOffset.retryIntervalMs": _positive_long,
+    "subscribe": _text,  # normalised into the path: /a,b
+    "subscribePattern": _pattern,
+    "assign": _assign,
 }
 SINK_OPTIONS: dict[str, object] = {}
 #: Kafka client settings Spark sets itself and refuses (IllegalArgumentException at start)
@@ -100,10 +146,11 @@ _SECRET = re.compile(r"(?i)password|secret|jaas|token|key$")
 
 @dataclass(frozen=True)
 class KafkaTopic:
-    """One topic on a Kafka cluster and Spark's options for reading or writing it."""
+    """What a Kafka input reads (topics, a pattern or partitions) or the topic a sink writes,
+    on one cluster, and Spark's options for it."""
 
     servers: str  # host:port[,host:port]
-    topic: str
+    topic: str  # the path: a topic, a comma list of topics (an input), or "" (pattern, assign)
     options: tuple[tuple[str, str], ...] = ()
     role: Role = "input"
 
@@ -121,11 +168,6 @@ class KafkaTopic:
             if not sep or not _HOST.match(host) or not port.isdigit() or not 0 < int(port) < 65536:
                 raise ValueError(f"{USAGE}: {server!r} is not HOST:PORT")
         topic = parts.path.strip("/")
-        if not _TOPIC.match(topic):
-            raise ValueError(
-                f"{USAGE}: the topic {topic!r} is not a Kafka topic name "
-                "(1-249 of letters, digits, '.', '_', '-')"
-            )
         options = []
         allowed = SOURCE_OPTIONS if role == "input" else SINK_OPTIONS
         for name, value in parse_qsl(parts.query, keep_blank_values=True, strict_parsing=False):
@@ -145,7 +187,76 @@ class KafkaTopic:
                 options.append((name, check(value)))
             except ValueError as exc:
                 raise ValueError(f"{name}={_shown(name, value)}: allowed is {exc}") from None
-        return cls(servers, topic, tuple(options), role)
+        given = dict(options)
+        if "subscribe" in given:  # ?subscribe=a,b is the path /a,b
+            if topic:
+                raise ValueError(
+                    f"{USAGE}: the topics once, in the path (/{topic}) or as "
+                    f"subscribe={given['subscribe']}, not both"
+                )
+            topic = given["subscribe"]
+            options = [(k, v) for k, v in options if k != "subscribe"]
+        topic = _topic_path(topic, role, [k for k, _ in options if k in SUBSCRIPTIONS])
+        found = cls(servers, topic, tuple(options), role)
+        found.check_starting_offsets()
+        return found
+
+    @property
+    def subscription(self) -> str:
+        """How an input subscribes: subscribe, subscribePattern or assign."""
+        return next((k for k in SUBSCRIPTIONS[1:] if k in self.option_map), "subscribe")
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        """The topics named: the path's (subscribe, a sink) or assign's; none for a pattern."""
+        assigned = self.assigned
+        if assigned is not None:
+            return tuple(assigned)
+        return tuple(t for t in self.topic.split(",") if t)
+
+    @property
+    def pattern(self) -> str | None:
+        return self.option_map.get("subscribePattern")
+
+    @property
+    def assigned(self) -> dict[str, list[int]] | None:
+        """assign's partitions by topic, or None."""
+        value = self.option_map.get("assign")
+        if value is None:
+            return None
+        return {t: sorted(set(parts)) for t, parts in json.loads(value).items()}
+
+    def reads(self, name: str) -> bool:
+        """Whether this input reads topic `name` (a pattern: the whole name matches)."""
+        pattern = self.pattern
+        if pattern is not None:
+            return re.fullmatch(pattern, name) is not None
+        return name in self.topics
+
+    def check_starting_offsets(self) -> None:
+        """startingOffsets as JSON names the topics read, and under assign the partitions
+        assigned: Spark refuses at start any other (it must name every partition it reads;
+        the partitions of subscribed topics are checked with the broker, sources/kafka.py)."""
+        value = self.option_map.get("startingOffsets", "latest")
+        if value in ("earliest", "latest"):
+            return
+        named = {t: sorted(int(p) for p in parts) for t, parts in json.loads(value).items()}
+        stray = sorted(t for t in named if not self.reads(t))
+        missing = sorted(set(self.topics) - set(named))
+        assigned = self.assigned
+        wrong = assigned is not None and not stray and not missing and named != assigned
+        if stray or missing or wrong:
+            what = (
+                f"it names {', '.join(stray)}, which this input does not read"
+                if stray
+                else f"it leaves out {', '.join(missing)}"
+                if missing
+                else f"its partitions {_short(named)} are not the assigned {_short(assigned)}"
+            )
+            raise ValueError(
+                f"startingOffsets={value}: {what}; Spark needs an offset for every partition "
+                "the input reads (-2 earliest, -1 latest), or startingOffsets=earliest|latest"
+            )
 
     @property
     def option_map(self) -> dict[str, str]:
@@ -154,7 +265,8 @@ class KafkaTopic:
     def spark_options(self) -> dict[str, str]:
         """The options of Spark's Kafka source (input) or sink."""
         key = "subscribe" if self.role == "input" else "topic"
-        return {"kafka.bootstrap.servers": self.servers, key: self.topic, **self.option_map}
+        named = {key: self.topic} if self.topic else {}
+        return {"kafka.bootstrap.servers": self.servers, **named, **self.option_map}
 
     def client_config(self) -> dict[str, str]:
         """The `kafka.*` options as a Kafka client's settings (for the topic check)."""
@@ -173,7 +285,40 @@ class KafkaTopic:
         return self.describe()
 
 
-_SAFE = '{}:,"'
+_SAFE = '{}:,"[]*^$()|'
+
+
+def _short(offsets: object) -> str:
+    return json.dumps(offsets, separators=(",", ":"))
+
+
+def _topic_path(path: str, role: Role, subscriptions: list[str]) -> str:
+    """The path's topics, checked: one for a sink; for an input a topic or a comma list, or
+    empty beside subscribePattern or assign (exactly one way to subscribe)."""
+    given = ["a topic path" if path else "", *subscriptions]
+    given = [g for g in given if g]
+    if role == "sink" and subscriptions:
+        raise ValueError(f"a Kafka sink writes the one topic of its path, not {subscriptions[0]}")
+    if len(given) != 1:
+        raise ValueError(
+            f"{USAGE}: an input reads exactly one of: topics in the path (/a or /a,b), "
+            '?subscribePattern=REGEX or ?assign={"TOPIC":[0,1]} with an empty path; '
+            + (f"got {' and '.join(given)}" if given else "got none")
+        )
+    if not path:
+        return path
+    names = [t.strip() for t in path.split(",")]
+    if role == "sink" and len(names) > 1:
+        raise ValueError(f"{USAGE}: a Kafka sink writes one topic, not {path!r}")
+    for name in names:
+        if not _TOPIC.match(name):
+            raise ValueError(
+                f"{USAGE}: the topic {name!r} is not a Kafka topic name "
+                "(1-249 of letters, digits, '.', '_', '-')"
+            )
+    if len(set(names)) != len(names):
+        raise ValueError(f"{USAGE}: a topic named twice in {path!r}")
+    return ",".join(names)
 
 
 def _shown(name: str, value: str) -> str:

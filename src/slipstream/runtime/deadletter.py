@@ -4,12 +4,12 @@ watermark it was judged by, in `STATE_DIR/late/PIPELINE/OUTPUT/batch-N.jsonl`.
 Spark shows neither its watermark to a query's DataFrames nor the rows an operator drops, so the
 dead-letter re-decides what Spark decided, after the fact and from the checkpoint: once output
 query Q has committed batch N, its offset log says which files batch N read from each file
-source (a Kafka input: which offset ranges of its topic, read again with a batch Kafka read,
-late_rows.py) (`offsets/N` and `offsets/N-1`: the source's log offsets; `sources/I/K` or a compacted
-`K.compact`: the paths), the batch's time (`offsets/N` `batchTimestampMs`) and the watermark
-the batch judged late rows by (`offsets/N-1` `batchWatermarkMs`, 0 for batch 0). It re-reads
-those files with Spark, with Q's own parse, event-time guard (at the batch's time) and `drop`
-expectations, so a quarantined record is never also late, and keeps the rows the first
+source (a Kafka input: which offset ranges of each topic it read, read again with a batch Kafka
+read, late_rows.py) (`offsets/N` and `offsets/N-1`: the source's log offsets; `sources/I/K` or a
+compacted `K.compact`: the paths), the batch's time (`offsets/N` `batchTimestampMs`) and the
+watermark the batch judged late rows by (`offsets/N-1` `batchWatermarkMs`, 0 for batch 0). It
+re-reads those files with Spark, with Q's own parse, event-time guard (at the batch's time) and
+`drop` expectations, so a quarantined record is never also late, and keeps the rows the first
 stateful operator's rule drops (late_plan.py). One line per late record: the raw record, the
 input, the file, the reason (`late: ts 10:01:00Z <= watermark 10:05:00Z`), the event time, the
 watermark (ISO UTC) and the batch.
@@ -272,7 +272,7 @@ class DeadLetter:
             if not staged and bound.source is not None and bound.source.rereads_offsets:
                 topic = bound.source.topic(bound.binding, bound.source_options)
                 assert topic is not None  # a source that re-reads offsets reads a topic
-                ranges = kafka_ranges(checkpoint, batch, topic.topic)  # the batch's offsets
+                ranges = kafka_ranges(checkpoint, batch, topic)  # the batch's, every topic
                 if ranges:
                     late = kafka_late_rows(self.spark, bound, rule, topic, ranges, at,
                                            watermark_ms)  # fmt: skip

@@ -16,7 +16,7 @@ stream input, as of each of OLD's queries' last committed batch:
   it stays in the plan on every restart, so a replayed first batch skips the same files.
 - a Kafka input: the next offset of each partition (the end offsets of the last committed
   batch) become the new checkpoint's `startingOffsets`, which Spark uses on a new checkpoint
-  only.
+  only; of each topic it reads (a list, a pattern's matches, the partitions assigned).
 
 Where several of OLD's queries read one input (the outputs, the quarantine), a file any of
 them read is skipped and a partition starts after the furthest of them: nothing OLD's outputs
@@ -48,6 +48,7 @@ from slipstream.runtime.landed import local_path
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from slipstream.core.kafka_url import KafkaTopic
     from slipstream.runtime.bound import BoundInput, Prepared
     from slipstream.settings.config import Settings
 
@@ -154,15 +155,8 @@ def take_position(old: Path, inputs: dict[str, BoundInput]) -> StartFrom:
             mine = sorted(f for f in read if _under(f, folder))
             starts[bound.name] = InputStart(bound.name, kind, tuple(mine))
         elif resumes_by == "offsets" and bound.binding.topic is not None:
-            topic = bound.binding.topic.topic
-            if topic not in offsets:
-                raise CheckpointError(
-                    "FROM_CHECKPOINT_OTHER_INPUT",
-                    f"input {bound.name}: {old} never read Kafka topic {topic} (it read "
-                    f"{', '.join(sorted(offsets)) or 'no topic'}); nothing was started",
-                    f"bind the topic OLD read, or drop {FLAG}",
-                )
-            starts[bound.name] = InputStart(bound.name, kind, offsets={topic: offsets[topic]})
+            where = kafka_start(old, bound.name, bound.binding.topic, offsets)
+            starts[bound.name] = InputStart(bound.name, kind, offsets=where)
         else:
             raise ConfigError(
                 "SOURCE_NOT_SUPPORTED",
@@ -172,6 +166,37 @@ def take_position(old: Path, inputs: dict[str, BoundInput]) -> StartFrom:
             )
     taken = datetime.now(UTC).isoformat(timespec="seconds")
     return StartFrom(old, taken, batches, starts)
+
+
+def kafka_start(
+    old: Path, name: str, topic: KafkaTopic, offsets: dict[str, dict[str, int]]
+) -> dict[str, dict[str, int]]:
+    """Where Kafka input `name` starts: OLD's next offset of each partition it reads. Every
+    topic it names (a list, assign's) OLD must have read; a pattern, at least one. Spark takes
+    startingOffsets only naming every partition read: one OLD never read starts at its
+    beginning (-2): an assigned partition, or (asked of the broker) a topic the pattern matches
+    that OLD never read."""
+    never = [t for t in topic.topics if t not in offsets]
+    read = {t: dict(parts) for t, parts in offsets.items() if topic.reads(t)}
+    if never or not read:
+        what = ", ".join(never) if never else f"a topic matching {topic.pattern}"
+        raise CheckpointError(
+            "FROM_CHECKPOINT_OTHER_INPUT",
+            f"input {name}: {old} never read Kafka {what} (it read "
+            f"{', '.join(sorted(offsets)) or 'no topic'}); nothing was started",
+            f"bind the topics OLD read, or drop {FLAG}",
+        )
+    now = topic.assigned
+    if now is None and topic.pattern is not None:
+        from slipstream.sources.kafka import partitions  # the broker, for a pattern only
+
+        now = partitions(topic)
+    if now is None:
+        return read
+    return {
+        t: {str(p): read.get(t, {}).get(str(p), -2) for p in sorted(parts)}
+        for t, parts in now.items()
+    }
 
 
 def _under(uri: str, folder: Path) -> bool:

@@ -35,7 +35,6 @@ from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared
 from slipstream.runtime.ingest_stage import bronze_dir
 
 _FILE_SOURCE = re.compile(r"FileSource\[(?P<path>[^\]]*)\]")
-_KAFKA_TOPIC = re.compile(r"[\[ ]subscribe=([A-Za-z0-9._-]+)[,\]]")
 
 
 def _ancestors(nodes: list[PlanNode], index: int) -> list[PlanNode]:
@@ -64,14 +63,19 @@ def _input_of(prepared: Prepared, relation: PlanNode) -> BoundInput | None:
 
 
 def _kafka_input_of(prepared: Prepared, relation: PlanNode) -> BoundInput | None:
-    """The Kafka input a `StreamingRelationV2 ... kafka, ... [subscribe=TOPIC, ...]` reads."""
-    found = _KAFKA_TOPIC.search(relation.text)
-    if found is None or "KafkaSourceProvider" not in relation.text:
+    """The Kafka input a `StreamingRelationV2 ... kafka, ... [subscribe=TOPIC, ...]` reads
+    (or `subscribe=a,b`, `subscribePattern=RE`, `assign=JSON`: the input's own option)."""
+    if "KafkaSourceProvider" not in relation.text:
         return None
     for bound in prepared.inputs.values():
         if bound.source is not None:
             topic = bound.source.topic(bound.binding, bound.source_options)
-            if topic is not None and topic.topic == found.group(1):
+            if topic is None:
+                continue
+            key = topic.subscription
+            option = f"{key}={topic.spark_options()[key]}"
+            # Spark prints the options as `[k=v, k=v]`: a value ends at ", " or "]"
+            if re.search(rf"[\[ ]{re.escape(option)}(, |\])", relation.text):
                 return bound
     return None
 

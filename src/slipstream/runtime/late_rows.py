@@ -25,13 +25,11 @@ from slipstream.core.kafka_url import KafkaTopic
 from slipstream.ingest.expectations import route
 from slipstream.ingest.parse import RAW, REASON, SOURCE
 from slipstream.runtime.inputs import parse_input
-from slipstream.sources.kafka import read_ranges
+from slipstream.sources.kafka import Ranges, read_ranges
 from slipstream.sources.parquet_files import parquet_rows
 
 if TYPE_CHECKING:
     from slipstream.runtime.bound import BoundInput
-
-Ranges = dict[str, tuple[int, int]]  # partition -> [start, end)
 
 
 def late_rows(
@@ -100,26 +98,34 @@ def _initial_offsets(checkpoint: Path, index: int) -> Any:
         return None
 
 
-def kafka_ranges(checkpoint: Path, batch: int, topic: str) -> Ranges:
-    """The offset ranges batch `batch` read of `topic` (empty: none, or not a Kafka input)."""
+def kafka_ranges(checkpoint: Path, batch: int, topic: KafkaTopic) -> Ranges:
+    """The offset ranges batch `batch` read of each topic `topic` reads (a list, a pattern's
+    matches, the partitions assigned), by topic (empty: none, or not a Kafka input). The
+    source is the first whose offsets name only topics this input reads."""
     now = batch_offsets(checkpoint, batch).sources
     before = batch_offsets(checkpoint, batch - 1).sources if batch > 0 else ()
     for index, offset in enumerate(now):
-        if not (isinstance(offset, dict) and isinstance(offset.get(topic), dict)):
+        if not (isinstance(offset, dict) and offset and "logOffset" not in offset):
+            continue
+        if not all(isinstance(v, dict) and topic.reads(str(t)) for t, v in offset.items()):
             continue
         if batch > 0:
             previous = before[index] if index < len(before) else None
         else:
             previous = _initial_offsets(checkpoint, index)
-        starts = previous.get(topic, {}) if isinstance(previous, dict) else {}
-        ranges = {}
-        for partition, end in offset[topic].items():
-            start = starts.get(partition)
-            if isinstance(end, int) and isinstance(start, int) and start >= 0 and end > start:
-                ranges[str(partition)] = (start, end)
-            elif isinstance(end, int) and end > 0 and start is None:
-                ranges[str(partition)] = (-2, end)  # a partition new since: from its start
-        return ranges
+        found: Ranges = {}
+        for name, ends in offset.items():
+            starts = previous.get(name, {}) if isinstance(previous, dict) else {}
+            ranges = {}
+            for partition, end in ends.items():
+                start = starts.get(partition) if isinstance(starts, dict) else None
+                if isinstance(end, int) and isinstance(start, int) and start >= 0 and end > start:
+                    ranges[str(partition)] = (start, end)
+                elif isinstance(end, int) and end > 0 and start is None:
+                    ranges[str(partition)] = (-2, end)  # a partition (a topic) new since
+            if ranges:
+                found[str(name)] = ranges
+        return found
     return {}
 
 

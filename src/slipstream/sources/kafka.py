@@ -49,7 +49,18 @@ def bound_topic(binding: Binding, options: SourceOptions) -> KafkaTopic:
 
 
 def check_topic(topic: KafkaTopic, timeout_s: float | None = None) -> int:
-    """The number of partitions of `topic`; KAFKA_UNREACHABLE or KAFKA_TOPIC_NOT_FOUND."""
+    """The number of partitions `topic` reads (or its sink topic has); KAFKA_UNREACHABLE,
+    KAFKA_TOPIC_NOT_FOUND, or CONFIG_BAD_VALUE for startingOffsets that do not name them."""
+    found = partitions(topic, timeout_s)
+    check_offsets(topic, found)
+    return sum(len(parts) for parts in found.values())
+
+
+def partitions(topic: KafkaTopic, timeout_s: float | None = None) -> dict[str, list[int]]:
+    """The partitions `topic` reads now, by topic, as the broker says: every partition of the
+    topics named (each must exist) or of those the pattern matches (none is no error: Spark
+    reads a matching topic once it is created), or the partitions assigned (each must
+    exist). KAFKA_UNREACHABLE or KAFKA_TOPIC_NOT_FOUND before any query starts."""
     timeout_s = CHECK_TIMEOUT_S if timeout_s is None else timeout_s
     try:  # an optional dependency: slipstream[kafka]
         from confluent_kafka import KafkaException
@@ -69,7 +80,9 @@ def check_topic(topic: KafkaTopic, timeout_s: float | None = None) -> int:
     }
     try:
         admin = AdminClient(config)
-        metadata = admin.list_topics(topic=topic.topic, timeout=timeout_s)
+        # every topic (a pattern), or the one named: listing one never creates it
+        one = topic.topics[0] if len(topic.topics) == 1 else None
+        metadata = admin.list_topics(topic=one, timeout=timeout_s)
     except KafkaException as exc:
         raise ConfigError(
             "KAFKA_UNREACHABLE",
@@ -77,16 +90,56 @@ def check_topic(topic: KafkaTopic, timeout_s: float | None = None) -> int:
             "start the broker (python -m slipstream.tools.kafka_broker start), or fix "
             "HOST:PORT and the kafka.* security options of the URL",
         ) from None
-    found = metadata.topics.get(topic.topic)
-    if found is None or found.error is not None or not found.partitions:
-        known = sorted(t for t in metadata.topics if not t.startswith("__"))
+    there = {
+        name: sorted(found.partitions)
+        for name, found in metadata.topics.items()
+        if found.error is None and found.partitions
+    }
+    known = sorted(t for t in there if not t.startswith("__"))
+    for name in topic.topics:
+        if name not in there:
+            raise ConfigError(
+                "KAFKA_TOPIC_NOT_FOUND",
+                f"topic {name!r} does not exist on the Kafka broker at {topic.servers}",
+                "create it first (kafka-topics.sh --create --topic NAME), or fix the name"
+                + (f"; topics there: {', '.join(known[:20])}" if known else ""),
+            )
+    assigned = topic.assigned
+    if assigned is not None:
+        for name, parts in assigned.items():
+            absent = [p for p in parts if p not in there[name]]
+            if absent:
+                raise ConfigError(
+                    "KAFKA_TOPIC_NOT_FOUND",
+                    f"topic {name!r} at {topic.servers} has no partition "
+                    f"{', '.join(map(str, absent))} (it has {len(there[name])}: "
+                    f"{', '.join(map(str, there[name]))})",
+                    "assign only partitions the topic has, or add partitions to it first",
+                )
+        return dict(assigned)
+    # a pattern never matches Kafka's internal topics (Spark lists topics without them)
+    return {n: parts for n, parts in there.items() if topic.reads(n) and not n.startswith("__")}
+
+
+def check_offsets(topic: KafkaTopic, found: dict[str, list[int]]) -> None:
+    """startingOffsets as JSON name every partition the input reads: Spark refuses any other
+    at the query's start ("you must specify all TopicPartitions")."""
+    value = topic.option_map.get("startingOffsets", "latest")
+    if topic.role != "input" or value in ("earliest", "latest"):
+        return
+    named = {t: sorted(int(p) for p in parts) for t, parts in json.loads(value).items()}
+    if named != found:
         raise ConfigError(
-            "KAFKA_TOPIC_NOT_FOUND",
-            f"topic {topic.topic!r} does not exist on the Kafka broker at {topic.servers}",
-            "create it first (kafka-topics.sh --create --topic NAME), or fix the name"
-            + (f"; topics there: {', '.join(known[:20])}" if known else ""),
+            "CONFIG_BAD_VALUE",
+            f"startingOffsets={value} of {topic.describe()} names partitions "
+            f"{_short(named)}, and the input reads {_short(found)} on the broker now",
+            "name an offset for every partition it reads (-2 earliest, -1 latest), or "
+            "startingOffsets=earliest|latest",
         )
-    return len(found.partitions)
+
+
+def _short(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 def client_settings(topic: KafkaTopic) -> dict[str, str]:
@@ -149,7 +202,7 @@ class KafkaSource(Source):
         topic = bound_topic(binding, options)
         starting = topic.option_map.get("startingOffsets", "latest")
         return (
-            f"kafka topic {topic.topic} at {topic.servers} as {binding.format} "
+            f"kafka {reading(topic)} at {topic.servers} as {binding.format} "
             f"(a new checkpoint starts at {starting} offsets)"
         )
 
@@ -158,6 +211,17 @@ class KafkaSource(Source):
         topic = bound_topic(binding, options)
         frame = raw_records(spark_stream(spark, "kafka", topic.spark_options()))
         return RawInput(frame, fmt if fmt in ("json", "csv", "text") else "json", True)
+
+
+def reading(topic: KafkaTopic) -> str:
+    """What an input reads, in words: `topic a`, `topics a, b`, `topics matching RE`,
+    `partitions {"a":[0,1]}`."""
+    if topic.pattern is not None:
+        return f"topics matching {topic.pattern}"
+    if topic.assigned is not None:
+        return f"partitions {_short(topic.assigned)}"
+    names = topic.topics
+    return f"topic{'s' if len(names) > 1 else ''} {', '.join(names)}"
 
 
 def raw_records(frame: DataFrame) -> DataFrame:
@@ -175,23 +239,24 @@ _STREAM_ONLY = ("startingOffsets", "startingTimestamp", "endingOffsets", "maxOff
                 "minOffsetsPerTrigger", "maxTriggerDelay")  # fmt: skip
 
 
-def read_ranges(
-    spark: SparkSession, topic: KafkaTopic, ranges: dict[str, tuple[int, int]]
-) -> DataFrame:
-    """The records of `ranges` (partition -> [start, end) offsets) as the stream read them:
-    value, and `kafka:TOPIC:P:OFFSET`; the late-row dead-letter re-reads a batch so."""
+Ranges = dict[str, dict[str, tuple[int, int]]]  # topic -> partition -> [start, end)
+
+
+def read_ranges(spark: SparkSession, topic: KafkaTopic, ranges: Ranges) -> DataFrame:
+    """The records of `ranges` (topic -> partition -> [start, end) offsets) as the stream read
+    them: value, and `kafka:TOPIC:P:OFFSET`; the late-row dead-letter re-reads a batch so."""
     options = {
         k: v
         for k, v in topic.spark_options().items()
         if k not in _STREAM_ONLY and k not in ("subscribe", "subscribePattern", "assign")
     }
-    starts = {topic.topic: {p: s for p, (s, _) in ranges.items()}}
-    ends = {topic.topic: {p: e for p, (_, e) in ranges.items()}}
+    starts = {t: {p: s for p, (s, _) in parts.items()} for t, parts in ranges.items()}
+    ends = {t: {p: e for p, (_, e) in parts.items()} for t, parts in ranges.items()}
     # `assign`, the partitions the batch read, not `subscribe`: Spark refuses offsets that do
     # not name every partition the consumer is assigned ("Partitions specified for Kafka start
     # offsets don't match what are assigned"), and a batch that read one partition of two
     # names one (seen in CI: every re-read of a 2-partition topic failed so)
-    assigned = {topic.topic: sorted(int(p) for p in ranges)}
+    assigned = {t: sorted(int(p) for p in parts) for t, parts in ranges.items()}
     frame = (
         spark.read.format("kafka")
         .options(**options)

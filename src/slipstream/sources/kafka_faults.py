@@ -35,13 +35,22 @@ _UNKNOWN_TOPIC = "UnknownTopicOrPartitionException"
 _TIMEOUT = re.compile(r"org\.apache\.kafka\.common\.errors\.TimeoutException: (.+)")
 
 
-def _topic_named(text: str, topics: list[KafkaTopic]) -> KafkaTopic | None:
-    """The input whose topic Spark's text names (a partition `TOPIC-N`), else the one input."""
+def _topic_named(text: str, topics: list[KafkaTopic]) -> tuple[KafkaTopic | None, str]:
+    """The input that reads the topic Spark's text names (a partition `TOPIC-N`; an input may
+    read several: a list, a pattern, partitions), else the one input; and the topic's name
+    (else what the input reads)."""
     for match in _PARTITION.finditer(text):
-        found = next((t for t in topics if t.topic == match.group(1)), None)
+        found = next((t for t in topics if t.reads(match.group(1))), None)
         if found is not None:
-            return found
-    return topics[0] if len(topics) == 1 else None
+            return found, match.group(1)
+    one = topics[0] if len(topics) == 1 else None
+    return one, (_what(one) if one is not None else "")
+
+
+def _what(topic: KafkaTopic) -> str:
+    if topic.pattern is not None:
+        return f"a topic matching {topic.pattern}"
+    return ", ".join(topic.topics)
 
 
 def _with_option(topic: KafkaTopic, name: str, value: str) -> str:
@@ -61,8 +70,8 @@ def as_kafka_failure(
     # the message, and the JVM's trace with its causes (PySpark keeps it beside the message):
     # inside a foreachBatch the cause may be only there
     text = f"{error}\n{getattr(error, '_stackTrace', '') or ''}"
-    topic = _topic_named(text, topics)
-    name = f"topic {topic.topic} at {topic.servers}" if topic else "a Kafka topic"
+    topic, named = _topic_named(text, topics)
+    name = f"topic {named} at {topic.servers}" if topic else "a Kafka topic"
     if _DATA_LOST in text:
         at = text.find(_DATA_LOST)
         reason = _REASON.search(text, at)  # Spark's own: a foreachBatch error has a "Reason:" too

@@ -55,7 +55,7 @@ def test_per_partition_starting_offsets_are_spark_json() -> None:
         (URL + "?kafka.auto.offset.reset=earliest", "Spark sets it itself"),
         (URL + "?kafka.bootstrap.servers=x:1", "Spark sets it itself"),
         ("kafka://127.0.0.1/topic", "'127.0.0.1' is not HOST:PORT"),
-        ("kafka://127.0.0.1:9092/", "is not a Kafka topic name"),
+        ("kafka://127.0.0.1:9092/", "an input reads exactly one of"),
         ("kafka://127.0.0.1:9092/a/b", "is not a Kafka topic name"),
         ("kafka://user:pw@127.0.0.1:9092/t", "security settings go in kafka.* options"),
     ],
@@ -349,9 +349,11 @@ def test_a_kafka_batchs_offset_ranges_come_from_the_offset_log(tmp_path) -> None
         [{"acts": {"0": 9, "1": 3}}, {"acts": {"0": 9, "1": 7, "2": 4}}]
     ):
         (tmp_path / "offsets" / str(batch)).write_text(f"v1\n{meta}\n{json.dumps(offsets)}\n")
-    assert kafka_ranges(tmp_path, 0, "acts") == {"0": (5, 9), "1": (0, 3)}
-    assert kafka_ranges(tmp_path, 1, "acts") == {"1": (3, 7), "2": (-2, 4)}
-    assert kafka_ranges(tmp_path, 1, "elsewhere") == {}
+    acts = KafkaTopic.parse("kafka://127.0.0.1:9092/acts")
+    assert kafka_ranges(tmp_path, 0, acts) == {"acts": {"0": (5, 9), "1": (0, 3)}}
+    assert kafka_ranges(tmp_path, 1, acts) == {"acts": {"1": (3, 7), "2": (-2, 4)}}
+    elsewhere = KafkaTopic.parse("kafka://127.0.0.1:9092/elsewhere")
+    assert kafka_ranges(tmp_path, 1, elsewhere) == {}
 
 
 def test_a_topic_read_in_bounded_batches_keeps_its_batches_through_the_ingest_stage() -> None:
