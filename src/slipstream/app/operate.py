@@ -121,9 +121,9 @@ def status(state_dir: Path, pipeline: str | None, as_json: bool, out: TextIO) ->
     import json
 
     from slipstream.monitor.console import show, table
-    from slipstream.monitor.events import utc_now
     from slipstream.monitor.status import load_status
     from slipstream.monitor.status_view import format_status_table, status_table, to_json
+    from slipstream.monitor.timestamps import utc_now
 
     now = utc_now()
     statuses = [s for s in load_status(state_dir, now) if pipeline in (None, s.pipeline)]

@@ -30,7 +30,6 @@ from urllib.parse import urlsplit
 
 from slipstream.core.closing import Closing
 from slipstream.monitor.eventlog import EventLogFollower, event_log_path, json_safe, pipelines_in
-from slipstream.monitor.events import Clock, format_ts, utc_now
 from slipstream.monitor.hosts import IDLE_TIMEOUT, REFUSAL, BoundedServer, host_allowed
 from slipstream.monitor.status import (
     DEFAULT_STALL_AFTER,
@@ -39,6 +38,7 @@ from slipstream.monitor.status import (
     StatusTracker,
     pid_alive,
 )
+from slipstream.monitor.timestamps import Clock, format_ts, utc_now
 
 logger = logging.getLogger(__name__)
 

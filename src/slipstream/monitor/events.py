@@ -11,54 +11,23 @@ query shape (no watermark, no state, first batch).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, ClassVar, Literal
 
 from slipstream.errors import SlipstreamError
 from slipstream.monitor.state import OperatorState, live_operators
+from slipstream.monitor.timestamps import EPOCH, format_ts, parse_ts
 
 EventKind = Literal["run_started", "run_stopped", "started", "progress", "idle", "terminated"]
 
 QUALITY_METRIC = "quality"  # observe(): input and quarantined rows (quality.INPUT per input)
 EXPECTATIONS_METRIC = "expectations"  # observe(): violations per expectation rule
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-Clock = Callable[[], datetime]  # the current time, aware UTC; injected where "now" matters
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
 
 class EventFormatError(SlipstreamError, ValueError):
     """A record that is not a slipstream event; ``code`` is stable, the message is for people."""
-
-
-# --------------------------------------------------------------------------- time helpers
-
-
-def parse_ts(value: Any) -> datetime | None:
-    """An aware UTC datetime from an ISO-8601 string (``Z`` or offset); None if absent or bad."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
-
-
-def format_ts(value: datetime) -> str:
-    """``2024-05-01T12:00:00.123Z``: the millisecond UTC form Spark itself writes."""
-    if value.tzinfo is None:
-        raise ValueError(f"timestamps must be timezone-aware; got naive {value!r}")
-    utc = value.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
 def _finite(value: Any) -> float | None:
@@ -272,7 +241,7 @@ class QueryProgress(_QueryEvent):
         treated as "no watermark".
         """
         mark = parse_ts(_mapping(self.progress.get("eventTime")).get("watermark"))
-        return None if mark is None or mark == _EPOCH else mark
+        return None if mark is None or mark == EPOCH else mark
 
     @property
     def newest_event(self) -> datetime | None:

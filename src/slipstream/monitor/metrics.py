@@ -27,18 +27,12 @@ from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
 from slipstream.core.closing import Closing
-from slipstream.monitor.events import (
-    Clock,
-    Event,
-    QueryProgress,
-    QueryTerminated,
-    parse_event,
-    utc_now,
-)
+from slipstream.monitor.events import Event, QueryProgress, QueryTerminated, parse_event
 from slipstream.monitor.health import data_clock
 from slipstream.monitor.hosts import IDLE_TIMEOUT, BoundedServer, guarded
 from slipstream.monitor.kafka_lag import partition_lag
 from slipstream.monitor.state import operator_label
+from slipstream.monitor.timestamps import Clock, utc_now
 
 LABELS = ("pipeline", "query")
 

@@ -14,8 +14,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from slipstream.monitor.eventlog import EventLog
-from slipstream.monitor.events import Clock, RunStarted, RunStopped, utc_now
+from slipstream.monitor.events import RunStarted, RunStopped
 from slipstream.monitor.listener import Record
+from slipstream.monitor.timestamps import Clock, utc_now
 
 MAX_BYTES = 5_000_000  # about 1,500 progress records of a two-query run
 BACKUPS = 2  # so a log never holds much more than 15 MB

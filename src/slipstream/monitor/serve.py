@@ -24,9 +24,9 @@ from prometheus_client import CollectorRegistry
 from slipstream.core.closing import Closing
 from slipstream.errors import ConfigError
 from slipstream.monitor.dashboard import DashboardServer, EventLogStatus, serve_dashboard
-from slipstream.monitor.events import Clock, utc_now
 from slipstream.monitor.listener import Handler
 from slipstream.monitor.metrics import MetricsServer, SlipstreamMetrics, serve_metrics
+from slipstream.monitor.timestamps import Clock, utc_now
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, Settings
 
 Server = TypeVar("Server")
