@@ -23,8 +23,6 @@ query stops; a restart from the checkpoint runs it again).
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +33,7 @@ from slipstream.core.files import write_atomically
 from slipstream.core.specs import SinkSpec
 from slipstream.errors import ConfigError, SlipstreamError
 from slipstream.sinks.base import BatchInfo, BatchSink, SinkContext, drain, fault_point
+from slipstream.sinks.foreach import import_attr
 
 log = logging.getLogger("slipstream.sinks")
 
@@ -46,30 +45,13 @@ LEDGER = "batch-ledger"
 
 def load_batch_writer(target: str) -> BatchWriter:
     """`module:attr` -> the function (or callable object) to call once per batch."""
-    module_name, _, attr = target.rpartition(":")
-    if not module_name or not attr:
-        raise ConfigError(
-            "SINK_BAD_TARGET",
-            f"batch sink target {target!r} is not module:attr",
-            "give --sink batch:package.module:function",
-        )
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(
-            "SINK_BAD_TARGET",
-            f"cannot import {module_name!r} for the batch sink: {exc}",
-            "make the module importable (installed, or on PYTHONPATH of the driver)",
-        ) from None
-    obj = getattr(module, attr, None)
-    if obj is None:
-        raise ConfigError(
-            "SINK_BAD_TARGET",
-            f"module {module_name!r} has no attribute {attr!r}",
-            "name a function write(frame, info), or a class whose instances are callable",
-        )
-    if inspect.isclass(obj):
-        obj = obj()
+    obj = import_attr(
+        target,
+        "batch",
+        "give --sink batch:package.module:function",
+        "of the driver",
+        "name a function write(frame, info), or a class whose instances are callable",
+    )
     if not callable(obj):
         raise ConfigError(
             "SINK_BAD_TARGET",

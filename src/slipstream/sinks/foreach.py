@@ -48,33 +48,39 @@ from slipstream.errors import ConfigError
 from slipstream.sinks.base import Sink, SinkContext
 
 
-def load_writer(target: str) -> Any:
-    """`module:attr` -> a writer object or function; refuses what Spark could not call."""
+def import_attr(target: str, sink: str, give: str, where: str, name_fix: str) -> Any:
+    """`module:attr` -> the object it names, for a sink of user code (foreach, batch); a class
+    is made once with no arguments. Refusals name the sink, the target and the fix."""
     module_name, _, attr = target.rpartition(":")
     if not module_name or not attr:
         raise ConfigError(
-            "SINK_BAD_TARGET",
-            f"foreach sink target {target!r} is not module:attr",
-            "give --sink foreach:package.module:WriterClass",
+            "SINK_BAD_TARGET", f"{sink} sink target {target!r} is not module:attr", give
         )
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(
             "SINK_BAD_TARGET",
-            f"cannot import {module_name!r} for the foreach sink: {exc}",
-            "make the module importable (installed, or on PYTHONPATH on the driver and executors)",
+            f"cannot import {module_name!r} for the {sink} sink: {exc}",
+            f"make the module importable (installed, or on PYTHONPATH {where})",
         ) from None
-    try:
-        obj = getattr(module, attr)
-    except AttributeError:
+    obj = getattr(module, attr, None)
+    if obj is None:
         raise ConfigError(
-            "SINK_BAD_TARGET",
-            f"module {module_name!r} has no attribute {attr!r}",
-            "name a ForeachWriter-style class, an instance, or a function",
-        ) from None
-    if inspect.isclass(obj):
-        obj = obj()
+            "SINK_BAD_TARGET", f"module {module_name!r} has no attribute {attr!r}", name_fix
+        )
+    return obj() if inspect.isclass(obj) else obj
+
+
+def load_writer(target: str) -> Any:
+    """`module:attr` -> a writer object or function; refuses what Spark could not call."""
+    obj = import_attr(
+        target,
+        "foreach",
+        "give --sink foreach:package.module:WriterClass",
+        "on the driver and executors",
+        "name a ForeachWriter-style class, an instance, or a function",
+    )
     if hasattr(obj, "process"):
         if not callable(obj.process):
             raise ConfigError(
