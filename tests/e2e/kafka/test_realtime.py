@@ -17,8 +17,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
-from contextlib import closing
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -81,14 +81,25 @@ def _running(h: PipelineHarness) -> Callable[[], None]:
     return alive
 
 
+@contextmanager
+def _shuffle_partitions(spark: SparkSession, partitions: int) -> Iterator[None]:
+    """The session's shuffle partitions at `partitions` inside, its value before after. The
+    session is shared, and an in-process run's session builder sets its own default on it, so a
+    test that depends on the number says it."""
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    try:
+        yield
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+
+
 @pytest.fixture
-def one_shuffle_partition(kafka_spark: SparkSession) -> Any:
+def one_shuffle_partition(kafka_spark: SparkSession) -> Iterator[None]:
     """Real-time queries hold a slot per source and shuffle partition (local[2] here): one
     shuffle partition while the test's queries start, the session's value after."""
-    before = kafka_spark.conf.get("spark.sql.shuffle.partitions")
-    kafka_spark.conf.set("spark.sql.shuffle.partitions", "1")
-    yield
-    kafka_spark.conf.set("spark.sql.shuffle.partitions", before)
+    with _shuffle_partitions(kafka_spark, 1):
+        yield
 
 
 def _mobile_lines(count: int, start: datetime, seed: int) -> list[str]:
@@ -404,7 +415,8 @@ def test_a_run_with_too_few_slots_is_refused_before_start(
         environ={},
     )
     out = io.StringIO()
-    assert check_command(settings, out, kafka_spark) != 0
+    with _shuffle_partitions(kafka_spark, 2):
+        assert check_command(settings, out, kafka_spark) != 0
     refused = [line for line in out.getvalue().splitlines() if line.startswith("refused")]
     assert len(refused) == 1 and "REAL_TIME_NEEDS_SLOTS" in refused[0], out.getvalue()
     assert "hold 4 task slots" in refused[0] and "Spark has 2" in refused[0], refused
