@@ -7,7 +7,8 @@ checked before Spark starts."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from slipstream.analysis import realtime
 from slipstream.analysis.plan import Plan
@@ -15,6 +16,20 @@ from slipstream.core.specs import OutputMode, SinkSpec, TriggerSpec
 from slipstream.errors import ValidationError
 from slipstream.sinks import registry as sink_registry
 from slipstream.sources import registry as source_registry
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What the rules judge: one output's plan, read from its query, and how it is to run."""
+
+    plan: Plan
+    mode: OutputMode
+    sink: SinkSpec
+    trigger: TriggerSpec
+    source: str | Iterable[str]
+
+
+Rule = Callable[[Judged], list[ValidationError]]
 
 
 def violations(
@@ -25,124 +40,198 @@ def violations(
     source: str | Iterable[str],
     offered_modes: Iterable[OutputMode] | None = None,
 ) -> list[ValidationError]:
-    found: list[ValidationError] = []
+    """Every rule `RULES` holds that this output breaks, in order; when none, whether the
+    pipeline offers the mode."""
+    q = Judged(plan, mode, sink, trigger, source)
+    found = [broken for rule in RULES for broken in rule(q)]
+    return found or _offered(mode, offered_modes)
 
-    def refuse(code: str, message: str, fix: str) -> None:
-        found.append(ValidationError(code, message, fix))
 
-    found += _file_sink(mode, sink)
-    if mode == "complete" and not plan.aggregation:
-        refuse(
-            "COMPLETE_NEEDS_AGGREGATION",
-            "complete mode rewrites the whole result table, which needs a streaming "
-            "aggregation; this query has none",
-            "use --mode append (or update) for a query without aggregation",
+def _complete_mode(q: Judged) -> list[ValidationError]:
+    if q.mode == "complete" and not q.plan.aggregation:
+        return [
+            ValidationError(
+                "COMPLETE_NEEDS_AGGREGATION",
+                "complete mode rewrites the whole result table, which needs a streaming "
+                "aggregation; this query has none",
+                "use --mode append (or update) for a query without aggregation",
+            )
+        ]
+    return []
+
+
+def _append_aggregation(q: Judged) -> list[ValidationError]:
+    plan = q.plan
+    if not plan.aggregation or q.mode != "append":
+        return []
+    if plan.window == "none" or plan.watermark_column is None:
+        message, fix = (
+            "append mode on an aggregation needs an event-time window with a watermark: "
+            "without one, no row is ever final",
+            "use --mode update or complete, or aggregate over an event-time window with "
+            "withWatermark on the same column",
         )
-    if plan.aggregation and mode == "append":
-        if plan.window == "none" or plan.watermark_column is None:
-            refuse(
-                "APPEND_NEEDS_WATERMARK",
-                "append mode on an aggregation needs an event-time window with a watermark: "
-                "without one, no row is ever final",
-                "use --mode update or complete, or aggregate over an event-time window with "
-                "withWatermark on the same column",
-            )
-        elif plan.watermark_column != plan.window_column:
-            refuse(
-                "APPEND_NEEDS_WATERMARK",
-                f"the watermark is on {plan.watermark_column!r} but the window is on "
-                f"{plan.window_column!r}",
-                "put withWatermark on the window's event-time column",
-            )
-        elif not plan.watermark_before_aggregation:
-            refuse(
-                "APPEND_NEEDS_WATERMARK",
-                "the watermark is declared after the groupBy, so Spark ignores it",
-                "call withWatermark before groupBy",
-            )
-    if plan.window == "session" and mode == "update":
-        refuse(
-            "SESSION_WINDOW_NO_UPDATE",
-            "session windows do not support update mode",
-            "use --mode append (sessions emitted when they close) or complete",
+    elif plan.watermark_column != plan.window_column:
+        message, fix = (
+            f"the watermark is on {plan.watermark_column!r} but the window is on "
+            f"{plan.window_column!r}",
+            "put withWatermark on the window's event-time column",
         )
-    if plan.stream_stream_join and mode != "append":
-        refuse(
-            "STREAM_JOIN_APPEND_ONLY",
-            f"a join of two streams emits each match once, in append mode only; got --mode {mode}",
-            "use --mode append, and aggregate the joined rows in a query of their own",
+    elif not plan.watermark_before_aggregation:
+        message, fix = (
+            "the watermark is declared after the groupBy, so Spark ignores it",
+            "call withWatermark before groupBy",
+        )
+    else:
+        return []
+    return [ValidationError("APPEND_NEEDS_WATERMARK", message, fix)]
+
+
+def _session_window(q: Judged) -> list[ValidationError]:
+    if q.plan.window == "session" and q.mode == "update":
+        return [
+            ValidationError(
+                "SESSION_WINDOW_NO_UPDATE",
+                "session windows do not support update mode",
+                "use --mode append (sessions emitted when they close) or complete",
+            )
+        ]
+    return []
+
+
+def _stream_join(q: Judged) -> list[ValidationError]:
+    plan = q.plan
+    if not plan.stream_stream_join:
+        return []
+    found = []
+    if q.mode != "append":
+        found.append(
+            ValidationError(
+                "STREAM_JOIN_APPEND_ONLY",
+                "a join of two streams emits each match once, in append mode only; "
+                f"got --mode {q.mode}",
+                "use --mode append, and aggregate the joined rows in a query of their own",
+            )
         )
     outer = plan.stream_join_kind not in (None, "Inner")
-    if plan.stream_stream_join and outer and not plan.stream_join_bounded:
-        refuse(
-            "STREAM_JOIN_NEEDS_WATERMARK",
-            f"a {plan.stream_join_kind} join of two streams must know when a row can no longer "
-            "match: both sides need a watermark and the condition must relate their event times",
-            "withWatermark on both streams, and a time range in the join condition such as "
-            "click_time BETWEEN impression_time AND impression_time + INTERVAL 1 HOUR",
+    if outer and not plan.stream_join_bounded:
+        found.append(
+            ValidationError(
+                "STREAM_JOIN_NEEDS_WATERMARK",
+                f"a {plan.stream_join_kind} join of two streams must know when a row can no "
+                "longer match: both sides need a watermark and the condition must relate their "
+                "event times",
+                "withWatermark on both streams, and a time range in the join condition such as "
+                "click_time BETWEEN impression_time AND impression_time + INTERVAL 1 HOUR",
+            )
         )
-    for op in plan.stream_ops:
-        if op == "sort" and plan.aggregation and plan.ops_after_aggregation:
-            if mode != "complete":
-                refuse(
-                    "SORT_NEEDS_COMPLETE",
-                    f"sorting an aggregated stream is supported in complete mode only; got "
-                    f"--mode {mode}",
-                    "use --mode complete, or sort when reading the sink",
-                )
-            continue
-        if not plan.aggregation or not plan.ops_after_aggregation:
-            refuse(
-                "UNSUPPORTED_STREAM_OPERATION",
-                f"{op} is not supported on a streaming DataFrame without an aggregation",
-                {
-                    "limit": "apply the limit when reading the sink's table",
-                    "distinct": "use dropDuplicates with a watermark (bounded state)",
-                    "sort": "sort when reading the sink's table",
-                }[op],
-            )
-    if plan.processing_timers and trigger.kind == "available-now":
-        refuse(
-            "PROCESSING_TIMERS_UNBOUNDED",
-            "a stateful processor with processing-time timers asks Spark for a batch on every "
-            "trigger, so a --trigger available-now run would never end",
-            "use --trigger once (one batch), or a micro-batch trigger stopped by --duration or "
-            "Ctrl-C, or event-time timers (activity: --timeout event)",
-        )
-    if trigger.kind == "real-time":
-        reasons = realtime.blockers(plan, mode, sink.kind, source)
-        if reasons:
-            refuse(
-                "REAL_TIME_NOT_ELIGIBLE",
-                "Spark's real-time mode cannot run this output: " + "; ".join(reasons),
-                "use a micro-batch trigger (default or an interval such as 1s) for it",
-            )
-    if trigger.kind == "continuous":
-        code = "CONTINUOUS_NOT_ELIGIBLE"
-        sources = source_registry.kinds_that("continuous")
-        sinks = sink_registry.kinds_that("continuous")
-        reasons = []
-        if not plan.map_like:
-            reasons.append("the query is stateful or joins (only map-like queries are allowed)")
-        if plan.quarantine:
-            reasons.append(
-                "records are parsed into a quarantine (a parse barrier and observed metrics: "
-                "Spark runs only projections and filters this way)"
-            )
-        for kind in realtime.kinds_of(source):
-            if not source_registry.source_class(kind).continuous:
-                reasons.append(f"source {kind} (allowed: {', '.join(sorted(sources))})")
-        if not sink_registry.sink_class(sink.kind).continuous:
-            reasons.append(f"sink {sink.kind} (allowed: {', '.join(sorted(sinks))})")
-        if reasons:
-            refuse(
-                code,
-                f"the {trigger.kind} trigger cannot run this query: " + "; ".join(reasons),
-                "use a micro-batch trigger (default or an interval such as 1s)",
-            )
-    if not found:
-        found += _offered(mode, offered_modes)
     return found
+
+
+#: how to do without an operation Spark refuses on a stream without an aggregation
+_INSTEAD = {
+    "limit": "apply the limit when reading the sink's table",
+    "distinct": "use dropDuplicates with a watermark (bounded state)",
+    "sort": "sort when reading the sink's table",
+}
+
+
+def _stream_operations(q: Judged) -> list[ValidationError]:
+    plan = q.plan
+    after_aggregation = plan.aggregation and plan.ops_after_aggregation
+    found = []
+    for op in plan.stream_ops:
+        if op == "sort" and after_aggregation:
+            if q.mode != "complete":
+                found.append(
+                    ValidationError(
+                        "SORT_NEEDS_COMPLETE",
+                        "sorting an aggregated stream is supported in complete mode only; got "
+                        f"--mode {q.mode}",
+                        "use --mode complete, or sort when reading the sink",
+                    )
+                )
+        elif not after_aggregation:
+            found.append(
+                ValidationError(
+                    "UNSUPPORTED_STREAM_OPERATION",
+                    f"{op} is not supported on a streaming DataFrame without an aggregation",
+                    _INSTEAD[op],
+                )
+            )
+    return found
+
+
+def _processing_timers(q: Judged) -> list[ValidationError]:
+    if q.plan.processing_timers and q.trigger.kind == "available-now":
+        return [
+            ValidationError(
+                "PROCESSING_TIMERS_UNBOUNDED",
+                "a stateful processor with processing-time timers asks Spark for a batch on "
+                "every trigger, so a --trigger available-now run would never end",
+                "use --trigger once (one batch), or a micro-batch trigger stopped by --duration "
+                "or Ctrl-C, or event-time timers (activity: --timeout event)",
+            )
+        ]
+    return []
+
+
+def _real_time(q: Judged) -> list[ValidationError]:
+    if q.trigger.kind != "real-time":
+        return []
+    reasons = realtime.blockers(q.plan, q.mode, q.sink.kind, q.source)
+    if not reasons:
+        return []
+    return [
+        ValidationError(
+            "REAL_TIME_NOT_ELIGIBLE",
+            "Spark's real-time mode cannot run this output: " + "; ".join(reasons),
+            "use a micro-batch trigger (default or an interval such as 1s) for it",
+        )
+    ]
+
+
+def _continuous(q: Judged) -> list[ValidationError]:
+    if q.trigger.kind != "continuous":
+        return []
+    reasons = []
+    if not q.plan.map_like:
+        reasons.append("the query is stateful or joins (only map-like queries are allowed)")
+    if q.plan.quarantine:
+        reasons.append(
+            "records are parsed into a quarantine (a parse barrier and observed metrics: "
+            "Spark runs only projections and filters this way)"
+        )
+    sources = source_registry.kinds_that("continuous")
+    for kind in realtime.kinds_of(q.source):
+        if not source_registry.source_class(kind).continuous:
+            reasons.append(f"source {kind} (allowed: {', '.join(sorted(sources))})")
+    if not sink_registry.sink_class(q.sink.kind).continuous:
+        sinks = sink_registry.kinds_that("continuous")
+        reasons.append(f"sink {q.sink.kind} (allowed: {', '.join(sorted(sinks))})")
+    if not reasons:
+        return []
+    return [
+        ValidationError(
+            "CONTINUOUS_NOT_ELIGIBLE",
+            f"the {q.trigger.kind} trigger cannot run this query: " + "; ".join(reasons),
+            "use a micro-batch trigger (default or an interval such as 1s)",
+        )
+    ]
+
+
+#: the rules `violations` asks, in the order their refusals are listed
+RULES: tuple[Rule, ...] = (
+    lambda q: _file_sink(q.mode, q.sink),
+    _complete_mode,
+    _append_aggregation,
+    _session_window,
+    _stream_join,
+    _stream_operations,
+    _processing_timers,
+    _real_time,
+    _continuous,
+)
 
 
 def settings_violations(
