@@ -2,8 +2,9 @@
 in a fresh folder; a block titled with a path (```json title="landing/x.jsonl") is written to
 that file, each line of a ```sh block runs in bash with the installed `slipstream` and `python`
 on PATH, and a `# exit N` comment is the exit code the page promises (0 otherwise). The results
-are then compared with an independent computation. tests/unit/project/test_docs_site.py checks that
-every page with a ```sh block is run here."""
+are then compared with an independent computation. The tour (docs/tour.md) runs line by line in
+test_cli_tour, each line's exit code and refusal checked. tests/unit/project/test_docs_site.py
+checks that every page with a ```sh block is run here."""
 
 from __future__ import annotations
 
