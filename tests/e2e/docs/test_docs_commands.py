@@ -2,13 +2,15 @@
 in a fresh folder; a block titled with a path (```json title="landing/x.jsonl") is written to
 that file, each line of a ```sh block runs in bash with the installed `slipstream` and `python`
 on PATH, and a `# exit N` comment is the exit code the page promises (0 otherwise). The results
-are then compared with an independent computation. tests/unit/project/test_docs_site.py checks that
-every page with a ```sh block is run here."""
+are then compared with an independent computation. The tour (docs/tour.md) runs line by line in
+test_cli_tour, each line's exit code and refusal checked. tests/unit/project/test_docs_site.py
+checks that every page with a ```sh block is run here."""
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -19,14 +21,16 @@ import pytest
 
 from slipstream.sinks.spark_sinks import committed_files
 from tests import doc_blocks
-from tests.helpers import MOBILE_SAMPLES, cli_env, mobile_counts
+from tests.helpers import MOBILE_SAMPLES, cli_env, mobile_counts, slipstream
 
 #: page -> the test that runs its ```sh blocks (tests/unit/project/test_docs_site.py reads this)
 RUN_HERE = {
     "docs/getting-started.md": "test_getting_started_toml_example",
     "docs/tutorial.md": "test_tutorial_from_init_to_a_crash_safe_run",
     "docs/howto/postgresql.md": "test_postgresql_howto",
+    "docs/tour.md": "test_cli_tour",
 }
+TOUR = "docs/tour.md"
 
 
 def run_page(page: str, cwd: Path, env: dict[str, str] | None = None) -> list[str]:
@@ -132,3 +136,37 @@ def test_getting_started_toml_example(tmp_path: Path) -> None:
         views = [dict(r) for r in conn.execute("SELECT * FROM article_views")]
     assert expected and table_rows(views) == expected
     assert list((tmp_path / "archive").glob("*.parquet"))  # [outputs.archive] was bound
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_cli_tour(tmp_path: Path) -> None:
+    """docs/tour.md's commands (once the README's "A tour of the CLI"), one by one: each exits
+    as its comment says (a refusal names its code); mobile's table equals pandas over the
+    landed lines; `reset` removes the checkpoint."""
+    for line in doc_blocks.block_after(TOUR, "## The commands", "sh").strip().splitlines():
+        command, _, comment = line.partition("#")
+        args = shlex.split(command)
+        assert args[0] == "slipstream"
+        expected = int(m.group(1)) if (m := re.search(r"exit (\d)", comment)) else 0
+        done = slipstream(*args[1:], cwd=tmp_path)
+        assert done.returncode == expected, (line, done.stdout[-3000:], done.stderr[-3000:])
+        if expected == 2:
+            code = re.search(r"[A-Z_]{6,}", comment).group(0)  # the rule's code
+            assert code in done.stdout + done.stderr
+        if args[1:3] == ["run", "mobile"] and "parquet" not in line:
+            lines = [
+                x
+                for f in sorted((tmp_path / "landing").iterdir())
+                for x in f.read_text().splitlines()
+            ]
+            with sqlite3.connect(tmp_path / "state" / "slipstream.db") as conn:
+                table = sorted(
+                    conn.execute(
+                        "SELECT window_start, action, count FROM mobile_action_counts"
+                    ).fetchall()
+                )
+            assert table == sorted(mobile_counts(lines).itertuples(index=False, name=None))
+        if "parquet" in line and args[1] == "run" and expected == 0:
+            assert list((tmp_path / "out").glob("*.parquet"))
+    assert not (tmp_path / "state" / "checkpoints" / "mobile").exists()  # reset removed it

@@ -1,12 +1,11 @@
-"""The README's commands and code, and those the README moved to the documentation pages (the
+"""The README's quick start, and the code the README moved to the documentation pages (the
 harness examples in docs/howto/testing.md, the workloads in docs/pipelines.md), run as a new
-user would. The other pages' commands: tests/e2e/docs/test_docs_commands.py,
-tests/e2e/kafka/test_kafka.py."""
+user would. The other pages' commands (the tour of the CLI among them):
+tests/e2e/docs/test_docs_commands.py, tests/e2e/kafka/test_kafka.py."""
 
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +15,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tests import doc_blocks
-from tests.helpers import mobile_counts, slipstream
+from tests.helpers import slipstream
 
 TESTING = "docs/howto/testing.md"
 
@@ -30,37 +29,6 @@ def test_quick_start_is_two_commands() -> None:
         "make demo    # the flagship job on embedded defaults: local Spark, files, SQLite",
         "make test    # lint + the whole suite (starts the services it needs)",
     ]
-
-
-@pytest.mark.spark
-@pytest.mark.slow
-def test_cli_tour(tmp_path: Path) -> None:
-    for line in block_after("## A tour of the CLI", "sh").strip().splitlines():
-        command, _, comment = line.partition("#")
-        args = shlex.split(command)
-        assert args[0] == "slipstream"
-        expected = int(m.group(1)) if (m := re.search(r"exit (\d)", comment)) else 0
-        done = slipstream(*args[1:], cwd=tmp_path)
-        assert done.returncode == expected, (line, done.stdout[-3000:], done.stderr[-3000:])
-        if expected == 2:
-            code = re.search(r"[A-Z_]{6,}", comment).group(0)  # the rule's code
-            assert code in done.stdout + done.stderr
-        if args[1:3] == ["run", "mobile"] and "parquet" not in line:
-            lines = [
-                x
-                for f in sorted((tmp_path / "landing").iterdir())
-                for x in f.read_text().splitlines()
-            ]
-            with sqlite3.connect(tmp_path / "state" / "slipstream.db") as conn:
-                table = sorted(
-                    conn.execute(
-                        "SELECT window_start, action, count FROM mobile_action_counts"
-                    ).fetchall()
-                )
-            assert table == sorted(mobile_counts(lines).itertuples(index=False, name=None))
-        if "parquet" in line and args[1] == "run" and expected == 0:
-            assert list((tmp_path / "out").glob("*.parquet"))
-    assert not (tmp_path / "state" / "checkpoints" / "mobile").exists()  # reset removed it
 
 
 @pytest.mark.spark
