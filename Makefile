@@ -69,8 +69,11 @@ format: venv
 services:
 	bash scripts/install-services.sh
 
+# two pytest workers, a test file each at a time (its module fixtures run once), in the files'
+# order: the slow end-to-end files first, the short unit files last to even out the end
+TEST_WORKERS ?= 2
 test: venv check-java lint services
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # every test that needs no Spark and no service, in about 2-3 minutes: your own loop
 test-fast: venv lint

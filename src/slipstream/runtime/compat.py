@@ -272,8 +272,8 @@ def judge(checkpoint: Path, new: dict[str, Any], query: str) -> Verdict:
             f"wrote to {o_sink.get('target')}): it will hold only what is written from now on "
             "(rows already emitted are not emitted again). To have it all, run it on a new "
             "checkpoint: `--state-dir NEW_DIR` reads the input from the beginning; "
-            "`--state-dir NEW_DIR --from-checkpoint OLD` from where this one stands (README, "
-            "Changing a pipeline)"
+            "`--state-dir NEW_DIR --from-checkpoint OLD` from where this one stands "
+            "(docs/howto/upgrades.md, Changing a pipeline)"
         )
     elif o_sink.get("target") != n_sink["target"]:
         verdict.changed.append(f"sink {o_sink.get('target')} -> {n_sink['target']}")

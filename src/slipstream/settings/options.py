@@ -187,8 +187,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
         values.path,
         "start a NEW checkpoint (a new --state-dir or --checkpoint) where OLD stands: a files "
         "input skips every file OLD read, a Kafka input starts at OLD's offsets; every output "
-        "is rebuilt from there (README, Changing a pipeline). Recorded in the new checkpoint: "
-        "a restart needs no flag",
+        "is rebuilt from there (docs/howto/upgrades.md, Changing a pipeline). Recorded in the "
+        "new checkpoint: a restart needs no flag",
         "the old version's state dir or checkpoint folder",
         metavar="OLD",
     ),

@@ -175,7 +175,7 @@ def _plain(value: Any) -> Any:
 
 
 def read_jsonl(directory: Path) -> list[dict[str, Any]]:
-    """Every row a JsonLinesWriter wrote, in epoch order (tests, the README example)."""
+    """Every row a JsonLinesWriter wrote, in epoch order (tests, the docs' example)."""
     rows: list[dict[str, Any]] = []
     for path in sorted(Path(directory).glob("epoch=*/part-*.jsonl")):
         epoch = int(path.parent.name.split("=")[1])

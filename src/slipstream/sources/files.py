@@ -21,7 +21,7 @@ counted back from the newest file it has seen) skips older files after the first
 years. The cost: the file source's map of seen files (a path and a time per file on the
 driver; estimated at 150-200 bytes a file from JVM object sizes, not measured) is never purged,
 where 7 days would drop entries a week older than the newest file; Spark's source log
-(`sources/0`) holds every file either way. README, "Guarantees and limits"."""
+(`sources/0`) holds every file either way. docs/concepts/guarantees.md."""
 
 from __future__ import annotations
 

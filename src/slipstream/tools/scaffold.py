@@ -1,7 +1,7 @@
 """`slipstream init NAME`: a new pipeline module and its test, from a template.
 
 The template is the pipeline a newcomer usually writes first (page views per user in event-time
-windows) and shows what the README's "Write your own pipeline" covers: an input with a schema
+windows) and shows what docs/howto/own-pipeline.md covers: an input with a schema
 and an event-time column, a parameter, an output with a key and the modes it offers,
 `not_null` on the key, and a `PipelineHarness` test in which a malformed record is quarantined.
 Both files are ready: `slipstream run NAME:CLASS --input DIR` and `python -m pytest test_NAME.py`.
