@@ -26,6 +26,7 @@ GENERATORS: dict[str, str] = {
     "sensors": "slipstream.tools.generators.sensors",
     "temperature_load": "slipstream.tools.generators.temperature_load",
     "trending": "slipstream.tools.generators.command",
+    "wordcount": "slipstream.tools.generators.words",
 }
 
 

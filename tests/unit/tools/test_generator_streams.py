@@ -233,3 +233,20 @@ def test_generate_mobile_writes_the_seeds_actions_at_its_rate_into_files_or_a_wr
     capsys.readouterr()
     assert main(["generate", "ads", "--to", "kafka://127.0.0.1:9/ads", "--quiet"]) == 2
     assert "--to writes one topic" in capsys.readouterr().err  # two streams, one topic
+
+
+def test_generate_wordcount_writes_the_same_lines_for_a_seed_and_refuses_a_used_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("a", "b"):
+        assert main(["generate", "wordcount", "--out", str(tmp_path / name), "--lines", "120",
+                     "--lines-per-file", "50"]) == 0  # fmt: skip
+    a, b = (sorted((tmp_path / n).glob("lines-*.txt")) for n in ("a", "b"))
+    assert [p.name for p in a] == ["lines-00000000.txt", "lines-00000001.txt", "lines-00000002.txt"]
+    assert [p.read_bytes() for p in a] == [p.read_bytes() for p in b]
+    lines = [line for p in a for line in p.read_text().splitlines()]
+    words = sum(len(line.split()) for line in lines)
+    assert len(lines) == 120 and f"wrote 120 lines ({words:,} words)" in capsys.readouterr().out
+    assert any(not line.strip() for line in lines) and any("\t" in line for line in lines)
+    assert main(["generate", "wordcount", "--out", str(tmp_path / "a")]) == 2
+    assert "already holds 3 lines files" in capsys.readouterr().err
