@@ -10,6 +10,7 @@ from slipstream.app.exits import EXIT_FAILED, EXIT_OK, EXIT_REFUSED
 from slipstream.checkpoint import start as checkpoint_start
 from slipstream.errors import SlipstreamError, ValidationError
 from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
+from slipstream.monitor.first_batch import FirstBatchNotice
 from slipstream.monitor.listener import ConsoleReporter, Handler
 from slipstream.pipelines.registry import discover
 from slipstream.runtime import checks, compat
@@ -126,16 +127,21 @@ def _run(settings: Settings, out: TextIO, interrupt: CtrlC) -> int:
     bar = backfill_bar(prepared, out)
     if bar is not None and not s.verbose:
         handlers = [bar]  # the bar instead of one line per batch
-    with launch(
-        prepared,
-        out,
-        origin="cli",
-        interrupt=interrupt,
-        handlers=handlers,
-        results=partial(results_view, prepared),
-        starting=None if s.quiet else "starting Spark (Ctrl-C stops)...",
-        summarise=True,
-    ) as launched:
+    # the bar shows its own elapsed time; the notice prints on a terminal only
+    waiting = FirstBatchNotice(out, enabled=False if s.quiet or bar is not None else None)
+    with (
+        waiting,
+        launch(
+            prepared,
+            out,
+            origin="cli",
+            interrupt=interrupt,
+            handlers=[waiting, *handlers],
+            results=partial(results_view, prepared),
+            starting=None if s.quiet else "starting Spark (Ctrl-C stops)...",
+            summarise=True,
+        ) as launched,
+    ):
         try:
             launched.run.wait(s.duration)
         except Exception as exc:  # noqa: BLE001 - report a failed query, exit non-zero

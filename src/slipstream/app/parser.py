@@ -177,8 +177,8 @@ def build_parser(pipeline: Pipeline | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "workload",
         metavar="NAME",
-        help="a pipeline with a generator, or the generator's name: trending, sensors, iot, "
-        "temperature_load, ads, activity",
+        help="a pipeline with a generator, or the generator's name: "
+        + ", ".join(catalog.generator_names()),
     )
     generator = None if pipeline is None else catalog.generator(pipeline.name)
     if generator is not None:

@@ -22,9 +22,11 @@ GENERATORS: dict[str, str] = {
     "activity": "slipstream.tools.generators.activity",
     "ads": "slipstream.tools.generators.ads",
     "iot_steps": "slipstream.tools.generators.iot",
+    "mobile": "slipstream.tools.generators.mobile",
     "sensors": "slipstream.tools.generators.sensors",
     "temperature_load": "slipstream.tools.generators.temperature_load",
     "trending": "slipstream.tools.generators.command",
+    "wordcount": "slipstream.tools.generators.words",
 }
 
 
@@ -41,6 +43,13 @@ def generator(pipeline: str) -> ModuleType | None:
     """The generator module of a pipeline, or None."""
     module = GENERATORS.get(pipeline)
     return None if module is None else importlib.import_module(module)
+
+
+def generator_names() -> list[str]:
+    """What `generate NAME` takes: each pipeline with a generator, then each generator module
+    whose name is not its pipeline's (`iot`)."""
+    modules = [m.rsplit(".", 1)[-1] for m in GENERATORS.values()]
+    return sorted(GENERATORS) + [m for m in modules if m not in GENERATORS]
 
 
 def pipeline_of_generator(name: str) -> str | None:

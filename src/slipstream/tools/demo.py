@@ -18,6 +18,7 @@ from slipstream.core.words import count
 from slipstream.errors import ConfigError
 from slipstream.monitor.console import render, table
 from slipstream.monitor.eventlog import log_files
+from slipstream.monitor.first_batch import FirstBatchNotice
 from slipstream.monitor.listener import ConsoleReporter
 from slipstream.pipelines import get_pipeline, pipelines
 from slipstream.runtime.bind import prepare
@@ -104,16 +105,19 @@ def _demo(
     print("", file=out)
     db = prepared.sink.path  # type: ignore[attr-defined]
     columns = ["window_start", "window_end", "action", "count"]
-    with launch(
-        prepared,
-        out,
-        origin="demo",
-        interrupt=interrupt,
-        handlers=[ConsoleReporter(out)],
-        results=partial(results_view, prepared),
-        app_name="slipstream-demo",
-        starting="\nstarting Spark (Ctrl-C stops)...",
-    ) as launched:
+    with (
+        FirstBatchNotice(out) as waiting,
+        launch(
+            prepared,
+            out,
+            origin="demo",
+            interrupt=interrupt,
+            handlers=[waiting, ConsoleReporter(out)],
+            results=partial(results_view, prepared),
+            app_name="slipstream-demo",
+            starting="\nstarting Spark (Ctrl-C stops)...",
+        ) as launched,
+    ):
         run, monitoring = launched.run, launched.monitoring
         for source in get_pipeline("mobile").sample_files():
             if interrupt.interrupted:

@@ -36,6 +36,7 @@ from slipstream.core.specs import parse_duration
 from slipstream.core.words import count
 from slipstream.errors import ConfigError
 from slipstream.monitor.accounts import output_account
+from slipstream.monitor.first_batch import FirstBatchNotice
 from slipstream.monitor.listener import Handler, Record
 from slipstream.monitor.serve import MonitorHandles
 from slipstream.runtime.bind import prepare
@@ -267,7 +268,8 @@ def _demo(
     )
     view = TopView(prepared.settings.default_database, out, top, rate)
     generator = _Generator(places, rate, seed, send_to, view)
-    handlers: list[Handler] = [view]
+    waiting = FirstBatchNotice(out, {RESULTS_QUERY})  # until the first top 10 replaces it
+    handlers: list[Handler] = [waiting, view]
     if broker is None:
         handlers.append(LandingJanitor(places.landing))
     run_ = None
@@ -293,6 +295,7 @@ def _demo(
     except Exception as exc:  # noqa: BLE001 - reported below, after the cleanup
         failure = exc
     finally:
+        waiting.close()
         generator.stop()
         if broker is not None:
             broker.destroy()

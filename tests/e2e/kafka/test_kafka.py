@@ -28,6 +28,7 @@ from slipstream.runtime.explain import explain
 from slipstream.settings.config import load_settings
 from slipstream.testing import PipelineHarness
 from slipstream.tools.generators.trending import TrendingSpec, generate, write_catalog
+from tests import stream_reference as ref
 from tests.helpers import mobile_counts
 from tests.services import produce, read_topic
 from tests.trending_reference import article_views, counted_events, table_rows
@@ -38,6 +39,20 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 def _topic(kafka: Any, request: pytest.FixtureRequest, partitions: int = 1) -> str:
     name = "t-" + "".join(c if c.isalnum() else "-" for c in request.node.name)[:80]
     return kafka.create_topic(name, partitions)
+
+
+MOBILE_10M = timedelta(minutes=10)  # mobile's default window and watermark
+
+
+def _mobile_action(line: str) -> dict[str, Any] | None:
+    """A line's valid action (mobile's required fields, its time readable), or None."""
+    doc = ref.json_object(line)
+    if doc is None or not isinstance(doc.get("id"), str):
+        return None
+    moment = ref.parse_time(doc.get("ts"))
+    if not isinstance(doc.get("action"), str) or moment is None:
+        return None
+    return {"action": doc["action"], "ts": moment}
 
 
 def _mobile_lines(count: int, seed: int) -> list[str]:
@@ -427,8 +442,6 @@ def test_the_readme_kafka_commands_run_as_a_user_types_them(
     for topic in re.findall(r"--topic (\S+)", broker):
         name, _, partitions = topic.partition(":")
         kafka.create_topic(name, int(partitions or 1))
-    actions = _mobile_lines(500, seed=13)
-    produce(kafka.bootstrap, "actions", actions)
     monkeypatch.chdir(tmp_path)
     for line in commands.strip().splitlines():
         args = shlex.split(line.replace("127.0.0.1:9092", kafka.bootstrap))
@@ -445,8 +458,17 @@ def test_the_readme_kafka_commands_run_as_a_user_types_them(
     for record in sorted(read_topic(kafka.bootstrap, "mobile-counts"), key=lambda r: r["offset"]):
         value = json.loads(record["value"])
         latest[record["key"]] = (value["window_start"][:19] + "Z", value["action"], value["count"])
-    expected = mobile_counts(actions)[["window_start", "action", "count"]].values.tolist()
-    assert sorted(latest.values()) == sorted(tuple(r) for r in expected)
+    # what `generate mobile` sent, replayed independently: the run's batches are the topic's
+    # records in offset order, maxOffsetsPerTrigger at a time (one partition)
+    sent = [r["value"] for r in sorted(read_topic(kafka.bootstrap, "actions"),
+                                                key=lambda r: r["offset"])]  # fmt: skip
+    report = json.loads((tmp_path / "actions_generation-report.json").read_text())
+    assert len(sent) == report["streams"]["actions"]["lines"] > 10_000
+    batches = [sent[i : i + 10_000] for i in range(0, len(sent), 10_000)]
+    kept, stats = ref.counted(batches, _mobile_action, "ts", None, MOBILE_10M, MOBILE_10M)
+    assert stats["invalid"] == report["streams"]["actions"]["malformed"] > 0
+    expected = Counter((ref.iso(ref.window_start(r["ts"], MOBILE_10M)), r["action"]) for r in kept)
+    assert sorted(latest.values()) == sorted((*key, n) for key, n in expected.items())
 
 
 def test_a_restart_resumes_from_the_checkpoints_offsets_into_sqlite_exactly_once(

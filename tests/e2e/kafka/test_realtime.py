@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -35,7 +36,7 @@ from slipstream.sinks.postgres_io import connect as pg_connect
 from slipstream.sinks.postgres_io import read_table as pg_read_table
 from slipstream.sinks.sqlite import read_table
 from slipstream.testing import PipelineHarness
-from tests.helpers import mobile_counts
+from tests.helpers import REPO, mobile_counts
 from tests.services import produce
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -257,18 +258,30 @@ LONG_EPOCHS = "real-time:10m"
 JVM_WRITER = "rows upserted from the JVM by key, in batches (slipstream JDBC upsert writer"
 
 
+def page_command() -> list[str]:
+    """docs/howto/kafka.md's real-time command, as printed."""
+    page = (REPO / "docs" / "howto" / "kafka.md").read_text()
+    [line] = [x for x in page.splitlines() if x.startswith("slipstream run mobile") and
+              "real-time" in x]  # fmt: skip
+    return shlex.split(line)
+
+
 class MobileRun:
-    """`slipstream run mobile --trigger real-time:10m` from a topic, as a user types it (its own
-    JVM with three cores: the query holds two slots, its quarantine needs a third)."""
+    """docs/howto/kafka.md's `slipstream run mobile --trigger real-time:5s` from a topic, as a
+    user types it (its own JVM with three task threads: the query holds two slots, its
+    quarantine needs a third), with this test's topic, sink and state folder, and 10-minute
+    epochs (a crash lands inside the first)."""
 
     def __init__(self, kafka: Any, topic: str, sink: str, tmp_path: Path) -> None:
-        self.command = [
-            *(sys.executable, "-m", "slipstream", "run", "mobile"),
-            *("--input", kafka.url(topic, startingOffsets="earliest")),
-            *("--trigger", LONG_EPOCHS, "--mode", "update", "--sink", sink),
-            *("--master", "local[3]", "--conf", "spark.sql.shuffle.partitions=1"),
-            *("--state-dir", str(tmp_path / "state")),
-        ]
+        args = page_command()[1:]
+        replace = {
+            "--input": kafka.url(topic, startingOffsets="earliest"),
+            "--trigger": LONG_EPOCHS,
+            "--state-dir": str(tmp_path / "state"),
+        }
+        for flag, value in replace.items():
+            args[args.index(flag) + 1] = value
+        self.command = [sys.executable, "-m", "slipstream", *args, "--sink", sink]
         self.tmp_path = tmp_path
         tmp_path.mkdir(parents=True, exist_ok=True)
         self.logs: list[Path] = []

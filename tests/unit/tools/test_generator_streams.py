@@ -15,7 +15,7 @@ import pytest
 
 from slipstream.app.cli import main
 from slipstream.errors import ConfigError
-from slipstream.tools.generators import activity, ads, iot, sensors, temperature_load
+from slipstream.tools.generators import activity, ads, iot, mobile, sensors, temperature_load
 from slipstream.tools.generators.streams import StreamSpec, generate
 
 DIRTY = StreamSpec(
@@ -29,7 +29,9 @@ def _lines(folder: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "make", [lambda: sensors.Sensors(), lambda: iot.Devices(rate=2.0)], ids=["sensors", "iot"]
+    "make",
+    [lambda: sensors.Sensors(), lambda: iot.Devices(rate=2.0), lambda: mobile.Phones(rate=2.0)],
+    ids=["sensors", "iot", "mobile"],
 )
 def test_same_seed_same_bytes_and_the_counts_are_exact(make, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     a = generate(DIRTY, make(), tmp_path / "a")
@@ -206,3 +208,45 @@ def test_the_progress_bar_counts_every_line_written_on_a_terminal(
     assert last.startswith(f"temperature_load: {written:,} in ") and written == report.total_lines
     generate(spec, temperature_load.Locations(3), tmp_path / "quiet", progress=False)
     assert terminal.getvalue().count("temperature_load: ") == 1  # --quiet: no bar
+
+
+def test_generate_mobile_writes_the_seeds_actions_at_its_rate_into_files_or_a_writer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["generate", "mobile", "--out", str(tmp_path / "m"), "--duration", "10m",
+                 "--rate", "4", "--devices", "7", "--malformed", "0", "--quiet"]) == 0  # fmt: skip
+    records = _records(tmp_path / "m")
+    assert {r["action"] for r in records} == {"open", "swipe", "close", "crash"}
+    assert {r["id"] for r in records} == {f"phone{n}" for n in range(1, 8)}
+    valid = json.loads((tmp_path / "m_generation-report.json").read_text())
+    assert valid["streams"]["actions"]["valid_unique"] == pytest.approx(4 * 600, rel=0.1)
+    sent: list[tuple[str, list[str]]] = []
+    spec = replace(mobile.DEFAULTS, duration=timedelta(minutes=10))
+    report = generate(
+        spec, mobile.Phones(), tmp_path / "unused", write=lambda n, x: sent.append((n, x))
+    )
+    generate(spec, mobile.Phones(), tmp_path / "files")
+    assert not (tmp_path / "unused").exists()  # a topic's writer: no folder made
+    files = sorted((tmp_path / "files").glob("actions-*.jsonl"))
+    assert [x for _, x in sent] == [p.read_text().splitlines() for p in files]
+    assert sum(len(x) for _, x in sent) == report.total_lines
+    capsys.readouterr()
+    assert main(["generate", "ads", "--to", "kafka://127.0.0.1:9/ads", "--quiet"]) == 2
+    assert "--to writes one topic" in capsys.readouterr().err  # two streams, one topic
+
+
+def test_generate_wordcount_writes_the_same_lines_for_a_seed_and_refuses_a_used_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("a", "b"):
+        assert main(["generate", "wordcount", "--out", str(tmp_path / name), "--lines", "120",
+                     "--lines-per-file", "50"]) == 0  # fmt: skip
+    a, b = (sorted((tmp_path / n).glob("lines-*.txt")) for n in ("a", "b"))
+    assert [p.name for p in a] == ["lines-00000000.txt", "lines-00000001.txt", "lines-00000002.txt"]
+    assert [p.read_bytes() for p in a] == [p.read_bytes() for p in b]
+    lines = [line for p in a for line in p.read_text().splitlines()]
+    words = sum(len(line.split()) for line in lines)
+    assert len(lines) == 120 and f"wrote 120 lines ({words:,} words)" in capsys.readouterr().out
+    assert any(not line.strip() for line in lines) and any("\t" in line for line in lines)
+    assert main(["generate", "wordcount", "--out", str(tmp_path / "a")]) == 2
+    assert "already holds 3 lines files" in capsys.readouterr().err

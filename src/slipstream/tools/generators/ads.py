@@ -174,6 +174,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     spec = stream_command.spec_from_args(args, DEFAULTS)
     workload = Ads(**stream_command.own_values(args, *OWN), seed=spec.seed)
+    stream_command.check_target(args, workload)
     catalog = args.catalog or Path(args.out).resolve().parent / CATALOG_NAME
     workload.write_catalog(catalog)
     stream_command.run(args, out, workload, spec)

@@ -17,6 +17,7 @@ from slipstream.core import values
 from slipstream.core.files import write_atomically
 from slipstream.core.specs import DURATION_HELP, format_duration, parse_duration
 from slipstream.errors import ConfigError
+from slipstream.tools.generators.kafka_out import topic_writer
 from slipstream.tools.generators.stream_model import (
     DIRT,
     REPORT_NAME,
@@ -48,7 +49,14 @@ class Own:
 
 def add_arguments(parser: argparse.ArgumentParser, defaults: StreamSpec, *own: Own) -> None:
     """The flags every record generator has, then the workload's `own`."""
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="landing dir")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", type=Path, metavar="DIR", help="landing dir")
+    where.add_argument(
+        "--to",
+        metavar="kafka://HOST:PORT/TOPIC",
+        help="send the lines to a Kafka topic instead of files (it must exist; a workload "
+        "of one stream only)",
+    )
     parser.add_argument(
         "--duration",
         metavar="DURATION",
@@ -180,23 +188,32 @@ def moment(text: str) -> datetime:
 
 
 def run(args: argparse.Namespace, out: TextIO, workload: Workload, spec: StreamSpec) -> Report:
-    """Generate, save the report beside the stream folder and print it (what `generate`
-    does)."""
+    """Generate, save the report beside the stream folder (or, into a topic, in the working
+    folder) and print it (what `generate` does)."""
     live = args.pace == "live"
+    check_target(args, workload)
+    writer = None if args.to is None else topic_writer(args.to)
     report = generate(
-        spec, workload, args.out, clock=SystemClock() if live else None, progress=not args.quiet
+        spec,
+        workload,
+        Path(".") if writer is not None else args.out,
+        clock=SystemClock() if live else None,
+        progress=not args.quiet,
+        write=writer,
     )
-    report_path = args.report or report_beside(Path(args.out))
+    if writer is not None:
+        report_path = args.report or Path(f"{writer.topic.topic}{REPORT_NAME}")
+        targets: Sequence[str] = [f"Kafka topic {writer.topic.describe()}"]
+    else:
+        report_path = args.report or report_beside(Path(args.out))
+        targets = [str(folder(Path(args.out), workload, s.name)) for s in workload.shapes]
     report_path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(report.to_dict(), indent=2, sort_keys=True)
     write_atomically(report_path.parent, report_path.name, text.splitlines())
     if not args.quiet:
         print(text, file=out)
-    folders: Sequence[str] = [
-        str(folder(Path(args.out), workload, s.name)) for s in workload.shapes
-    ]
     print(
-        f"wrote {report.total_lines:,} lines to {', '.join(folders)}; report {report_path}",
+        f"wrote {report.total_lines:,} lines to {', '.join(targets)}; report {report_path}",
         file=out,
         flush=True,
     )
@@ -207,5 +224,20 @@ def run(args: argparse.Namespace, out: TextIO, workload: Workload, spec: StreamS
         f"3 x {format_duration(spec.file_every)})"
     )
     own = "when each file is its own micro-batch (--max-files-per-trigger 1)"
+    if writer is not None:
+        own = "when each file's records are one micro-batch"
     print(late_note(late, made, own), file=out, flush=True)
     return report
+
+
+def check_target(args: argparse.Namespace, workload: Workload) -> None:
+    """`--to` writes one topic: a workload of several streams is refused before anything is
+    written (one topic would mix them)."""
+    if args.to is not None and len(workload.shapes) != 1:
+        names = ", ".join(s.name for s in workload.shapes)
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"--to writes one topic, and {workload.name} makes {len(workload.shapes)} streams "
+            f"({names})",
+            "use --out DIR, and bind each stream's folder as its own input",
+        )

@@ -35,7 +35,7 @@ from __future__ import annotations
 import heapq
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -176,12 +176,15 @@ def generate(
     *,
     clock: Clock | None = None,
     progress: bool = False,
+    write: Callable[[str, list[str]], None] | None = None,
 ) -> Report:
     """Write the workload's files into `out_dir` (as fast as possible, or with a clock at the
     live rate: file `k` once `clock` reaches its span's end). Ctrl-C stops after the current
-    file. Refuses a folder that already holds this workload's files."""
+    file. Refuses a folder that already holds this workload's files. With `write` (a Kafka
+    topic's writer), each file's lines go to `write(name, lines)` instead, and `out_dir` is
+    not touched."""
     out_dir = Path(out_dir)
-    for shape in workload.shapes:
+    for shape in workload.shapes if write is None else ():
         target = folder(out_dir, workload, shape.name)
         target.mkdir(parents=True, exist_ok=True)
         existing = sorted(target.glob(f"{shape.name}-*.jsonl"))
@@ -210,8 +213,11 @@ def generate(
                     stop.set()
             for stream, stream_lines in lines.items():
                 if stream_lines:
-                    target = folder(out_dir, workload, stream)
-                    write_atomically(target, f"{stream}-{index:08d}.jsonl", stream_lines)
+                    name = f"{stream}-{index:08d}.jsonl"
+                    if write is not None:
+                        write(name, stream_lines)
+                    else:
+                        write_atomically(folder(out_dir, workload, stream), name, stream_lines)
                     engine.counts[stream].files += 1
                     bar.update(len(stream_lines))
     return Report(workload.name, spec, engine.counts, workload.info(), stop.is_set())

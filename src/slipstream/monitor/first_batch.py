@@ -1,0 +1,137 @@
+"""What the terminal says while a run waits for its first batches (issue 44's "honest
+waiting"): a line when Spark is up and the queries have started, then, while a query's batch 0
+runs long (Spark plans, compiles and reads the most in it: minutes on a busy machine), a line
+every `every_s` that says for how long. Quiet once every watched query finished a batch.
+
+`FirstBatchWatch` decides what to say from the listener's records and a clock's readings (pure:
+the tests feed both); `FirstBatchNotice` is the handler that feeds it and prints what it says,
+from a daemon thread that wakes once a second, on a terminal only (a pipe or a test's output
+keeps the lines it has always had)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Collection
+from typing import TextIO
+
+from slipstream.monitor.console import is_terminal
+from slipstream.monitor.listener import Record
+
+#: seconds of batch 0 before the first "running for" line, and between two of them
+FIRST_AFTER_S = 15.0
+EVERY_S = 15.0
+
+
+class FirstBatchWatch:
+    """The lines to print, given the records seen and the time now (seconds, any origin).
+
+    `began`: when Spark began to start (the clock's reading). `queries`: the queries to watch
+    (default: every query that starts)."""
+
+    def __init__(
+        self,
+        began: float,
+        queries: Collection[str] | None = None,
+        first_after_s: float = FIRST_AFTER_S,
+        every_s: float = EVERY_S,
+    ) -> None:
+        self.began = began
+        self.queries = None if queries is None else frozenset(queries)
+        self.first_after_s = first_after_s
+        self.every_s = every_s
+        self.started: dict[str, float] = {}  # query -> when it started, while on batch 0
+        self.finished: set[str] = set()
+        self.said_at: float | None = None  # the last "running for" line
+        self.up_said = False
+
+    def _watched(self, query: str) -> bool:
+        return self.queries is None or query in self.queries
+
+    def seen(self, record: Record, now: float) -> list[str]:
+        """Take one listener record; the line to print at once (Spark is up), if any."""
+        query = str(record.get("query"))
+        if not self._watched(query):
+            return []
+        if record["event"] == "started" and query not in self.finished:
+            self.started.setdefault(query, now)
+            if not self.up_said:
+                self.up_said = True
+                return [f"Spark started in {now - self.began:.0f} s; batch 0 is running"]
+        elif record["event"] in ("progress", "terminated"):
+            self.started.pop(query, None)
+            self.finished.add(query)
+        return []
+
+    def due(self, now: float) -> list[str]:
+        """The line to print at `now`, if any: the queries still on batch 0 and for how long,
+        once the oldest has run `first_after_s`, then every `every_s`."""
+        if not self.started:
+            return []
+        if self.said_at is not None and now - self.said_at < self.every_s:
+            return []
+        oldest = min(self.started.values())
+        if now - oldest < self.first_after_s:
+            return []
+        self.said_at = now
+        each = ", ".join(f"{q} {now - t:.0f} s" for q, t in sorted(self.started.items()))
+        return [f"batch 0 still running: {each} (the first batch is the slowest)"]
+
+    @property
+    def done(self) -> bool:
+        """Every watched query that started has finished a batch, and at least one started."""
+        return self.up_said and not self.started
+
+
+class FirstBatchNotice:
+    """A listener handler that prints what a FirstBatchWatch says, on a terminal only (or
+    `enabled=True`). Create it just before Spark starts; `close()` stops its thread."""
+
+    def __init__(
+        self,
+        out: TextIO,
+        queries: Collection[str] | None = None,
+        *,
+        enabled: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.out = out
+        self.clock = clock
+        self.enabled = is_terminal(out) if enabled is None else enabled
+        self.watch = FirstBatchWatch(clock(), queries)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __call__(self, record: Record) -> None:
+        if not self.enabled:
+            return
+        with self._lock:
+            lines = self.watch.seen(record, self.clock())
+        self._print(lines)
+        if record["event"] == "started" and self._thread is None:
+            self._thread = threading.Thread(
+                target=self._tick, name="slipstream-first-batch", daemon=True
+            )
+            self._thread.start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(1.0):  # a wake-up for the next line, not a synchronisation
+            with self._lock:
+                if self.watch.done:
+                    return
+                lines = self.watch.due(self.clock())
+            self._print(lines)
+
+    def _print(self, lines: list[str]) -> None:
+        for line in lines:
+            print(line, file=self.out, flush=True)
+
+    def close(self) -> None:
+        self._stop.set()
+
+    def __enter__(self) -> FirstBatchNotice:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
