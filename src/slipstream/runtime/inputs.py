@@ -15,8 +15,16 @@ def read_records(spark: SparkSession, prepared: Prepared, bound: BoundInput) -> 
     """A stream input -> one row per record with typed columns and a `_reason` (NULL when
     valid)."""
     assert bound.source is not None
+    register_data_sources(spark, prepared)
     raw = bound.source.read(spark, bound.binding, bound.source_options)
     return parse_input(raw.frame, raw.format, bound.spec)
+
+
+def register_data_sources(spark: SparkSession, prepared: Prepared) -> None:
+    """The pipeline's Python data sources, registered on the session (again: harmless), so that
+    `spark.readStream.format(NAME)` finds them (sources/spark_format.py)."""
+    for data_source in prepared.pipeline.data_sources:
+        spark.dataSource.register(data_source)
 
 
 def parse_input(frame: DataFrame, fmt: str, spec: Input) -> DataFrame:

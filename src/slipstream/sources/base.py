@@ -28,6 +28,7 @@ from pyspark.sql.types import StructType
 
 from slipstream.core.kafka_url import KafkaTopic
 from slipstream.core.options import Option
+from slipstream.core.spark_format import SparkFormat
 from slipstream.errors import ConfigError
 
 #: a source's own settings, by name (its `options`, with their defaults filled in)
@@ -46,6 +47,8 @@ class Binding:
     schema: StructType | None = None  # the input's declared schema (None: text lines)
     required: tuple[str, ...] = ()  # its required fields (a parquet file lacking one: rejected)
     topic: KafkaTopic | None = None  # bound to a Kafka topic (`kafka://...`) instead of a path
+    #: bound to any format Spark loads (`format:FORMAT[:PATH]?...`); `path` is its PATH
+    spark_format: SparkFormat | None = None
     #: files another checkpoint read, never read here (`--from-checkpoint`, as Spark names them:
     #: file:///..., file:/...); runtime/from_checkpoint.py
     skip_files: frozenset[str] = frozenset()
@@ -106,6 +109,9 @@ class Source(ABC):
     reads_files: ClassVar[bool] = False
     #: an input given as a topic URL (`--input kafka://HOST:PORT/TOPIC`) reads this source
     binds_topics: ClassVar[bool] = False
+    #: an input given as `format:FORMAT[:PATH][?OPTION=VALUE&...]` reads this source, whatever
+    #: kinds the pipeline's input offers (the user names Spark's format, the pipeline the columns)
+    binds_formats: ClassVar[bool] = False
     #: what `--from-checkpoint` carries to a new checkpoint (runtime/from_checkpoint.py):
     #: "files-read", the files the old one read (never read again); "offsets", the positions
     #: the old one reached in its topic; None: this source has no position to start from

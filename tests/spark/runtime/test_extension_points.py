@@ -128,7 +128,8 @@ def _sinks_that(capable: str) -> set[str]:
 
 
 def test_the_built_in_sources_capabilities_are_todays() -> None:
-    assert list(source_registry.sources()) == ["files", "socket", "rate", "table", "kafka"]
+    kinds = ["files", "socket", "rate", "table", "kafka", "format"]
+    assert list(source_registry.sources()) == kinds
     assert _sources_that("continuous") == {"rate", "kafka"}  # validate.CONTINUOUS_SOURCES
     assert _sources_that("real_time") == {"kafka"}  # realtime.SOURCES
     assert set(source_registry.sources()) - _sources_that("stageable") == {"socket"}
@@ -136,6 +137,7 @@ def test_the_built_in_sources_capabilities_are_todays() -> None:
     assert _sources_that("reads_files") == {"files"}
     assert _sources_that("rereads_offsets") == {"kafka"}  # deadletter: Kafka re-read
     assert _sources_that("binds_topics") == {"kafka"}
+    assert _sources_that("binds_formats") == {"format"}
     assert _sources_that("needs_kafka_connector") == {"kafka"}
     resumes = {k: c.resumes_by for k, c in source_registry.sources().items() if c.resumes_by}
     assert resumes == {"files": "files-read", "kafka": "offsets"}  # from_checkpoint
