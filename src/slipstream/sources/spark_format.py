@@ -15,7 +15,7 @@ The records are what the format gives, read as the pipeline's input declares the
 
 Replay: Spark re-reads a failed batch's offsets from the source itself; a file format and a
 Python data source (its `read` of an offset range) can, a third-party format only if it
-implements it. `--from-checkpoint` has no position to carry from such a source."""
+implements it. `--from-checkpoint` has no position to carry from such a source (refused)."""
 
 from __future__ import annotations
 

@@ -144,13 +144,13 @@ def test_the_built_in_sources_capabilities_are_todays() -> None:
 
 
 def test_the_built_in_sinks_capabilities_are_todays() -> None:
-    kinds = ["console", "memory", "noop", "parquet", "json", "csv", "sqlite", "postgresql"]
+    kinds = ["console", "memory", "noop", "parquet", "orc", "json", "csv", "sqlite", "postgresql"]
     assert list(sink_registry.sinks()) == [*kinds, "foreach", "batch", "kafka"]
     assert _sinks_that("continuous") == {"console", "memory", "kafka", "foreach"}
     assert _sinks_that("real_time") == {"console", "foreach", "kafka", "sqlite", "postgresql"}
     assert _sinks_that("database") == {"sqlite", "postgresql"}
-    assert _sinks_that("file") == {"parquet", "json", "csv"}
-    assert _sinks_that("local_path") == {"parquet", "json", "csv", "sqlite"}
+    assert _sinks_that("file") == {"parquet", "orc", "json", "csv"}
+    assert _sinks_that("local_path") == {"parquet", "orc", "json", "csv", "sqlite"}
     assert _sinks_that("needs_kafka_connector") == {"kafka"}
     refused = {k for k, c in sink_registry.sinks().items() if c.connect_refusal}
     assert refused == {"console"}
@@ -164,14 +164,15 @@ def test_the_built_in_sinks_capabilities_are_todays() -> None:
         "postgresql": ("org.postgresql:postgresql:42.7.14", "org.postgresql.Driver"),
     }
     assert sink_help() == (
-        "console, memory, noop, parquet:DIR, json:DIR, csv:DIR, sqlite[:PATH], "
+        "console, memory, noop, parquet:DIR, orc:DIR, json:DIR, csv:DIR, sqlite[:PATH], "
         "postgresql[://user[:password]@host[:port]/db], foreach:module:attr, "
         "batch:module:attr, kafka://host:port/topic"
     )
     targets = {k: c.target_grammar for k, c in sink_registry.sinks().items()}
     assert targets == {
         "console": "none", "memory": "none", "noop": "none", "parquet": "required",
-        "json": "required", "csv": "required", "sqlite": "optional", "postgresql": "url",
+        "orc": "required", "json": "required", "csv": "required", "sqlite": "optional",
+        "postgresql": "url",
         "foreach": "module", "batch": "module", "kafka": "url",
     }  # fmt: skip
     how = {k: c.real_time_how() for k, c in sink_registry.sinks().items() if c.real_time}
