@@ -21,15 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from slipstream.core.spark_format import SparkFormat
 from slipstream.errors import ConfigError
 from slipstream.ingest.parse import SOURCE
-from slipstream.sources.base import Binding, RawInput, Source, SourceOptions
-
-_LINES = ("json", "csv", "text")
+from slipstream.sources.base import Binding, RawInput, Source, SourceOptions, as_declared
 
 
 class SparkFormatSource(Source):
@@ -66,28 +64,7 @@ class SparkFormatSource(Source):
             reader = reader.schema(binding.schema)
         raw = reader.load(spark_format.path) if spark_format.path else reader.load()
         where = F.lit(spark_format.describe()).alias(SOURCE)
-        return _records(raw, binding, where)
-
-
-def _records(raw: DataFrame, binding: Binding, where: F.Column) -> RawInput:
-    schema = binding.schema
-    if schema is not None:
-        missing = [f.name for f in schema.fields if f.name not in raw.columns]
-        lines = binding.format in ("json", "csv") and "value" in raw.columns
-        if missing and lines:  # JSON or CSV lines in `value`, parsed into the declared columns
-            return RawInput(raw.select(F.col("value").cast("string"), where), binding.format, True)
-        if missing:
-            raise ConfigError(
-                "CONFIG_BAD_VALUE",
-                f"input {binding.name}: {_format(binding).describe()} gives no column "
-                f"{', '.join(missing)} (it gives {', '.join(raw.columns)})",
-                "declare the input's schema with the format's columns",
-            )
-        typed = [F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields]
-        return RawInput(raw.select(*typed, where), "typed", True)
-    if "value" in raw.columns and binding.format in _LINES:
-        return RawInput(raw.select(F.col("value").cast("string"), where), binding.format, True)
-    return RawInput(raw.select("*", where), "typed", True)
+        return as_declared(raw, binding, where, spark_format.describe())
 
 
 def _format(binding: Binding) -> SparkFormat:

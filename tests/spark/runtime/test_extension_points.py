@@ -145,7 +145,7 @@ def test_the_built_in_sources_capabilities_are_todays() -> None:
 
 def test_the_built_in_sinks_capabilities_are_todays() -> None:
     kinds = ["console", "memory", "noop", "parquet", "orc", "json", "csv", "sqlite", "postgresql"]
-    assert list(sink_registry.sinks()) == [*kinds, "foreach", "batch", "kafka"]
+    assert list(sink_registry.sinks()) == [*kinds, "foreach", "batch", "kafka", "table"]
     assert _sinks_that("continuous") == {"console", "memory", "kafka", "foreach"}
     assert _sinks_that("real_time") == {"console", "foreach", "kafka", "sqlite", "postgresql"}
     assert _sinks_that("database") == {"sqlite", "postgresql"}
@@ -166,14 +166,14 @@ def test_the_built_in_sinks_capabilities_are_todays() -> None:
     assert sink_help() == (
         "console, memory, noop, parquet:DIR, orc:DIR, json:DIR, csv:DIR, sqlite[:PATH], "
         "postgresql[://user[:password]@host[:port]/db], foreach:module:attr, "
-        "batch:module:attr, kafka://host:port/topic"
+        "batch:module:attr, kafka://host:port/topic, table:NAME"
     )
     targets = {k: c.target_grammar for k, c in sink_registry.sinks().items()}
     assert targets == {
         "console": "none", "memory": "none", "noop": "none", "parquet": "required",
         "orc": "required", "json": "required", "csv": "required", "sqlite": "optional",
         "postgresql": "url",
-        "foreach": "module", "batch": "module", "kafka": "url",
+        "foreach": "module", "batch": "module", "kafka": "url", "table": "required",
     }  # fmt: skip
     how = {k: c.real_time_how() for k, c in sink_registry.sinks().items() if c.real_time}
     assert how["console"] == "Spark's console sink" and how["foreach"] == "Spark's foreach sink"
