@@ -4,7 +4,6 @@ event-time guard, equals pandas over the same rows; ORC files read the same way.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,7 +12,6 @@ from typing import Any
 import pandas as pd
 import pyarrow.orc as po
 import pytest
-from pyspark import cloudpickle
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
@@ -23,8 +21,6 @@ from slipstream.api.pipeline import Input, Output, Params, Pipeline
 from slipstream.testing import PipelineHarness
 
 pytestmark = pytest.mark.spark
-# Spark's Python workers unpickle the data source: by value, as they cannot import this module
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
