@@ -180,6 +180,10 @@ class Pipeline(ABC):
     inputs: ClassVar[tuple[Input, ...]]
     outputs: ClassVar[tuple[Output, ...]]
     params: ClassVar[tuple[Param, ...]] = ()
+    #: Python data sources (`pyspark.sql.datasource.DataSource` subclasses) registered on the
+    #: session before the inputs are read, so that an input can read `format:NAME` (their
+    #: `name()`); docs/howto/any-source.md
+    data_sources: ClassVar[tuple[type, ...]] = ()
 
     def sample_files(self) -> list[Path]:
         """Bundled input files `slipstream samples NAME` copies, in landing order (none)."""

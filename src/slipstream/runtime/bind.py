@@ -16,6 +16,7 @@ from slipstream.analysis.validate import settings_violations
 from slipstream.api.pipeline import Input, Output, Params
 from slipstream.checkpoint.lifecycle import query_checkpoint
 from slipstream.core.kafka_url import KafkaTopic
+from slipstream.core.spark_format import SparkFormat
 from slipstream.core.specs import SinkSpec, sink_kinds
 from slipstream.errors import ConfigError, ValidationError
 from slipstream.ingest.expectations import check_expectations
@@ -151,15 +152,19 @@ def _bind_input(
     if path is None and "" in given and not spec.static and len(streams) == 1:
         path, flag = given[""], "--input "
     topic = path if isinstance(path, KafkaTopic) else None
-    if topic is not None:
+    spark_format = path if isinstance(path, SparkFormat) else None
+    if topic is not None or spark_format is not None:
         path = None
         if spec.static:
             raise ConfigError(
                 "CONFIG_BAD_VALUE",
-                f"{flag}{topic}: input {spec.name} is a table (read whole at every batch), "
-                "not a stream; a Kafka topic can bind only a stream input",
+                f"{flag}{topic or spark_format}: input {spec.name} is a table (read whole at "
+                "every batch), not a stream; a Kafka topic or a format:... can bind only a "
+                "stream input",
                 f"give it a file: {flag}FILE",
             )
+    if spark_format is not None and spark_format.path is not None:
+        path = Path(spark_format.path).expanduser()
     if spec.static:
         binding = Binding(spec.name, path, spec.format, flag)
         if check:
@@ -180,7 +185,16 @@ def _bind_input(
             f"{flag}{topic} is a Kafka topic, but --source {kind} was given",
             "drop --source (a kafka:// input reads Kafka), or give the input a path",
         )
-    if kind not in spec.sources:
+    reading_formats = kinds_that("binds_formats")  # format:FORMAT reads any Spark format
+    if spark_format is not None and settings.source is None:
+        kind = reading_formats[0]
+    if spark_format is not None and kind not in reading_formats:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"{flag}{spark_format} names a Spark format, but --source {kind} was given",
+            "drop --source (a format:... input reads that format), or give the input a path",
+        )
+    if kind not in spec.sources and kind not in reading_formats:
         raise ConfigError(
             "SOURCE_NOT_SUPPORTED",
             f"pipeline {pipeline.name} cannot read input {spec.name} from --source {kind}",
@@ -189,7 +203,9 @@ def _bind_input(
     if len(streams) == 1:
         flag = "--input "  # a one-stream pipeline names its input path plainly
     fmt = settings.format or spec.format
-    binding = Binding(spec.name, path, fmt, flag.rstrip(), spec.schema, spec.required, topic)
+    binding = Binding(
+        spec.name, path, fmt, flag.rstrip(), spec.schema, spec.required, topic, spark_format
+    )
     source = get_source(kind)
     options = source.given(settings.source_options)
     if check:

@@ -4,10 +4,14 @@ The outputs' queries, the quarantine queries and the dead-letter's re-read share
 
 from __future__ import annotations
 
+import sys
+
+from pyspark import cloudpickle
 from pyspark.sql import DataFrame, SparkSession
 
 from slipstream.api.pipeline import Input
 from slipstream.ingest.parse import check_typed, parse_csv, parse_json
+from slipstream.ingest.records import REASON
 from slipstream.runtime.bound import BoundInput, Prepared
 
 
@@ -15,8 +19,26 @@ def read_records(spark: SparkSession, prepared: Prepared, bound: BoundInput) -> 
     """A stream input -> one row per record with typed columns and a `_reason` (NULL when
     valid)."""
     assert bound.source is not None
+    register_data_sources(spark, prepared)
     raw = bound.source.read(spark, bound.binding, bound.source_options)
-    return parse_input(raw.frame, raw.format, bound.spec)
+    parsed = parse_input(raw.frame, raw.format, bound.spec)
+    if bound.parses and REASON not in parsed.columns and bound.spec.schema is not None:
+        # typed rows (a table, a Spark format) of a json or csv input that declares no required
+        # field: nothing to reject, but its quarantine query still reads a `_reason`
+        parsed = check_typed(parsed, bound.spec.schema, bound.spec.required)
+    return parsed
+
+
+def register_data_sources(spark: SparkSession, prepared: Prepared) -> None:
+    """The pipeline's Python data sources, registered on the session (again: harmless), so that
+    `spark.readStream.format(NAME)` finds them (sources/spark_format.py). Spark's Python workers
+    unpickle them, and may not import the module that defines them (a pipeline given as
+    `module:Class` from the working folder, a test's): its classes travel by value."""
+    for data_source in prepared.pipeline.data_sources:
+        module = sys.modules.get(data_source.__module__)
+        if module is not None and module.__name__ != "__main__":
+            cloudpickle.register_pickle_by_value(module)
+        spark.dataSource.register(data_source)
 
 
 def parse_input(frame: DataFrame, fmt: str, spec: Input) -> DataFrame:

@@ -118,7 +118,8 @@ def start_one(
         ready = apply_trigger(writer.foreachBatch(query.ingest), settings.trigger)
     else:
         ready = apply_trigger(attach(writer, out.ctx), query_trigger(settings, out.kind))
-    started = start_query(ready)
+    start = out.sink.start if rows is None and query.ingest is None else None
+    started = start_query(ready, start=start)
     if rows is not None:
         mark_real_time(rows, out.ctx, str(started.id))
-    return started, lambda: start_query(ready)
+    return started, lambda: start_query(ready, start=start)

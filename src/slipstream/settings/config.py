@@ -29,6 +29,7 @@ from typing import Any
 
 from slipstream.core.kafka_url import KafkaTopic
 from slipstream.core.options import Option
+from slipstream.core.spark_format import SparkFormat
 from slipstream.core.specs import DEFAULT_MAX_FUTURE, OutputMode, SinkSpec, TriggerSpec
 from slipstream.errors import ConfigError
 from slipstream.settings.connect import absolute, absolute_sink, check_remote
@@ -58,7 +59,9 @@ class Settings:
 
     pipeline: str
     source: str | None = None
-    input: dict[str, Path | KafkaTopic] = field(default_factory=dict)  # "" = the one input
+    input: dict[str, Path | KafkaTopic | SparkFormat] = field(
+        default_factory=dict
+    )  # "" = the one input
     format: str | None = None
     late_rows: bool = True  # the late-row dead-letter (runtime/deadletter.py)
     #: parse once, outputs read bronze; None: auto, decided by runtime.bind (ingest_stage.decide)

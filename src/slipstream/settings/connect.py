@@ -27,7 +27,7 @@ sink (it prints on the server)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -85,12 +85,12 @@ def session_conf(defaults: Mapping[str, str], given: Mapping[str, str]) -> dict[
 WORKER_TIMEOUT = "Python worker failed to connect back"
 
 
-def start_query(writer: Any, attempts: int = 3) -> Any:
+def start_query(writer: Any, attempts: int = 3, start: Callable[[Any], Any] | None = None) -> Any:
     """`writer.start()`, started again (at most `attempts` times in all) when a Connect
     server's foreachBatch worker was too slow to connect back."""
     for attempt in range(1, attempts + 1):
         try:
-            return writer.start()
+            return writer.start() if start is None else start(writer)
         except Exception as exc:
             if WORKER_TIMEOUT not in str(exc) or attempt == attempts:
                 raise

@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Literal
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import DataStreamWriter
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from pyspark.sql.types import (
     ArrayType,
     MapType,
@@ -127,6 +127,10 @@ class Sink(ABC):
     @abstractmethod
     def attach(self, writer: DataStreamWriter, ctx: SinkContext) -> DataStreamWriter:
         """Configure the writer; the runner sets mode, trigger, checkpoint and starts it."""
+
+    def start(self, writer: DataStreamWriter) -> StreamingQuery:
+        """Start the configured writer (Spark's `start`; a table sink: `toTable`)."""
+        return writer.start()
 
     def shape(self, frame: DataFrame, ctx: SinkContext) -> DataFrame:
         """The output's rows as this sink writes them (Kafka: key and value columns); the

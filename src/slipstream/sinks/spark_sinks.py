@@ -129,7 +129,7 @@ LAYOUT_OPTIONS = frozenset({"partitionBy", "compression", "maxRecordsPerFile"})
 
 
 class FileSink(Sink):
-    """Spark's file sink in one format (the kind: parquet, json, csv), into a folder.
+    """Spark's file sink in one format (the kind: parquet, orc, json, csv), into a folder.
 
     Options (`parquet:DIR?compression=zstd&partitionBy=action`) are Spark's names for its
     writer of that format; `partitionBy` names columns of the output, checked before the query
@@ -300,6 +300,10 @@ def _read_arrow(kind: str, path: Path) -> Any:
         import pyarrow.parquet as pq
 
         return pq.read_table(path)
+    if kind == "orc":
+        import pyarrow.orc as po
+
+        return po.read_table(path)
     if kind == "json":
         import pyarrow.json as pj
 
@@ -325,6 +329,11 @@ def _iso_mtime(path: Path) -> str:
 class ParquetSink(FileSink):
     kind = "parquet"
     usage = "parquet:DIR"
+
+
+class OrcSink(FileSink):
+    kind = "orc"
+    usage = "orc:DIR"
 
 
 class JsonSink(FileSink):

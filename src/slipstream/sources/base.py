@@ -23,11 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from slipstream.core.kafka_url import KafkaTopic
 from slipstream.core.options import Option
+from slipstream.core.spark_format import SparkFormat
 from slipstream.errors import ConfigError
 
 #: a source's own settings, by name (its `options`, with their defaults filled in)
@@ -46,6 +48,8 @@ class Binding:
     schema: StructType | None = None  # the input's declared schema (None: text lines)
     required: tuple[str, ...] = ()  # its required fields (a parquet file lacking one: rejected)
     topic: KafkaTopic | None = None  # bound to a Kafka topic (`kafka://...`) instead of a path
+    #: bound to any format Spark loads (`format:FORMAT[:PATH]?...`); `path` is its PATH
+    spark_format: SparkFormat | None = None
     #: files another checkpoint read, never read here (`--from-checkpoint`, as Spark names them:
     #: file:///..., file:/...); runtime/from_checkpoint.py
     skip_files: frozenset[str] = frozenset()
@@ -106,6 +110,9 @@ class Source(ABC):
     reads_files: ClassVar[bool] = False
     #: an input given as a topic URL (`--input kafka://HOST:PORT/TOPIC`) reads this source
     binds_topics: ClassVar[bool] = False
+    #: an input given as `format:FORMAT[:PATH][?OPTION=VALUE&...]` reads this source, whatever
+    #: kinds the pipeline's input offers (the user names Spark's format, the pipeline the columns)
+    binds_formats: ClassVar[bool] = False
     #: what `--from-checkpoint` carries to a new checkpoint (runtime/from_checkpoint.py):
     #: "files-read", the files the old one read (never read again); "offsets", the positions
     #: the old one reached in its topic; None: this source has no position to start from
@@ -143,3 +150,31 @@ class Source(ABC):
 def spark_stream(spark: SparkSession, kind: str, options: Mapping[str, str | int]) -> DataFrame:
     """The stream of one of Spark's own sources (socket, kafka, rate), read with `options`."""
     return spark.readStream.format(kind).options(**options).load()
+
+
+_LINES = ("json", "csv", "text")
+
+
+def as_declared(raw: DataFrame, binding: Binding, where: Column, what: str) -> RawInput:
+    """A source's rows (`what`: the source, for messages) as the input declares them, with
+    `where` as their `_source`: the declared columns cast to their types when the rows hold
+    them; otherwise a `value` column as lines of the input's format (json, csv: parsed into the
+    declared columns); otherwise every column, typed."""
+    schema = binding.schema
+    lines = "value" in raw.columns and binding.format in _LINES
+    if schema is not None:
+        missing = [f.name for f in schema.fields if f.name not in raw.columns]
+        if missing and lines and binding.format != "text":
+            return RawInput(raw.select(F.col("value").cast("string"), where), binding.format, True)
+        if missing:
+            raise ConfigError(
+                "CONFIG_BAD_VALUE",
+                f"input {binding.name}: {what} gives no column {', '.join(missing)} (it gives "
+                f"{', '.join(raw.columns)})",
+                "declare the input's schema with the source's columns",
+            )
+        typed = [F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields]
+        return RawInput(raw.select(*typed, where), "typed", True)
+    if lines:
+        return RawInput(raw.select(F.col("value").cast("string"), where), binding.format, True)
+    return RawInput(raw.select("*", where), "typed", True)

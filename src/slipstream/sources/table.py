@@ -11,7 +11,7 @@ from slipstream.core import values
 from slipstream.core.options import Option
 from slipstream.errors import ConfigError
 from slipstream.ingest.parse import SOURCE
-from slipstream.sources.base import Binding, RawInput, Source, SourceOptions
+from slipstream.sources.base import Binding, RawInput, Source, SourceOptions, as_declared
 
 
 class TableSource(Source):
@@ -36,9 +36,6 @@ class TableSource(Source):
         return f"table {options['source_table']}"
 
     def read(self, spark: SparkSession, binding: Binding, options: SourceOptions) -> RawInput:
-        fmt, table = binding.format, str(options["source_table"])
-        frame = spark.readStream.table(table)
-        frame = frame.withColumn(SOURCE, F.lit(f"table:{table}"))
-        if "value" in frame.columns and fmt in ("json", "csv", "text"):
-            return RawInput(frame.select("value", SOURCE), fmt, True)
-        return RawInput(frame, "typed", True)
+        table = str(options["source_table"])
+        where = F.lit(f"table:{table}").alias(SOURCE)
+        return as_declared(spark.readStream.table(table), binding, where, f"table {table}")

@@ -128,7 +128,8 @@ def _sinks_that(capable: str) -> set[str]:
 
 
 def test_the_built_in_sources_capabilities_are_todays() -> None:
-    assert list(source_registry.sources()) == ["files", "socket", "rate", "table", "kafka"]
+    kinds = ["files", "socket", "rate", "table", "kafka", "format"]
+    assert list(source_registry.sources()) == kinds
     assert _sources_that("continuous") == {"rate", "kafka"}  # validate.CONTINUOUS_SOURCES
     assert _sources_that("real_time") == {"kafka"}  # realtime.SOURCES
     assert set(source_registry.sources()) - _sources_that("stageable") == {"socket"}
@@ -136,19 +137,20 @@ def test_the_built_in_sources_capabilities_are_todays() -> None:
     assert _sources_that("reads_files") == {"files"}
     assert _sources_that("rereads_offsets") == {"kafka"}  # deadletter: Kafka re-read
     assert _sources_that("binds_topics") == {"kafka"}
+    assert _sources_that("binds_formats") == {"format"}
     assert _sources_that("needs_kafka_connector") == {"kafka"}
     resumes = {k: c.resumes_by for k, c in source_registry.sources().items() if c.resumes_by}
     assert resumes == {"files": "files-read", "kafka": "offsets"}  # from_checkpoint
 
 
 def test_the_built_in_sinks_capabilities_are_todays() -> None:
-    kinds = ["console", "memory", "noop", "parquet", "json", "csv", "sqlite", "postgresql"]
-    assert list(sink_registry.sinks()) == [*kinds, "foreach", "batch", "kafka"]
+    kinds = ["console", "memory", "noop", "parquet", "orc", "json", "csv", "sqlite", "postgresql"]
+    assert list(sink_registry.sinks()) == [*kinds, "foreach", "batch", "kafka", "table"]
     assert _sinks_that("continuous") == {"console", "memory", "kafka", "foreach"}
     assert _sinks_that("real_time") == {"console", "foreach", "kafka", "sqlite", "postgresql"}
     assert _sinks_that("database") == {"sqlite", "postgresql"}
-    assert _sinks_that("file") == {"parquet", "json", "csv"}
-    assert _sinks_that("local_path") == {"parquet", "json", "csv", "sqlite"}
+    assert _sinks_that("file") == {"parquet", "orc", "json", "csv"}
+    assert _sinks_that("local_path") == {"parquet", "orc", "json", "csv", "sqlite"}
     assert _sinks_that("needs_kafka_connector") == {"kafka"}
     refused = {k for k, c in sink_registry.sinks().items() if c.connect_refusal}
     assert refused == {"console"}
@@ -162,15 +164,16 @@ def test_the_built_in_sinks_capabilities_are_todays() -> None:
         "postgresql": ("org.postgresql:postgresql:42.7.14", "org.postgresql.Driver"),
     }
     assert sink_help() == (
-        "console, memory, noop, parquet:DIR, json:DIR, csv:DIR, sqlite[:PATH], "
+        "console, memory, noop, parquet:DIR, orc:DIR, json:DIR, csv:DIR, sqlite[:PATH], "
         "postgresql[://user[:password]@host[:port]/db], foreach:module:attr, "
-        "batch:module:attr, kafka://host:port/topic"
+        "batch:module:attr, kafka://host:port/topic, table:NAME"
     )
     targets = {k: c.target_grammar for k, c in sink_registry.sinks().items()}
     assert targets == {
         "console": "none", "memory": "none", "noop": "none", "parquet": "required",
-        "json": "required", "csv": "required", "sqlite": "optional", "postgresql": "url",
-        "foreach": "module", "batch": "module", "kafka": "url",
+        "orc": "required", "json": "required", "csv": "required", "sqlite": "optional",
+        "postgresql": "url",
+        "foreach": "module", "batch": "module", "kafka": "url", "table": "required",
     }  # fmt: skip
     how = {k: c.real_time_how() for k, c in sink_registry.sinks().items() if c.real_time}
     assert how["console"] == "Spark's console sink" and how["foreach"] == "Spark's foreach sink"

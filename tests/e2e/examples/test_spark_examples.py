@@ -1,0 +1,111 @@
+"""Apache Spark's Python Structured Streaming examples, ported to slipstream pipelines in
+`examples/spark/` (docs/howto/migrate.md): each port run with `slipstream run` as a user runs it,
+its output compared with the original query's run with plain PySpark on the same input."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from examples.spark import admission_control
+from pyspark import cloudpickle
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.functions import explode, split
+
+from slipstream.app import cli, exits
+from slipstream.sinks.sqlite import read_table
+from tests.services import produce
+
+pytestmark = pytest.mark.spark
+
+
+def run_here(*args: str) -> int:
+    """`slipstream run ARGS --trigger available-now`, parsed and run by the CLI in this
+    process, on the test session's Spark (its Python data sources registered on it)."""
+    return cli.main(["run", *args, "--trigger", "available-now", "--quiet"], io.StringIO())
+
+
+def original_admission_control(spark: SparkSession) -> tuple[pd.DataFrame, list[int]]:
+    """Spark's example as it runs its query: the data source registered, read with
+    `readStream.format`, each batch collected by `foreachBatch` (available-now)."""
+    cloudpickle.register_pickle_by_value(sys.modules[admission_control.__name__])
+    spark.dataSource.register(admission_control.NumbersSource)
+    batches: list[list[dict[str, Any]]] = []
+
+    def collect(batch: DataFrame, batch_id: int) -> None:
+        batches.append([r.asDict() for r in batch.collect()])
+
+    frame = spark.readStream.format("admission_control_example").load()
+    query = frame.writeStream.trigger(availableNow=True).foreachBatch(collect).start()
+    query.awaitTermination()
+    rows = pd.DataFrame([r for b in batches for r in b])
+    return rows, [len(b) for b in batches]
+
+
+def test_admission_control_port_equals_the_original(spark: SparkSession, tmp_path: Path) -> None:
+    want, sizes = original_admission_control(spark)
+    assert sum(sizes) == admission_control.ROWS  # available-now: every row, then it stops
+    out, state = tmp_path / "out", tmp_path / "state"
+    assert run_here(
+        "examples.spark.admission_control:AdmissionControl",
+        "--input", "format:admission_control_example", "--sink", f"parquet:{out}",
+        "--state-dir", str(state),
+    ) == exits.EXIT_OK  # fmt: skip
+    got = pq.read_table(out).to_pandas()
+    key = ["id"]
+    pd.testing.assert_frame_equal(
+        got[["id", "value"]].sort_values(key).reset_index(drop=True),
+        want[["id", "value"]].sort_values(key).reset_index(drop=True),
+        check_dtype=False,
+    )
+
+
+#: messages with repeated, empty and leading words: `split(value, ' ')` keeps the empty ones
+MESSAGES = ["apache spark", "spark  streaming", " kafka spark", "streaming", ""]
+
+
+def original_kafka_wordcount(spark: SparkSession, bootstrap: str, topics: str) -> pd.DataFrame:
+    """Spark's example's query (from the earliest offsets, available-now, into memory)."""
+    lines = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topics)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("CAST(value AS STRING)")
+    )
+    words = lines.select(explode(split(lines.value, " ")).alias("word"))
+    query = (
+        words.groupBy("word").count().writeStream.outputMode("complete").format("memory")
+        .queryName("original_kafka_wordcount").trigger(availableNow=True).start()
+    )  # fmt: skip
+    query.awaitTermination()
+    return spark.table("original_kafka_wordcount").toPandas()
+
+
+@pytest.mark.kafka
+def test_kafka_wordcount_port_equals_the_original(
+    kafka_spark: SparkSession, kafka: Any, tmp_path: Path
+) -> None:
+    topics = [kafka.create_topic(f"s-kwc-{tmp_path.name[-20:]}-{n}", 2) for n in ("a", "b")]
+    produce(kafka.bootstrap, topics[0], MESSAGES[:3])
+    produce(kafka.bootstrap, topics[1], MESSAGES[3:])
+    want = original_kafka_wordcount(kafka_spark, kafka.bootstrap, ",".join(topics))
+    state = tmp_path / "state"
+    url = kafka.url(",".join(topics), startingOffsets="earliest")
+    assert run_here(
+        "examples.spark.kafka_wordcount:KafkaWordCount", "--input", url, "--mode", "complete",
+        "--sink", f"sqlite:{state / 'out.db'}", "--state-dir", str(state),
+    ) == exits.EXIT_OK  # fmt: skip
+    got = pd.DataFrame(read_table(state / "out.db", "kafka_word_counts"))
+    pd.testing.assert_frame_equal(
+        got[["word", "count"]].sort_values("word").reset_index(drop=True),
+        want[["word", "count"]].sort_values("word").reset_index(drop=True),
+        check_dtype=False,
+    )
+    assert set(want["word"]) >= {"", "spark"}  # the empty word counted, as Spark's split gives
