@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import TextIO
@@ -185,6 +185,7 @@ class _Generator:
 
     def start(self, monitoring: MonitorHandles) -> None:
         self.view.dashboard_url = monitoring.dashboard.url if monitoring.dashboard else None
+        self.view.since = datetime.now(UTC)  # the generator's event time starts at now
         p = self.places
         self.child = start_generator(
             p.landing, p.catalog, p.report, p.log, self.rate, self.seed, to=self.send_to

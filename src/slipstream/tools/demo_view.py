@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -22,6 +23,11 @@ from slipstream.tools.serving.trending import top_articles, watermark_time
 RESULTS_QUERY = f"{TrendingPipeline.name}.{TrendingPipeline.outputs[0].name}"
 
 
+def _utc(text: str) -> datetime:
+    """'2026-11-22T10:41:00Z' (a window bound as the table holds it) -> an aware datetime."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
 def _short_time(text: str | None) -> str:
     """'2026-11-22T10:41:00Z' -> '10:41:00' (the demo runs within a day)."""
     if not text:
@@ -29,8 +35,12 @@ def _short_time(text: str | None) -> str:
     return text.replace("Z", "")[11:19]
 
 
-def render_top(tops: dict[str, list[dict[str, Any]]], n: int = 10) -> RenderableType:
-    """The top-N table of the current window and a line for the latest complete window."""
+def render_top(
+    tops: dict[str, list[dict[str, Any]]], n: int = 10, since: datetime | None = None
+) -> RenderableType:
+    """The top-N table of the current window and a line for the latest complete window. With
+    `since` (when the demo's events began), a complete window that starts before it is not
+    shown: it holds only the generator's back-dated stragglers, not the demo's traffic."""
     current = tops.get("current") or []
     if not current:
         return "(no views counted yet)"
@@ -54,7 +64,12 @@ def render_top(tops: dict[str, list[dict[str, Any]]], n: int = 10) -> Renderable
         table(("#", "views", "article", "section", "title"), rows, numeric=(0, 1)),
     ]
     done = tops.get("latest_complete") or []
-    if done:
+    if done and since is not None and _utc(done[0]["window_start"]) < since:
+        parts.append(
+            f"no window of the demo's own events has closed yet (they began at "
+            f"{since.strftime('%H:%M:%S')}): a window is final once the watermark passes its end"
+        )
+    elif done:
         leaders = ", ".join(f"{r['article_id']} {r['views']:,}" for r in done[:3])
         parts.append(
             f"latest complete window {_short_time(done[0]['window_start'])}-"
@@ -82,6 +97,8 @@ class TopView:
         self.first_batch_at: float | None = None
         self.started = time.monotonic()
         self.dashboard_url: str | None = None  # shown in the header (a redraw clears the screen)
+        #: when the generator's live events began: earlier windows hold only back-dated ones
+        self.since: datetime | None = None
         self._lock = threading.Lock()
 
     def __call__(self, record: Record) -> None:
@@ -103,6 +120,7 @@ class TopView:
         wm = s["watermark"] or ""
         # complete: the watermark has passed its end (Spark no longer changes its row)
         tops = top_articles(self.db_path, self.n, watermark=watermark_time(wm))
+        since = self.since
         header = [
             f"slipstream demo: trending articles, {self.rate:,.0f} events/s generated live"
             "  (Ctrl-C to stop)",
@@ -114,7 +132,7 @@ class TopView:
         ]
         if self.dashboard_url:
             header[1:1] = [f"dashboard {self.dashboard_url}"]
-        screen = Group(*header, render_top(tops, self.n))
+        screen = Group(*header, render_top(tops, self.n, since))
         if self.tty:  # redraw the screen in place
             self.console.clear()
             self.console.print(screen)

@@ -261,6 +261,32 @@ def test_the_demo_names_a_complete_window_only_past_the_batchs_watermark(tmp_pat
     assert "latest complete" not in screen("1970-01-01T00:00:00.000Z")
 
 
+def test_the_demo_shows_no_complete_window_that_began_before_its_events(tmp_path: Path) -> None:
+    """A window that starts before the demo's generator began holds only its back-dated
+    stragglers: the screen says no window of the demo's own events has closed instead."""
+    rows = [_row(m, a, v + m) for m in range(0, 41) for a, v in (("a1", 1), ("a2", 3))]
+    db = article_views_db(tmp_path / "v.db", rows)
+    progress = {"batchId": 4, "numInputRows": 100, "durationMs": {"triggerExecution": 1000},
+                "eventTime": {"watermark": "2026-01-01T00:31:10.000Z"}}  # fmt: skip
+
+    def screen(since: datetime) -> str:
+        out = io.StringIO()
+        view = TopView(db, out, n=3, rate=10.0)
+        view.since = since
+        view({"event": "progress", "query": RESULTS_QUERY, "progress": progress})
+        return out.getvalue()
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    # the latest complete window is 00:21-00:31: the demo began at 00:25, inside it
+    late_start = screen(t0 + timedelta(minutes=25))
+    assert "latest complete" not in late_start, late_start
+    assert "no window of the demo's own events has closed yet (they began at 00:25:00)" in (
+        late_start
+    )
+    # began at 00:21, the window's own start: every event in it is the demo's
+    assert "latest complete window 00:21:00-00:31:00" in screen(t0 + timedelta(minutes=21))
+
+
 # --- words -----------------------------------------------------------------------------------
 
 
