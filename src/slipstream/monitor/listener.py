@@ -220,6 +220,23 @@ class ConsoleReporter:
             print(json.dumps(record["progress"], indent=1), file=self.stream, flush=True)
 
 
+def no_batches() -> dict[str, Any]:
+    """A query's totals before its first batch (RunTotals adds each batch to them)."""
+    return {
+        "batches": 0,
+        "rows": 0,
+        "quarantined": 0,
+        "checked": 0,
+        "reason": None,
+        "late": 0,
+        "late_aggregates": 0,
+        "evicted": 0,
+        "duplicates": 0,
+        "expectations": {},
+        "sources": [],  # each source's description (an output of the ingest stage: bronze)
+    }
+
+
 class RunTotals:
     """Totals over a run, per query: the run summary and the accounting tests read them."""
 
@@ -254,22 +271,7 @@ class RunTotals:
         if not batch_executed(record["progress"]):
             return  # an idle report: it names the next batch, which has not run
         s = progress_summary(record["progress"])
-        t = self.by_query.setdefault(
-            record["query"],
-            {
-                "batches": 0,
-                "rows": 0,
-                "quarantined": 0,
-                "checked": 0,
-                "reason": None,
-                "late": 0,
-                "late_aggregates": 0,
-                "evicted": 0,
-                "duplicates": 0,
-                "expectations": {},
-                "sources": [],  # each source's description (an output of the ingest stage: bronze)
-            },
-        )
+        t = self.by_query.setdefault(record["query"], no_batches())
         for source in record["progress"].get("sources") or []:
             described = str(source.get("description", ""))
             if described and described not in t["sources"]:

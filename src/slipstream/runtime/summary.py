@@ -11,7 +11,7 @@ from slipstream.monitor.accounts import (
     output_account,
     quarantine_account,
 )
-from slipstream.monitor.listener import mostly_quarantined
+from slipstream.monitor.listener import mostly_quarantined, no_batches
 from slipstream.runtime.bound import BoundOutput
 from slipstream.runtime.run import Run
 
@@ -21,7 +21,11 @@ def summary(run_: Run, out: TextIO) -> None:
     s = prepared.settings
     by_query = {o.ctx.query_name: o for o in prepared.outputs.values()}
     warned = False
-    for query, t in sorted(run_.accounts().items()):
+    accounts = run_.accounts()
+    # every query of the run has its line, one that ran no batch (a restart with nothing new
+    # for it) too: "0 batches" says it ran and found nothing, where no line says nothing
+    for query in sorted(set(by_query) | set(accounts)):
+        t = accounts.get(query) or no_batches()
         output = by_query.get(query)
         if output is not None and not output.is_output:  # a quarantine (or ingest) query
             bound = prepared.inputs.get(output.reads[0]) if output.reads else None

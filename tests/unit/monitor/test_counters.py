@@ -111,6 +111,27 @@ def test_the_quarantine_querys_lines_say_how_many_records_it_quarantined() -> No
     assert "state/quarantine/trending/events" in line and f"{read - written:,} valid" in line
 
 
+def test_a_query_that_ran_no_batch_still_has_its_summary_line() -> None:
+    """A restart with nothing new for the quarantine query: it reported no batch, and the
+    summary still gives it a line (0 batches), as the first run did."""
+    totals = RunTotals()
+    for record in _records():
+        if record.get("query") != QUARANTINE:
+            totals(record)
+    assert QUARANTINE not in totals.by_query
+    text = io.StringIO()
+    summary(_fake_run(totals), text)
+    lines = text.getvalue().splitlines()
+    assert [x for x in lines if x.startswith("summary ")] == [
+        next(x for x in lines if x.startswith(f"summary {QUARANTINE}:")),
+        next(x for x in lines if x.startswith(f"summary {OUTPUT}:")),
+    ]
+    assert (
+        f"summary {QUARANTINE}: 0 batches, 0 records read: 0 quarantined "
+        "(written to state/quarantine/trending/events), 0 valid"
+    ) in lines
+
+
 def test_the_outputs_summary_accounts_for_every_record_read() -> None:
     """read = valid + quarantined + late + duplicates, each term from Spark's own progress:
     numInputRows, the observed quality metrics, the deduplication's late and duplicate rows."""
