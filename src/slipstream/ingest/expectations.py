@@ -86,9 +86,13 @@ class Expectation:
         return f"expectation {self.name} failed"
 
     def describe(self) -> str:
-        cond = self.condition if isinstance(self.condition, str) else self.description
+        """`NAME (ON_FAIL): CONDITION (DESCRIPTION)`: the run's header and check list it, and a
+        `fail` rule's error names it; a callable's condition is shown by its description."""
         text = f"{self.name} ({self.on_fail})"
-        return f"{text}: {cond}" if cond else text
+        if not isinstance(self.condition, str):
+            return f"{text}: {self.description}" if self.description else text
+        words = f" ({self.description})" if self.description else ""
+        return f"{text}: {self.condition}{words}"
 
     def column(self) -> Column:
         return F.expr(self.condition) if isinstance(self.condition, str) else self.condition()

@@ -165,6 +165,16 @@ def test_badly_declared_expectations_are_refused(kwargs: dict[str, Any]) -> None
     assert caught.value.code == "EXPECTATION_INVALID"
 
 
+def test_an_expectation_is_described_with_its_condition_and_its_words() -> None:
+    """The header, `check` and a `fail` rule's error show the description beside the rule."""
+    assert Expectation("positive", "x > 0", "drop").describe() == "positive (drop): x > 0"
+    described = Expectation("positive", "x > 0", "drop", description="an amount is positive")
+    assert described.describe() == "positive (drop): x > 0 (an amount is positive)"
+    column = Expectation("positive", lambda: None, "warn", description="an amount is positive")  # type: ignore[arg-type,return-value]
+    assert column.describe() == "positive (warn): an amount is positive"
+    assert Expectation("positive", lambda: None).describe() == "positive (warn)"  # type: ignore[arg-type,return-value]
+
+
 def test_expectation_names_are_unique_and_failures_are_recognised() -> None:
     rule = Expectation("positive", "x > 0", "drop")
     assert rule.reason == "expectation positive failed"
