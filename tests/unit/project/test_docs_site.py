@@ -7,6 +7,7 @@ Spark: part of `make test-fast`."""
 from __future__ import annotations
 
 import argparse
+import html
 import os
 import re
 import subprocess
@@ -72,6 +73,10 @@ def test_the_site_builds_in_strict_mode(site: Path) -> None:
     api = built(site, "reference/api.md").read_text()
     for name in ("PipelineHarness", "ProcessorClock", "Pipeline", "not_null", "watermarked"):
         assert name in api
+    # a class's fields with their defaults, as its constructor takes them
+    text = html.unescape(re.sub(r"<[^>]+>", "", api))
+    for field in ('on_fail: OnFail = "warn"', 'description: str = ""', "key: tuple[str, ...] = ()"):
+        assert field in text, field
     # the sections the README once held live in the pages now (the README is a front page)
     assert "STATE_INCOMPATIBLE" in built(site, "howto/upgrades.md").read_text()
     assert "OUTPUT_BELONGS_TO_OTHER_CHECKPOINT" in built(site, "tour.md").read_text()
