@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from slipstream.core.url_options import true_or_false, whole_above_zero
+
 SCHEME = "kafka://"
 USAGE = "kafka://HOST:PORT[,HOST:PORT...]/TOPIC[,TOPIC...][?OPTION=VALUE&...]"
 #: an input's ways to subscribe (Spark's option names): exactly one
@@ -30,16 +32,8 @@ _HOST = re.compile(r"^[A-Za-z0-9.-]+$|^\[[0-9A-Fa-f:.]+\]$")
 Role = Literal["input", "sink"]
 
 
-def _positive_long(value: str) -> str:
-    if not value.isdigit() or not 0 < int(value) < 2**63:
-        raise ValueError("a whole number above 0")
-    return value
-
-
-def _boolean(value: str) -> str:
-    if value.lower() not in ("true", "false"):
-        raise ValueError("true or false")
-    return value.lower()
+_positive_long = whole_above_zero(2**63)
+_boolean = true_or_false
 
 
 def _offsets(value: str) -> str:

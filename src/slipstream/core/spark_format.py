@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode
 
+from slipstream.core.url_options import true_or_false, whole_above_zero
+
 SCHEME = "format:"
 USAGE = "format:FORMAT[:PATH][?OPTION=VALUE&...]"
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
@@ -36,16 +38,8 @@ SHORTCUTS = {
 }
 
 
-def _positive(value: str) -> str:
-    if not value.isdigit() or not 0 < int(value) < 2**31:
-        raise ValueError("a whole number above 0")
-    return value
-
-
-def _boolean(value: str) -> str:
-    if value.lower() not in ("true", "false"):
-        raise ValueError("true or false")
-    return value.lower()
+_positive = whole_above_zero(2**31)
+_boolean = true_or_false
 
 
 def _clean_source(value: str) -> str:
