@@ -20,6 +20,18 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 
+# Every JVM a test starts in a subprocess (`slipstream run`, spark-submit, a crash chain's
+# restarts) is short-lived: the C1 compiler alone and the serial collector, as tests.helpers'
+# cli_env gives the CLI (about half the CPU of a short run). The session's own JVM below lives
+# for the whole test run and keeps the defaults. A value the environment already has stands.
+SUBMIT_OPTS = "SPARK_SUBMIT_OPTS"
+OURS = SUBMIT_OPTS not in os.environ
+if OURS:
+    from tests.helpers import SHORT_LIVED_JVM
+
+    os.environ[SUBMIT_OPTS] = SHORT_LIVED_JVM
+
+
 @pytest.fixture(scope="session")
 def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
     """One SparkSession for the whole test session; with Spark's Kafka connector, and the JDBC
@@ -33,7 +45,12 @@ def spark(request: pytest.FixtureRequest) -> Iterator[SparkSession]:
 
         kafka = request.config.stash[KAFKA_CONNECTOR] = kafka_connector() is None
     # real-time outputs into the databases (Kafka tests) write through the JVM writer
-    spark = session(kafka=kafka, jdbc=("sqlite", "postgresql") if kafka else ())
+    short_lived = os.environ.pop(SUBMIT_OPTS) if OURS else None
+    try:
+        spark = session(kafka=kafka, jdbc=("sqlite", "postgresql") if kafka else ())
+    finally:
+        if short_lived is not None:
+            os.environ[SUBMIT_OPTS] = short_lived
     yield spark
     spark.stop()
 
