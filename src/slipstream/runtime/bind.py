@@ -142,6 +142,29 @@ def _refuse_shared_targets(outputs: dict[str, BoundOutput]) -> None:
         seen[where] = out.name
 
 
+#: what an input given as a URL is, and the `--source` it takes instead of the one given
+_URL_KINDS = {
+    "binds_topics": ("is a Kafka topic", "a kafka:// input reads Kafka"),
+    "binds_formats": ("names a Spark format", "a format:... input reads that format"),
+}
+
+
+def _kind_for(given: object, capability: str, kind: str, no_source: bool, flag: str) -> str:
+    """The source kind that reads an input given as a URL (`capability`: the sources that
+    bind it); `--source KIND` given for it must be one of them (CONFIG_BAD_VALUE)."""
+    reading = kinds_that(capability)
+    if no_source:
+        return reading[0]
+    if kind not in reading:
+        what, reads = _URL_KINDS[capability]
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"{flag}{given} {what}, but --source {kind} was given",
+            f"drop --source ({reads}), or give the input a path",
+        )
+    return kind
+
+
 def _bind_input(
     pipeline: Pipeline, spec: Input, settings: Settings, params: Params, check: bool
 ) -> BoundInput:
@@ -176,24 +199,11 @@ def _bind_input(
     kind = settings.source or (
         reading_files[0] if path is not None and reading_files else spec.sources[0]
     )
-    reading_topics = kinds_that("binds_topics")  # a kafka:// input reads Kafka
-    if topic is not None and settings.source is None:
-        kind = reading_topics[0]
-    if topic is not None and kind not in reading_topics:
-        raise ConfigError(
-            "CONFIG_BAD_VALUE",
-            f"{flag}{topic} is a Kafka topic, but --source {kind} was given",
-            "drop --source (a kafka:// input reads Kafka), or give the input a path",
-        )
+    if topic is not None:  # a kafka:// input reads Kafka
+        kind = _kind_for(topic, "binds_topics", kind, settings.source is None, flag)
     reading_formats = kinds_that("binds_formats")  # format:FORMAT reads any Spark format
-    if spark_format is not None and settings.source is None:
-        kind = reading_formats[0]
-    if spark_format is not None and kind not in reading_formats:
-        raise ConfigError(
-            "CONFIG_BAD_VALUE",
-            f"{flag}{spark_format} names a Spark format, but --source {kind} was given",
-            "drop --source (a format:... input reads that format), or give the input a path",
-        )
+    if spark_format is not None:
+        kind = _kind_for(spark_format, "binds_formats", kind, settings.source is None, flag)
     if kind not in spec.sources and kind not in reading_formats:
         raise ConfigError(
             "SOURCE_NOT_SUPPORTED",

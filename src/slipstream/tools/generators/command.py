@@ -32,7 +32,7 @@ from typing import Any, TextIO
 from slipstream.core.specs import DURATION_HELP, format_duration, parse_duration
 from slipstream.errors import ConfigError
 from slipstream.tools.generators import stream_command
-from slipstream.tools.generators.kafka_out import topic_writer
+from slipstream.tools.generators.kafka_out import add_destination, topic_writer
 from slipstream.tools.generators.stream_command import moment
 from slipstream.tools.generators.stream_model import REPORT_NAME, late_note, report_beside
 from slipstream.tools.generators.trending import (
@@ -53,13 +53,7 @@ def _flag(name: str) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = TrendingSpec()
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--out", type=Path, metavar="DIR", help="landing dir")
-    where.add_argument(
-        "--to",
-        metavar="kafka://HOST:PORT/TOPIC",
-        help="send the lines to a Kafka topic instead of files (it must exist)",
-    )
+    add_destination(parser)
     parser.add_argument(
         "--catalog",
         type=Path,

@@ -6,6 +6,7 @@ have no key: the producer spreads them over the topic's partitions. Needs conflu
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -105,3 +106,15 @@ def feed_topic(
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def add_destination(parser: argparse.ArgumentParser, note: str = "") -> None:
+    """`--out DIR` or `--to kafka://HOST:PORT/TOPIC`, one of them required: where a generator
+    writes its lines (`note`: what more the topic's help says)."""
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", type=Path, metavar="DIR", help="landing dir")
+    where.add_argument(
+        "--to",
+        metavar="kafka://HOST:PORT/TOPIC",
+        help=f"send the lines to a Kafka topic instead of files (it must exist{note})",
+    )

@@ -17,7 +17,7 @@ from slipstream.core import values
 from slipstream.core.files import write_atomically
 from slipstream.core.specs import DURATION_HELP, format_duration, parse_duration
 from slipstream.errors import ConfigError
-from slipstream.tools.generators.kafka_out import topic_writer
+from slipstream.tools.generators.kafka_out import add_destination, topic_writer
 from slipstream.tools.generators.stream_model import (
     DIRT,
     REPORT_NAME,
@@ -49,14 +49,7 @@ class Own:
 
 def add_arguments(parser: argparse.ArgumentParser, defaults: StreamSpec, *own: Own) -> None:
     """The flags every record generator has, then the workload's `own`."""
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--out", type=Path, metavar="DIR", help="landing dir")
-    where.add_argument(
-        "--to",
-        metavar="kafka://HOST:PORT/TOPIC",
-        help="send the lines to a Kafka topic instead of files (it must exist; a workload "
-        "of one stream only)",
-    )
+    add_destination(parser, "; a workload of one stream only")
     parser.add_argument(
         "--duration",
         metavar="DURATION",

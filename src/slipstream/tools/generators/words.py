@@ -20,7 +20,7 @@ from typing import TextIO
 from slipstream.core.files import write_atomically
 from slipstream.core.words import count
 from slipstream.errors import ConfigError
-from slipstream.tools.generators.kafka_out import topic_writer
+from slipstream.tools.generators.kafka_out import add_destination, topic_writer
 from slipstream.tools.generators.stream_command import number
 
 VOCABULARY = (
@@ -48,13 +48,7 @@ def lines(seed: int, total: int) -> Iterator[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--out", type=Path, metavar="DIR", help="landing dir")
-    where.add_argument(
-        "--to",
-        metavar="kafka://HOST:PORT/TOPIC",
-        help="send the lines to a Kafka topic instead of files (it must exist)",
-    )
+    add_destination(parser)
     parser.add_argument("--lines", metavar="N", help="lines to write (default 1000)")
     parser.add_argument("--lines-per-file", metavar="N", help="lines in a file (default 100)")
     parser.add_argument("--seed", metavar="S", help="random seed (default 1)")
