@@ -143,7 +143,7 @@ def _run(settings: Settings, out: TextIO, interrupt: CtrlC) -> int:
         ) as launched,
     ):
         try:
-            launched.run.wait(s.duration)
+            launched.run.wait(s.duration, idle=s.stop_when_idle)
         except Exception as exc:  # noqa: BLE001 - report a failed query, exit non-zero
             shown = failure_line(exc, launched)
             print(f"slipstream: the query failed: {shown}", file=sys.stderr)

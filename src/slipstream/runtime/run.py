@@ -32,6 +32,7 @@ from slipstream.ingest.expectations import as_expectation_failure
 from slipstream.monitor.listener import RunListener, RunTotals
 from slipstream.monitor.recorder import RunRecorder
 from slipstream.runtime.control import StopControl
+from slipstream.runtime.idle import IdleWatch
 from slipstream.settings.connect import WORKER_TIMEOUT
 from slipstream.sources.kafka_faults import as_kafka_failure
 
@@ -115,10 +116,14 @@ class Run:
                 log.warning("progress of %s up to batch %d not seen: totals may be short",
                             query_name, max(executed))  # fmt: skip
 
-    def wait(self, duration: timedelta | None = None, poll: float = 0.5) -> None:
+    def wait(
+        self, duration: timedelta | None = None, poll: float = 0.5, idle: timedelta | None = None
+    ) -> None:
         """Until the queries finish (finite triggers: all of them; otherwise: any of them),
-        `duration` passes, Ctrl-C or a stop request; then stop and raise a query's failure."""
+        `duration` passes, they have been `idle` that long (runtime/idle.py), Ctrl-C or a stop
+        request; then stop and raise a query's failure."""
         deadline = time.monotonic() + duration.total_seconds() if duration else None
+        watch = IdleWatch(idle) if idle else None
         finite = self.prepared.settings.trigger.finite
         # Wait on this run's own queries: the session's awaitAnyTermination would also raise
         # the failure of any earlier query of the session (another run, a previous test).
@@ -142,6 +147,12 @@ class Run:
                     break
                 if self.landed is not None and self.landed.failure is not None:
                     self.stop_reason = f"stopped: {self.landed.failure.code}"
+                    break
+                if watch is not None and watch.idle(self.queries):
+                    self.sync_progress()  # the summary counts the last batch
+                    self.stop_reason = (
+                        f"--stop-when-idle: no input for {format_duration(watch.after)}"
+                    )
                     break
                 if self._asked.is_set():
                     self.stop_reason = self._asked_reason

@@ -82,6 +82,7 @@ class Settings:
     dead_letter: Path | None = None  # None: follows the checkpoint (late_root)
     from_checkpoint: Path | None = None  # a new checkpoint starts where this one stands
     duration: timedelta | None = None
+    stop_when_idle: timedelta | None = None  # runtime/idle.py
     max_future: timedelta = DEFAULT_MAX_FUTURE
     max_past: timedelta | None = None
     master: str | None = None  # None: spark-submit's --master, else local[*] (session.py)

@@ -217,6 +217,15 @@ RUN_OPTIONS: tuple[Option, ...] = (
         metavar="DURATION",
     ),
     Option(
+        "stop_when_idle",
+        parse_duration,
+        "stop the run once its queries have run no batch and found no data for this long: a "
+        "run whose input ends (a socket whose server closed, a folder nobody writes to) ends "
+        "by itself, at a batch boundary",
+        DURATION_HELP,
+        metavar="DURATION",
+    ),
+    Option(
         "master",
         values.text,
         "Spark master URL: local[*], spark://HOST:7077, yarn, k8s://https://HOST:443 "

@@ -1,0 +1,139 @@
+"""Apache Spark's socket examples, ported in `examples/spark/`: a local TCP server sends a fixed
+set of lines to each client and closes; the original query reads them with plain PySpark, the
+port with `slipstream run ... --stop-when-idle`, which ends by itself once the input is consumed
+(docs/howto/migrate.md)."""
+
+from __future__ import annotations
+
+import io
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.functions import explode, split, window
+
+from slipstream.app import cli, exits
+from slipstream.sinks.sqlite import read_table
+
+pytestmark = pytest.mark.spark
+
+#: repeated words, two spaces (an empty word, as Spark's `split(value, ' ')` gives), a capital
+LINES = ["apache spark structured streaming", "spark  streaming", "Spark", "spark window"]
+WORDS = Counter(w for line in LINES for w in line.split(" "))
+
+
+class LinesServer:
+    """127.0.0.1 on an ephemeral port: each client gets LINES, then the connection closes."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self._data = "".join(f"{line}\n" for line in lines).encode()
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = self._server.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(self._data)
+
+    def close(self) -> None:
+        self._server.close()
+
+
+@pytest.fixture
+def server() -> Iterator[LinesServer]:
+    served = LinesServer(LINES)
+    yield served
+    served.close()
+
+
+def original(
+    spark: SparkSession, port: int, query: Callable[[DataFrame], DataFrame], total: int, name: str
+) -> pd.DataFrame:
+    """The original's query over the socket into a memory table (complete mode), driven until
+    its counts hold `total` words (bounded polling on that condition)."""
+    lines = (
+        spark.readStream.format("socket").option("host", "127.0.0.1").option("port", port)
+        .option("includeTimestamp", "true").load()
+    )  # fmt: skip
+    running = query(lines).writeStream.outputMode("complete").format("memory").queryName(name)
+    started = running.start()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            started.processAllAvailable()
+            table = spark.table(name).toPandas()
+            if table["count"].sum() == total:
+                return table
+            started.awaitTermination(0.2)  # bounded poll for the socket's reader thread
+        raise AssertionError(f"the original's counts never reached {total} words")
+    finally:
+        started.stop()
+
+
+def run_port(pipeline: str, port: int, state: Path, *more: str) -> Path:
+    """`slipstream run PIPELINE` over the socket, in this process, ending by itself."""
+    db = state / "out.db"
+    code = cli.main(
+        ["run", f"examples.spark.{pipeline}", "--source", "socket", "--host", "127.0.0.1",
+         "--port", str(port), "--mode", "complete", "--sink", f"sqlite:{db}",
+         "--state-dir", str(state), "--stop-when-idle", "3s", "--quiet", *more],
+        io.StringIO(),
+    )  # fmt: skip
+    assert code == exits.EXIT_OK
+    return db
+
+
+def test_network_wordcount_port_equals_the_original(
+    spark: SparkSession, server: LinesServer, tmp_path: Path
+) -> None:
+    def query(lines: DataFrame) -> DataFrame:  # the original's, as Spark ships it
+        words = lines.select(explode(split(lines.value, " ")).alias("word"))
+        return words.groupBy("word").count()
+
+    want = original(spark, server.port, query, sum(WORDS.values()), "original_network_wc")
+    db = run_port("network_wordcount:NetworkWordCount", server.port, tmp_path)
+    got = pd.DataFrame(read_table(db, "network_word_counts"))
+    key = ["word"]
+    pd.testing.assert_frame_equal(
+        got[["word", "count"]].sort_values(key).reset_index(drop=True),
+        want[["word", "count"]].sort_values(key).reset_index(drop=True),
+        check_dtype=False,
+    )
+    assert dict(zip(got["word"], got["count"], strict=True)) == WORDS  # and Python's split
+
+
+def test_windowed_network_wordcount_port_equals_the_original(
+    spark: SparkSession, server: LinesServer, tmp_path: Path
+) -> None:
+    """10-second windows sliding by 5: each line is in two windows of its arrival time. The
+    two runs read at different moments, so the windows differ; what both must give: 10-second
+    windows, and per word twice its count in the lines."""
+
+    def query(lines: DataFrame) -> DataFrame:  # the original's, as Spark ships it
+        words = lines.select(explode(split(lines.value, " ")).alias("word"), lines.timestamp)
+        counts = words.groupBy(window(words.timestamp, "10 seconds", "5 seconds"), words.word)
+        return counts.count().orderBy("window")
+
+    want = original(spark, server.port, query, 2 * sum(WORDS.values()), "original_windowed_wc")
+    db = run_port(
+        "network_wordcount_windowed:WindowedNetworkWordCount", server.port, tmp_path,
+        "--include-timestamp", "--window", "10s", "--slide", "5s",
+    )  # fmt: skip
+    got = pd.DataFrame(read_table(db, "windowed_word_counts"))
+    assert got.groupby("word")["count"].sum().to_dict() == {w: 2 * n for w, n in WORDS.items()}
+    assert want.groupby("word")["count"].sum().to_dict() == {w: 2 * n for w, n in WORDS.items()}
+    lengths = pd.to_datetime(got["window_end"]) - pd.to_datetime(got["window_start"])
+    assert set(lengths) == {timedelta(seconds=10)}
+    assert {w["end"] - w["start"] for w in want["window"]} == {timedelta(seconds=10)}
