@@ -3,6 +3,10 @@
 data source the pipeline registers (`Pipeline.data_sources`; runtime/inputs.py registers them on
 the session before the inputs are read).
 
+Each record's `_source` (what the quarantine and the dead-letter keep) is its file when Spark's
+file source reads the format (`_metadata.file_path`, as the files source gives it), otherwise
+the format's description.
+
 The records are what the format gives, read as the pipeline's input declares them:
 
 - a declared schema the format's columns hold: those columns, cast to the declared types (a
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 
 from slipstream.core.spark_format import SparkFormat
@@ -63,8 +67,15 @@ class SparkFormatSource(Source):
         if binding.schema is not None and spark_format.reads_files:
             reader = reader.schema(binding.schema)
         raw = reader.load(spark_format.path) if spark_format.path else reader.load()
-        where = F.lit(spark_format.describe()).alias(SOURCE)
-        return as_declared(raw, binding, where, spark_format.describe())
+        return as_declared(raw, binding, _where(spark_format), spark_format.describe())
+
+
+def _where(spark_format: SparkFormat) -> Column:
+    """A record's `_source`: its file, as the files source gives it, when Spark's file source
+    reads the format (`_metadata.file_path`); otherwise the format's description."""
+    if spark_format.reads_files and spark_format.path:
+        return F.col("_metadata.file_path").alias(SOURCE)
+    return F.lit(spark_format.describe()).alias(SOURCE)
 
 
 def _format(binding: Binding) -> SparkFormat:

@@ -4,10 +4,12 @@ event-time guard, equals pandas over the same rows; ORC files read the same way.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pandas as pd
 import pyarrow.orc as po
@@ -18,6 +20,7 @@ from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.types import StructType
 
 from slipstream.api.pipeline import Input, Output, Params, Pipeline
+from slipstream.ingest.quarantine import read_quarantine
 from slipstream.testing import PipelineHarness
 
 pytestmark = pytest.mark.spark
@@ -152,6 +155,7 @@ def test_orc_files_in_and_out_equal_pandas(spark: SparkSession, tmp_path: Path) 
         sink=f"orc:{out}?compression=zlib",
     ) as h:
         h.process()
+        quarantined = read_quarantine(spark, h.prepared.inputs["readings"].quarantine).collect()
     files = sorted(out.glob("*.orc"))
     assert files and all(".zlib." in f.name for f in files)  # the sink's option reached Spark
     got = pd.concat([po.read_table(f).to_pandas() for f in files])
@@ -164,3 +168,16 @@ def test_orc_files_in_and_out_equal_pandas(spark: SparkSession, tmp_path: Path) 
         expected.sort_values(key).reset_index(drop=True),
         check_dtype=False,
     )
+    # each rejected record (no sensor) is quarantined with its own file as `source`: the file
+    # pyarrow finds it in
+    written = sorted(folder.glob("*.orc"))
+    in_file = {
+        row["value"]: path
+        for path in written
+        for row in po.read_table(path).to_pylist()
+        if row["sensor"] is None
+    }
+    assert {
+        json.loads(r["raw"])["value"]: Path(urlparse(r["source"]).path) for r in quarantined
+    } == in_file
+    assert len(set(in_file.values())) == 2  # rejected records in both files: each its own
