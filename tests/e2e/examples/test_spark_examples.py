@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from examples.spark import admission_control
+from examples.spark import admission_control, blockchain_admission_control
 from pyspark import cloudpickle
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import explode, split
@@ -61,6 +61,52 @@ def test_admission_control_port_equals_the_original(spark: SparkSession, tmp_pat
     pd.testing.assert_frame_equal(
         got[["id", "value"]].sort_values(key).reset_index(drop=True),
         want[["id", "value"]].sort_values(key).reset_index(drop=True),
+        check_dtype=False,
+    )
+
+
+def original_blockchain(spark: SparkSession, height: int) -> tuple[pd.DataFrame, list[int]]:
+    """Spark's blockchain example's query with the default trigger (the original's), each batch
+    collected by `foreachBatch` instead of printed, until the chain is read."""
+    blockchain = blockchain_admission_control
+    cloudpickle.register_pickle_by_value(sys.modules[blockchain.__name__])
+    spark.dataSource.register(blockchain.BlockchainSource)
+    batches: list[list[dict[str, Any]]] = []
+
+    def collect(batch: DataFrame, batch_id: int) -> None:
+        batches.append([r.asDict() for r in batch.collect()])
+
+    frame = spark.readStream.format("blockchain_example").option("height", height).load()
+    query = frame.writeStream.foreachBatch(collect).start()
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    return pd.DataFrame([r for b in batches for r in b]), [len(b) for b in batches if b]
+
+
+def test_blockchain_port_equals_the_original_and_ends_when_idle(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The original's trigger (not available-now): the port's run ends by itself once the chain
+    is read (`--stop-when-idle`), with the blocks the original's batches held."""
+    height = 100
+    want, sizes = original_blockchain(spark, height)
+    per_batch = blockchain_admission_control.PER_BATCH
+    assert sizes == [per_batch] * (height // per_batch)  # the admission control held
+    out, state = tmp_path / "out", tmp_path / "state"
+    code = cli.main(
+        ["run", "examples.spark.blockchain_admission_control:BlockchainBlocks",
+         "--input", f"format:blockchain_example?height={height}", "--sink", f"parquet:{out}",
+         "--state-dir", str(state), "--stop-when-idle", "3s", "--quiet"],
+        io.StringIO(),
+    )  # fmt: skip
+    assert code == exits.EXIT_OK
+    got = pq.read_table(out).to_pandas()
+    columns, key = list(want.columns), ["block_number"]
+    pd.testing.assert_frame_equal(
+        got[columns].sort_values(key).reset_index(drop=True),
+        want[columns].sort_values(key).reset_index(drop=True),
         check_dtype=False,
     )
 
