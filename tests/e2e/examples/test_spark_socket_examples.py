@@ -6,6 +6,7 @@ port with `slipstream run ... --stop-when-idle`, which ends by itself once the i
 from __future__ import annotations
 
 import io
+import math
 import socket
 import threading
 import time
@@ -16,8 +17,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.functions import explode, split, window
+from pyspark.sql.functions import count, explode, session_window, split, window
+from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from slipstream.app import cli, exits
 from slipstream.sinks.sqlite import read_table
@@ -59,22 +63,30 @@ def server() -> Iterator[LinesServer]:
 
 
 def original(
-    spark: SparkSession, port: int, query: Callable[[DataFrame], DataFrame], total: int, name: str
+    spark: SparkSession,
+    port: int,
+    query: Callable[[DataFrame], DataFrame],
+    total: int,
+    name: str,
+    mode: str = "complete",
+    counted: str = "count",
 ) -> pd.DataFrame:
-    """The original's query over the socket into a memory table (complete mode), driven until
-    its counts hold `total` words (bounded polling on that condition)."""
+    """The original's query over the socket into a memory table, driven until its `counted`
+    column sums to `total` words (bounded polling on that condition). Under a processing-time
+    timeout `processAllAvailable` never returns: then the poll alone drives it."""
     lines = (
         spark.readStream.format("socket").option("host", "127.0.0.1").option("port", port)
         .option("includeTimestamp", "true").load()
     )  # fmt: skip
-    running = query(lines).writeStream.outputMode("complete").format("memory").queryName(name)
+    running = query(lines).writeStream.outputMode(mode).format("memory").queryName(name)
     started = running.start()
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            started.processAllAvailable()
+            if mode != "update":
+                started.processAllAvailable()
             table = spark.table(name).toPandas()
-            if table["count"].sum() == total:
+            if not table.empty and table[counted].sum() == total:
                 return table
             started.awaitTermination(0.2)  # bounded poll for the socket's reader thread
         raise AssertionError(f"the original's counts never reached {total} words")
@@ -137,3 +149,88 @@ def test_windowed_network_wordcount_port_equals_the_original(
     lengths = pd.to_datetime(got["window_end"]) - pd.to_datetime(got["window_start"])
     assert set(lengths) == {timedelta(seconds=10)}
     assert {w["end"] - w["start"] for w in want["window"]} == {timedelta(seconds=10)}
+
+
+def test_sessionization_port_equals_the_original_in_complete_mode(
+    spark: SparkSession, server: LinesServer, tmp_path: Path
+) -> None:
+    """The original as Spark ships it (update mode) is refused by Spark 4 at start; in complete
+    mode, the nearest Spark allows, its sessions equal the port's: per word one session of its
+    count of events, 10 seconds (one more when the arrivals straddle a second) long."""
+
+    def query(lines: DataFrame) -> DataFrame:  # the original's, as Spark ships it
+        events = lines.select(
+            explode(split(lines.value, " ")).alias("sessionId"), lines.timestamp.alias("eventTime")
+        )
+        return (
+            events.groupBy(session_window(events.eventTime, "10 seconds").alias("session"),
+                           events.sessionId)
+            .agg(count("*").alias("numEvents"))
+            .selectExpr("sessionId", "CAST(session.start AS LONG)", "CAST(session.end AS LONG)",
+                        "CAST(session.end AS LONG) - CAST(session.start AS LONG) AS durationMs",
+                        "numEvents")
+        )  # fmt: skip
+
+    shipped = query(spark.readStream.format("rate").load().selectExpr("'a' AS value", "timestamp"))
+    with pytest.raises(AnalysisException) as refused:
+        shipped.writeStream.outputMode("update").format("noop").start().stop()
+    assert "STREAMING_OUTPUT_MODE" in str(refused.value.getCondition())
+    total = sum(WORDS.values())
+    want = original(spark, server.port, query, total, "original_sessions", counted="numEvents")
+    db = run_port("sessionization:Sessionization", server.port, tmp_path, "--include-timestamp")
+    got = pd.DataFrame(read_table(db, "word_sessions"))
+    for frame in (got, want):
+        assert dict(zip(frame["sessionId"], frame["numEvents"], strict=True)) == WORDS
+        assert set(frame["durationMs"]) <= {10, 11}
+
+
+def test_session_window_word_count_port_equals_the_original(
+    spark: SparkSession, server: LinesServer, tmp_path: Path
+) -> None:
+    """The original keeps each word's session with applyInPandasWithState and emits it after
+    10 s of processing time without the word; the port says it with session_window. Per word:
+    the same count, and a session from its first to its last arrival (the same second or the
+    next: every line arrives at once)."""
+
+    def session(
+        key: tuple, frames: Iterator[pd.DataFrame], state: GroupState
+    ) -> Iterator[pd.DataFrame]:  # the original's function, as Spark ships it
+        if state.hasTimedOut:
+            n, start, end = state.get
+            state.remove()
+            yield pd.DataFrame({"sessionId": [key[0]], "count": [n], "start": [start],
+                                "end": [end]})  # fmt: skip
+        else:
+            start, end, n = math.inf, 0, 0
+            for frame in frames:
+                start = min(start, min(frame["timestamp"]))
+                end = max(end, max(frame["timestamp"]))
+                n += len(frame)
+            if state.exists:
+                old = state.get
+                n, start, end = n + old[0], old[1], max(end, old[2])
+            state.update((n, start, end))
+            state.setTimeoutDuration(10000)
+            yield pd.DataFrame()
+
+    fields = [StructField("sessionId", StringType()), StructField("count", LongType()),
+              StructField("start", LongType()), StructField("end", LongType())]  # fmt: skip
+
+    def query(lines: DataFrame) -> DataFrame:
+        events = lines.select(
+            explode(split(lines.value, " ")).alias("sessionId"), lines.timestamp.cast("long")
+        )
+        return events.groupBy(events["sessionId"]).applyInPandasWithState(
+            session, StructType(fields), StructType(fields[1:]), "Update",
+            GroupStateTimeout.ProcessingTimeTimeout,
+        )  # fmt: skip
+
+    total = sum(WORDS.values())
+    want = original(spark, server.port, query, total, "original_word_sessions", mode="update")
+    db = run_port(
+        "network_wordcount_sessions:WordSessions", server.port, tmp_path, "--include-timestamp"
+    )
+    got = pd.DataFrame(read_table(db, "word_sessions"))
+    for frame in (got, want):
+        assert dict(zip(frame["sessionId"], frame["count"], strict=True)) == WORDS
+        assert set(frame["end"] - frame["start"]) <= {0, 1}
