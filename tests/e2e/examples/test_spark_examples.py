@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +14,14 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from examples.spark import admission_control, blockchain_admission_control
+from examples.spark.simple_streaming_query import SimpleStreamingQuery
 from pyspark import cloudpickle
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.functions import explode, split
 
 from slipstream.app import cli, exits
 from slipstream.sinks.sqlite import read_table
+from slipstream.testing import PipelineHarness
 from tests.services import produce
 
 pytestmark = pytest.mark.spark
@@ -109,6 +112,49 @@ def test_blockchain_port_equals_the_original_and_ends_when_idle(
         want[columns].sort_values(key).reset_index(drop=True),
         check_dtype=False,
     )
+
+
+RATE = 10  # rows a second: rate's row i comes 1/RATE s after row i-1
+
+
+def rate_rows_as_spark_makes_them(frame: pd.DataFrame) -> None:
+    """The rate source's rows: values 0..n-1, each 1/RATE s after the one before."""
+    frame = frame.sort_values("value").reset_index(drop=True)
+    assert list(frame["value"]) == list(range(len(frame))) and len(frame) > RATE
+    steps = pd.to_datetime(frame["timestamp"]).diff().dropna()
+    assert set(steps) == {pd.Timedelta(seconds=1 / RATE)}
+
+
+def test_simple_streaming_query_port_reads_what_the_original_reads(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The original writes the rate source's rows to noop (nothing to compare); with its sink
+    swapped for one that keeps them (memory, and the harness's collect sink), both hold the
+    same columns and rows as Spark's rate source makes them. A rate source never ends, so
+    both are driven in this process until they have read more than a second of rows (the
+    port's CLI run ends at --duration)."""
+    frame = spark.readStream.format("rate").option("rowsPerSecond", RATE).load()
+    query = frame.writeStream.format("memory").queryName("original_simple").start()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and spark.table("original_simple").count() <= RATE:
+            query.awaitTermination(0.5)  # bounded poll: rate rows come with the clock
+    finally:
+        query.stop()
+    want = spark.table("original_simple").toPandas()
+    rows: list[dict[str, Any]] = []
+    with PipelineHarness(
+        spark, SimpleStreamingQuery(), tmp_path, source="rate", rows_per_second=RATE
+    ) as h:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(rows) <= RATE:
+            rows += h.process()  # the collect sink: each committed batch's rows
+            assert h.run is not None
+            h.run.queries["rows"].awaitTermination(0.5)  # bounded poll, as for the original
+    got = pd.DataFrame(rows)
+    assert list(got.columns) == list(want.columns) == ["timestamp", "value"]
+    rate_rows_as_spark_makes_them(want)
+    rate_rows_as_spark_makes_them(got)
 
 
 #: messages with repeated, empty and leading words: `split(value, ' ')` keeps the empty ones
