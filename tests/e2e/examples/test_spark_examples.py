@@ -101,7 +101,7 @@ def test_blockchain_port_equals_the_original_and_ends_when_idle(
     code = cli.main(
         ["run", "examples.spark.blockchain_admission_control:BlockchainBlocks",
          "--input", f"format:blockchain_example?height={height}", "--sink", f"parquet:{out}",
-         "--state-dir", str(state), "--stop-when-idle", "3s", "--quiet"],
+         "--state-dir", str(state), "--stop-when-idle", "5s", "--quiet"],
         io.StringIO(),
     )  # fmt: skip
     assert code == exits.EXIT_OK

@@ -100,7 +100,7 @@ def run_port(pipeline: str, port: int, state: Path, *more: str) -> Path:
     code = cli.main(
         ["run", f"examples.spark.{pipeline}", "--source", "socket", "--host", "127.0.0.1",
          "--port", str(port), "--mode", "complete", "--sink", f"sqlite:{db}",
-         "--state-dir", str(state), "--stop-when-idle", "3s", "--quiet", *more],
+         "--state-dir", str(state), "--stop-when-idle", "5s", "--quiet", *more],
         io.StringIO(),
     )  # fmt: skip
     assert code == exits.EXIT_OK
