@@ -6,7 +6,8 @@ refuse    runtime/refuse.py   what refuses a start: before Spark, and again unde
 build     runtime/build.py    Spark, nothing started: each query's frame and analyzed plan
 check     runtime/checks.py   every rule on every plan; the restart verdicts
 start     runtime/start.py    lock, refuse, build, check, record, guard, start the queries
-Run       runtime/run.py      wait until the queries finish, --duration, Ctrl-C or a stop
+Run       runtime/run.py      wait until the queries finish, --duration, --stop-when-idle
+                              (runtime/idle.py), Ctrl-C or a stop
 launch    runtime/launch.py   the whole lifecycle for a command, a demo or the harness"""
 
 from __future__ import annotations

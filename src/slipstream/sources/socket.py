@@ -1,7 +1,8 @@
 """Lines from a TCP socket (the seeds' quick example; `slipstream feed` serves one).
 
 Not fault-tolerant: a socket cannot replay what it sent before a failure, so results are
-at-most-once across restarts. `check` says so.
+at-most-once across restarts. `check` says so. Spark tells no one when the server closes the
+socket: the query waits for more lines; `--stop-when-idle` ends such a run (runtime/idle.py).
 
 `--include-timestamp` (Spark's `includeTimestamp`) adds Spark's `timestamp` column, when the
 line arrived, so a pipeline can window on arrival time (Spark's windowed network word count).
