@@ -46,7 +46,8 @@ def test_what_real_time_mode_runs_of_each_pipeline(spark: SparkSession, tmp_path
     the output offers it (the mode a real-time run picks): trending's views and sensors
     (event-time form) run, as does iot_steps (mobile and wordcount:
     tests/e2e/kafka/test_realtime.py); temperature_load, ads and activity are each refused
-    naming the operator, one line per output, with the mode's reason where the output offers append only."""
+    naming the operator, one line per output, with the mode's reason where the output offers
+    append only."""
     offered = {
         name: {o.name: o.modes for o in get_pipeline(name).outputs}
         for name in ("iot_steps", "sensors", "trending", "temperature_load", "ads", "activity")
