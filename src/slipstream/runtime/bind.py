@@ -110,7 +110,9 @@ def prepare(
         ValidationError(v.code, f"output {out.ctx.query_name}: {v.message}", v.fix)
         for out in outputs.values()
         if out.spec is not None  # one of the pipeline's outputs
-        for v in settings_violations(out.ctx.mode, out.sink.spec, out.spec.modes)
+        for v in settings_violations(
+            out.ctx.mode, out.sink.spec, out.spec.modes, settings.trigger.kind
+        )
         + (sink_violations(out.sink.spec) if settings.remote else [])
     ]
     if problems and check_rules:
