@@ -169,6 +169,6 @@ class SensorsPipeline(Pipeline):
         )
         return {
             "sensor_stats": not_null(stats, *WINDOW_KEY),
-            "sensor_alerts": alerts,
+            "sensor_alerts": not_null(alerts, *WINDOW_KEY),  # update mode upserts on it
             "sensor_baseline": not_null(baseline, "sensor_id"),
         }
