@@ -14,6 +14,10 @@ refused   append and complete modes (STREAMING_REAL_TIME_MODE.OUTPUT_MODE_NOT_SU
           UDFs (ArrowEvalPythonExec) with the same code, when the first epoch runs; session
           windows (update mode: STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION); `foreachBatch`.
 
+The built-in pipelines that deduplicate (trending, sensors) do it with `dropDuplicates` and the
+event-time column among the keys under a real-time trigger (`--dedup auto`; api/frames.py's
+`dedup_difference` says where the two forms differ).
+
 slipstream's database sinks are micro-batch sinks (`foreachBatch` and a batch ledger); in
 real-time mode they write through a ForeachWriter that upserts each row on the output's key
 (sinks/jvm_rows.py, JDBC in the JVM; sinks/rows.py under Spark Connect), so they take part.
