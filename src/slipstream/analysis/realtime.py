@@ -80,10 +80,12 @@ def blockers(plan: Plan, mode: OutputMode, sink: str, source: str | Iterable[str
 
 def slots_needed(plan: Plan, source_partitions: int, shuffle_partitions: int) -> int:
     """Task slots one real-time query holds for its whole run: Spark schedules the stages of
-    an epoch together, a task per source partition and one per shuffle partition when the
-    query shuffles (an aggregation or a deduplication; a broadcast join does not)."""
-    shuffles = plan.aggregation or plan.dedup
-    return source_partitions + (shuffle_partitions if shuffles else 0)
+    an epoch together, a task per source partition and one per shuffle partition of each
+    stage after a shuffle: an aggregation's, and a deduplication's (on other keys than the
+    aggregation's, so a query with both shuffles twice: sensors' stats under one shuffle
+    partition were refused by Spark for 3 slots); a broadcast join does not shuffle."""
+    shuffles = int(plan.aggregation) + int(plan.dedup)
+    return source_partitions + shuffle_partitions * shuffles
 
 
 def slot_blocker(needs: dict[str, int], micro_batch_queries: int, cores: int) -> str | None:

@@ -216,10 +216,11 @@ def test_iot_steps_sensors_and_trending_in_real_time_mode(
     runs = {
         "iot": Run("iot_steps", tmp_path / "iot", 3, "--input", url["iot"],
                    "--sink", f"sqlite:{iot_db}"),
-        # three real-time queries of two slots each, and the quarantine
-        "sensors": Run("sensors", tmp_path / "sensors", 7, "--input", url["sensors"],
+        # three real-time queries of three slots each (a partition, then the deduplication's
+        # and the aggregation's shuffle partition), and the quarantine; trending likewise
+        "sensors": Run("sensors", tmp_path / "sensors", 10, "--input", url["sensors"],
                        "--sink", f"sqlite:{sensors_db}"),
-        "trending": Run("trending", tmp_path / "trending", 3,
+        "trending": Run("trending", tmp_path / "trending", 4,
                         "--input", f"events={url['trending']}", "--input", f"catalog={catalog}",
                         "--mode", "update", "--sink", postgres.url(pg_database)),
     }  # fmt: skip
