@@ -254,4 +254,3 @@ def test_iot_steps_sensors_and_trending_in_real_time_mode(
             run.stop()
     text = runs["trending"].log.read_text()
     assert "dedup       dropDuplicates(event_id, ts): " in text, text[-3000:]
-    assert "  real-time   yes: " in text, text[-3000:]
