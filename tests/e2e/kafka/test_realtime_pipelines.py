@@ -62,9 +62,12 @@ class Run:
             )
 
     def alive(self) -> None:
+        """Fails once the process ended or one of its queries failed (the run goes on with
+        the others)."""
         assert self.process is not None
-        if self.process.poll() is not None:
-            raise AssertionError(self.log.read_text()[-3000:])
+        text = self.log.read_text()
+        if self.process.poll() is not None or ": FAILED: " in text:
+            raise AssertionError(text[-3000:])
 
     def stop(self) -> None:
         """Ctrl-C: stops like `slipstream stop`."""
