@@ -14,6 +14,10 @@ refused   append and complete modes (STREAMING_REAL_TIME_MODE.OUTPUT_MODE_NOT_SU
           UDFs (ArrowEvalPythonExec) with the same code, when the first epoch runs; session
           windows (update mode: STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION); `foreachBatch`.
 
+The built-in pipelines that deduplicate (trending, sensors) do it with `dropDuplicates` and the
+event-time column among the keys under a real-time trigger (`--dedup auto`; api/frames.py's
+`dedup_difference` says where the two forms differ).
+
 slipstream's database sinks are micro-batch sinks (`foreachBatch` and a batch ledger); in
 real-time mode they write through a ForeachWriter that upserts each row on the output's key
 (sinks/jvm_rows.py, JDBC in the JVM; sinks/rows.py under Spark Connect), so they take part.
@@ -76,10 +80,12 @@ def blockers(plan: Plan, mode: OutputMode, sink: str, source: str | Iterable[str
 
 def slots_needed(plan: Plan, source_partitions: int, shuffle_partitions: int) -> int:
     """Task slots one real-time query holds for its whole run: Spark schedules the stages of
-    an epoch together, a task per source partition and one per shuffle partition when the
-    query shuffles (an aggregation or a deduplication; a broadcast join does not)."""
-    shuffles = plan.aggregation or plan.dedup
-    return source_partitions + (shuffle_partitions if shuffles else 0)
+    an epoch together, a task per source partition and one per shuffle partition of each
+    stage after a shuffle: an aggregation's, and a deduplication's (on other keys than the
+    aggregation's, so a query with both shuffles twice: sensors' stats under one shuffle
+    partition were refused by Spark for 3 slots); a broadcast join does not shuffle."""
+    shuffles = int(plan.aggregation) + int(plan.dedup)
+    return source_partitions + shuffle_partitions * shuffles
 
 
 def slot_blocker(needs: dict[str, int], micro_batch_queries: int, cores: int) -> str | None:

@@ -44,7 +44,7 @@ def violations(
     pipeline offers the mode."""
     q = Judged(plan, mode, sink, trigger, source)
     found = [broken for rule in RULES for broken in rule(q)]
-    return found or _offered(mode, offered_modes)
+    return found or _offered(mode, offered_modes, trigger.kind)
 
 
 def _complete_mode(q: Judged) -> list[ValidationError]:
@@ -235,10 +235,13 @@ RULES: tuple[Rule, ...] = (
 
 
 def settings_violations(
-    mode: OutputMode, sink: SinkSpec, offered_modes: Iterable[OutputMode] | None = None
+    mode: OutputMode,
+    sink: SinkSpec,
+    offered_modes: Iterable[OutputMode] | None = None,
+    trigger: str = "",
 ) -> list[ValidationError]:
-    """The rules that need no query plan: checked before Spark starts."""
-    return _file_sink(mode, sink) or _offered(mode, offered_modes)
+    """The rules that need no query plan: checked before Spark starts (`trigger`: its kind)."""
+    return _file_sink(mode, sink) or _offered(mode, offered_modes, trigger)
 
 
 def _file_sink(mode: OutputMode, sink: SinkSpec) -> list[ValidationError]:
@@ -254,9 +257,21 @@ def _file_sink(mode: OutputMode, sink: SinkSpec) -> list[ValidationError]:
     return []
 
 
-def _offered(mode: OutputMode, offered_modes: Iterable[OutputMode] | None) -> list[ValidationError]:
+def _offered(
+    mode: OutputMode, offered_modes: Iterable[OutputMode] | None, trigger: str = ""
+) -> list[ValidationError]:
     offered = tuple(offered_modes or ())
     if offered and mode not in offered:
+        if trigger == "real-time" and "update" not in offered:
+            return [
+                ValidationError(
+                    "MODE_NOT_SUPPORTED",
+                    f"this output offers modes {', '.join(offered)}; got --mode {mode}, and "
+                    "Spark's real-time mode runs update mode only, so it cannot run in real time",
+                    "use a micro-batch trigger (default or an interval such as 1s) and --mode "
+                    f"{offered[0]}; `slipstream check` without --mode names the operator",
+                )
+            ]
         return [
             ValidationError(
                 "MODE_NOT_SUPPORTED",

@@ -1,9 +1,10 @@
 """What a pipeline author imports, and all a pipeline module needs.
 
 - the declarations (api.pipeline): `Pipeline`, `Input`, `Output`, `Param`, `Params` and the
-  shortcuts `event_stream`, `duration_param`, `choice_param`, `count_param`;
-- helpers for `build` (api.frames): `watermarked`, `window_bounds`, `not_null`, `check_windows`,
-  and `spark_interval` (a duration as Spark's interval text);
+  shortcuts `event_stream`, `duration_param`, `choice_param`, `count_param`,
+  `dedup_param`;
+- helpers for `build` (api.frames): `watermarked` (and `dedup_difference`), `window_bounds`,
+  `not_null`, `check_windows`, and `spark_interval` (a duration as Spark's interval text);
 - schemas (api.schema): `parse_ddl`, `check_csv_header`;
 - data-quality rules: `Expectation` (counted, dropped to the quarantine, or failing);
 - `ConfigError`, for a pipeline's own checks of its parameters and files.

@@ -20,16 +20,67 @@ from pyspark.sql.types import (
 
 from slipstream.core.specs import check_windows, spark_interval
 
-__all__ = ["check_windows", "not_null", "spark_interval", "watermarked", "window_bounds"]
+__all__ = [
+    "DEDUP_FORMS",
+    "check_windows",
+    "dedup_difference",
+    "not_null",
+    "spark_interval",
+    "watermarked",
+    "window_bounds",
+]
+
+#: how `watermarked` keeps a re-sent record once: `within-watermark` is
+#: dropDuplicatesWithinWatermark(unique); `event-time` is dropDuplicates(unique + event time),
+#: the form Spark 4.3's real-time mode runs (its state is evicted by the watermark too)
+DEDUP_FORMS = ("within-watermark", "event-time")
 
 
 def watermarked(
-    frame: DataFrame, event_time: str, delay: timedelta, unique: Sequence[str] = ()
+    frame: DataFrame,
+    event_time: str,
+    delay: timedelta,
+    unique: Sequence[str] = (),
+    dedup: str = "within-watermark",
 ) -> DataFrame:
     """`frame` under a watermark of `delay` on `event_time`; with `unique`, a record re-sent
-    within the watermark (the same values of those columns) is kept once."""
+    within the watermark (the same values of those columns) is kept once. `dedup` is the form
+    (DEDUP_FORMS): `event-time` adds `event_time` to the columns (see `dedup_difference`)."""
     out = frame.withWatermark(event_time, spark_interval(delay))
-    return out.dropDuplicatesWithinWatermark(list(unique)) if unique else out
+    if not unique:
+        return out
+    if dedup == "event-time":
+        return out.dropDuplicates(list(dict.fromkeys([*unique, event_time])))
+    if dedup != "within-watermark":
+        raise ValueError(f"dedup must be one of {', '.join(DEDUP_FORMS)}; got {dedup!r}")
+    return out.dropDuplicatesWithinWatermark(list(unique))
+
+
+def dedup_difference(unique: Sequence[str], event_time: str, dedup: str) -> str:
+    """What `watermarked(..., unique, dedup)` keeps, said for `check`: when the two forms keep
+    the same records, and the one case where they differ.
+
+    Both drop a row whose `event_time` is at or before the watermark as late, before it is
+    compared. A repeat with the same `unique` values and the same `event_time` is therefore
+    dropped by both: while its first copy is held, as a duplicate; after the watermark passed
+    that time (when dropDuplicates evicts it), as late. They differ only for a repeat of the
+    same `unique` values with another `event_time`: within-watermark drops it (its state is
+    keyed by `unique` alone, held until the watermark passes the first copy's time + the
+    delay), event-time keeps it as another record."""
+    keys = ", ".join(unique)
+    if event_time in unique:
+        same = f"dropDuplicates({keys}) keeps what dropDuplicatesWithinWatermark({keys}) keeps"
+        return f"{same}: {event_time} is among the keys, so every repeat carries the same time"
+    keyed = f"dropDuplicates({keys}, {event_time})"
+    within = f"dropDuplicatesWithinWatermark({keys})"
+    same = f"a repeat with the same {keys} and {event_time} is dropped by both"
+    differ = (
+        f"a repeat with the same {keys} and another {event_time} is kept by {keyed} "
+        f"(counted again) and dropped by {within} while the first copy is held (until the "
+        f"watermark passes its {event_time} + the delay)"
+    )
+    used = keyed if dedup == "event-time" else within
+    return f"{used}: {same}; {differ}"
 
 
 def window_bounds(window: str = "window") -> tuple[Column, Column]:

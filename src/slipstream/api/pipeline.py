@@ -42,6 +42,7 @@ __all__ = [  # the declarations (slipstream.api offers them with the rest)
     "Pipeline",
     "choice_param",
     "count_param",
+    "dedup_param",
     "duration_param",
     "event_stream",
 ]
@@ -140,6 +141,17 @@ def choice_param(name: str, choices: tuple[str, ...], text: str, metavar: str = 
     return Param(name, values.choice(*choices), choices[0], text, " or ".join(choices), metavar)
 
 
+#: `--dedup`: `auto` is `event-time` under a real-time trigger, `within-watermark` otherwise
+#: (api/frames.py: DEDUP_FORMS, dedup_difference)
+DEDUP_CHOICES = ("auto", "within-watermark", "event-time")
+
+
+def dedup_param(text: str) -> Param:
+    """How a re-sent record is kept once (`--dedup auto`): Pipeline.for_trigger resolves
+    `auto` from the run's trigger, so `check` shows and the checkpoint records the form used."""
+    return choice_param("dedup", DEDUP_CHOICES, text, "FORM")
+
+
 def count_param(name: str, default: float, text: str) -> Param:
     """A positive count (`--burst 30`, an int default) or rate (`--max-per-minute 1.0`)."""
     if isinstance(default, int):
@@ -201,6 +213,20 @@ class Pipeline(ABC):
         .expectations): counted, dropped to the quarantine or failing, before `build`."""
         return ()
 
+    def for_trigger(self, params: Params, trigger: str) -> Params:
+        """The parameters as a run under `trigger` (its kind: `real-time`, `processing-time`,
+        ...) uses them: `--dedup auto` becomes `event-time` under real-time mode (Spark 4.3 runs
+        no dropDuplicatesWithinWatermark there) and `within-watermark` otherwise."""
+        if params.get("dedup") != "auto":
+            return params
+        form = "event-time" if trigger == "real-time" else "within-watermark"
+        return Params({**params, "dedup": form})
+
+    def notes(self, params: Params) -> Sequence[str]:
+        """What `check` adds about this pipeline under these parameters: lines, each starting
+        with its label padded to 12 characters, as `check` prints its own."""
+        return ()
+
     def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
         """Checks of parameters and input files that need this pipeline's knowledge, before
         Spark starts (raise ConfigError naming the flag and the fix). `paths` by input name."""
@@ -252,9 +278,13 @@ class Pipeline(ABC):
                 ) from None
         return Params(out)
 
-    def default_mode(self, output: Output, sink: SinkSpec) -> OutputMode:
+    def default_mode(self, output: Output, sink: SinkSpec, trigger: str = "") -> OutputMode:
+        """The first of the output's modes; append into files when offered; update under a
+        real-time trigger when offered (the only mode Spark's real-time mode runs)."""
         if sink.is_file_sink and "append" in output.modes:
             return "append"
+        if trigger == "real-time" and "update" in output.modes:
+            return "update"
         return output.modes[0]
 
 

@@ -6,6 +6,9 @@ may be null (see generators/sensors.py). Every output reads the same valid readi
 
     readings.withWatermark(event_time, W)                  W = --watermark (10m)
             .dropDuplicatesWithinWatermark(sensor_id, event_time)   a re-sent reading once
+            (or .dropDuplicates(sensor_id, event_time) under --trigger real-time, `--dedup
+            auto`: the same records kept, since event_time is among the keys; state held
+            until the watermark passes event_time instead of event_time + W)
 
 sensor_stats     groupBy(window(event_time, L[, S]), sensor_id)     L = --window (5m), S =
                  .agg(count, avg, min, max, stddev, sorted          --slide (unset: tumbling)
@@ -14,8 +17,10 @@ sensor_stats     groupBy(window(event_time, L[, S]), sensor_id)     L = --window
                  watermark passes the window's end. complete: every window, every batch; state
                  is never dropped (check warns). append: each window once, when final.
 sensor_alerts    the same windows, kept where readings > --max-per-minute x minutes of
-                 window: a sensor reporting more often than it should. Append only: emitted
-                 once per finalised window, so files and databases take them.
+                 window: a sensor reporting more often than it should. Append (default):
+                 emitted once per finalised window, so files and databases take them.
+                 update (a database; the default under --trigger real-time): a row as soon
+                 as the window passes the limit, upserted while its count grows.
 sensor_baseline  groupBy(sensor_id).agg(count, avg(value), sorted collect_set(error_code)):
                  the seed's "aggregations not based on time", running since the start; update
                  or complete (no event time in the key, so its state is one row per sensor).
@@ -26,7 +31,7 @@ rule as trending); the runner's event-time guard quarantines an `event_time` mor
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -35,6 +40,7 @@ from pyspark.sql import functions as F
 
 from slipstream.api.frames import (
     check_windows,
+    dedup_difference,
     not_null,
     spark_interval,
     watermarked,
@@ -45,6 +51,7 @@ from slipstream.api.pipeline import (
     Params,
     Pipeline,
     count_param,
+    dedup_param,
     duration_param,
     event_stream,
 )
@@ -72,6 +79,11 @@ class SensorsPipeline(Pipeline):
         count_param(
             "max_per_minute", 1.0, "readings a sensor may send per minute before it is alerted on"
         ),
+        dedup_param(
+            "how a re-sent reading is kept once (the same readings either way): "
+            "within-watermark, event-time (what real-time mode runs); auto: event-time under a "
+            "real-time trigger"
+        ),
     )
     outputs = (
         Output(
@@ -83,8 +95,9 @@ class SensorsPipeline(Pipeline):
         Output(
             "sensor_alerts",
             key=WINDOW_KEY,
-            modes=("append",),
-            help="sensors reporting more than --max-per-minute, once per finalised window",
+            modes=("append", "update"),
+            help="sensors reporting more than --max-per-minute, once per finalised window "
+            "(update: as soon as the window passes the limit)",
         ),
         Output(
             "sensor_baseline",
@@ -95,6 +108,10 @@ class SensorsPipeline(Pipeline):
     )
     results_order = ("window_start DESC, sensor_id", "latest windows first")
 
+    def notes(self, params: Params) -> Sequence[str]:
+        keys = ("sensor_id", "event_time")
+        return (f"dedup       {dedup_difference(keys, 'event_time', params.dedup)}",)
+
     def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
         check_windows(params.window, params.slide)
 
@@ -102,7 +119,11 @@ class SensorsPipeline(Pipeline):
         self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
     ) -> dict[str, DataFrame]:
         readings = watermarked(
-            inputs["readings"], "event_time", params.watermark, unique=("sensor_id", "event_time")
+            inputs["readings"],
+            "event_time",
+            params.watermark,
+            unique=("sensor_id", "event_time"),
+            dedup=params.dedup,
         )
         slide = params.slide or params.window
         window = F.window("event_time", spark_interval(params.window), spark_interval(slide)).alias(
@@ -148,6 +169,6 @@ class SensorsPipeline(Pipeline):
         )
         return {
             "sensor_stats": not_null(stats, *WINDOW_KEY),
-            "sensor_alerts": alerts,
+            "sensor_alerts": not_null(alerts, *WINDOW_KEY),  # update mode upserts on it
             "sensor_baseline": not_null(baseline, "sensor_id"),
         }

@@ -48,7 +48,7 @@ def prepare(
     pipeline = pipeline or get_pipeline(settings.pipeline)
     if settings.pipeline != pipeline.name:  # `module:Class`: its state goes under its name
         settings = settings.with_(pipeline=pipeline.name)
-    params = pipeline.parse_params(settings.params)
+    params = pipeline.for_trigger(pipeline.parse_params(settings.params), settings.trigger.kind)
     _refuse_unknown(pipeline, settings.input, "input", "--input")
     streams = pipeline.stream_inputs()
     if "" in settings.input and len(streams) != 1:
@@ -110,7 +110,9 @@ def prepare(
         ValidationError(v.code, f"output {out.ctx.query_name}: {v.message}", v.fix)
         for out in outputs.values()
         if out.spec is not None  # one of the pipeline's outputs
-        for v in settings_violations(out.ctx.mode, out.sink.spec, out.spec.modes)
+        for v in settings_violations(
+            out.ctx.mode, out.sink.spec, out.spec.modes, settings.trigger.kind
+        )
         + (sink_violations(out.sink.spec) if settings.remote else [])
     ]
     if problems and check_rules:
@@ -277,7 +279,7 @@ def _bind_output(pipeline: Pipeline, output: Output, settings: Settings) -> Boun
         return None
     table = settings.table.get(output.name) or (settings.table.get("") if first else None)
     mode = settings.mode.get(output.name) or (settings.mode.get("") if first else None)
-    mode = mode or pipeline.default_mode(output, spec)
+    mode = mode or pipeline.default_mode(output, spec, settings.trigger.kind)
     ctx = _ctx(pipeline, settings, output.name, table or output.table_name, output.key, mode)
     if sink_class(spec.kind).database:
         check_table(ctx.table)  # a bad or reserved table name fails here, not in a batch

@@ -24,6 +24,7 @@ def explain(prepared: Prepared) -> str:
     if prepared.params:
         shown = ", ".join(f"{k}={show_value(v)}" for k, v in prepared.params.items())
         lines.append(f"params      {shown}")
+    lines += prepared.pipeline.notes(prepared.params)
     for out in prepared.outputs.values():
         streams = [b.source.kind for b in stream_inputs(prepared, out) if b.source is not None]
         lines.append(

@@ -440,25 +440,38 @@ def test_a_run_with_too_few_slots_is_refused_before_start(
 def test_check_names_what_stops_trending_in_real_time_mode(
     kafka_spark: SparkSession, kafka: Any, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    """trending's dropDuplicatesWithinWatermark is not in Spark's real-time allow-list, and
-    its archive output runs in append mode: `check` refuses both outputs, naming each cause."""
+    """trending under a real-time trigger deduplicates by (event_id, ts) (`--dedup auto`) and
+    its views run; `check` says how that form differs. Given `--dedup within-watermark`, its
+    dropDuplicatesWithinWatermark is not in Spark's real-time allow-list, and its archive
+    output runs in append mode: `check` refuses both outputs, naming each cause."""
     topic = _topic(kafka, request)
     catalog = tmp_path / "catalog.csv"
     catalog.write_text("article_id,title,section\na1,One,news\n")
-    settings = load_settings(
-        "trending",
-        {
+
+    def check(params: dict[str, str], *sink: str) -> tuple[int, str]:
+        flags: dict[str, Any] = {
             "input": [f"events={kafka.url(topic)}", f"catalog={catalog}"],
             "trigger": REAL_TIME,
             "mode": "update",
             "state_dir": tmp_path / "state",
-        },
-        environ={},
-    )
-    out = io.StringIO()
-    assert check_command(settings, out, kafka_spark) != 0
-    text = out.getvalue()
+        }
+        if sink:
+            flags["sink"] = list(sink)
+        settings = load_settings("trending", flags, environ={}, params=params)
+        out = io.StringIO()
+        with _shuffle_partitions(kafka_spark, 1):
+            return check_command(settings, out, kafka_spark), out.getvalue()
+
+    code, text = check({})
+    assert "dedup       dropDuplicates(event_id, ts): " in text, text
+    assert "  real-time   yes: upserted on the output's key" in text, text
+    assert not [line for line in text.splitlines() if "REAL_TIME_NOT_ELIGIBLE" in line], text
+
+    archive = f"archive=sqlite:{tmp_path / 'archive.db'}"
+    code, text = check({"dedup": "within-watermark"}, archive)
+    assert code != 0
     refused = [line for line in text.splitlines() if line.startswith("refused")]
-    assert refused and all("REAL_TIME_NOT_ELIGIBLE" in line for line in refused), text
+    assert len(refused) == 2 and all("REAL_TIME_NOT_ELIGIBLE" in x for x in refused), text
     assert "dropDuplicatesWithinWatermark" in refused[0], text
+    assert "--mode append: real-time mode runs update mode only" in refused[1], text
     assert "  real-time   no: operator dropDuplicatesWithinWatermark" in text

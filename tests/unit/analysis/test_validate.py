@@ -137,6 +137,10 @@ def test_real_time_slots() -> None:
 
     assert slots_needed(STATELESS, 3, 4) == 3  # no shuffle: a task per topic partition
     assert slots_needed(WINDOWED, 1, 4) == 5
+    # a deduplication then an aggregation on other keys: two shuffles (sensors, trending);
+    # Spark refused sensors' stats for 3 slots under one shuffle partition
+    assert slots_needed(replace(WINDOWED, dedup=True), 1, 1) == 3
+    assert slots_needed(replace(STATELESS, dedup=True), 2, 4) == 6
     assert slot_blocker({"m.counts": 2}, 0, 2) is None
     assert slot_blocker({"m.counts": 2}, 1, 3) is None
     assert slot_blocker({"m.counts": 2}, 1, 2) == (
