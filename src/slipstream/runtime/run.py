@@ -10,7 +10,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -249,9 +249,7 @@ class Run:
         self._stopped = True
         reason = reason or self.stop_reason or "stopped by the caller"
         try:
-            for name, query in self.queries.items():
-                if _stop_at_batch_boundary(query):
-                    self.interrupted.add(name)
+            self.interrupted |= _stop_at_batch_boundaries(self.queries)
         finally:
             if self.recorder is not None:
                 # the listener bus delivers each query's last events after stop() returns
@@ -290,36 +288,44 @@ def kafka_topics(prepared: Prepared) -> list[KafkaTopic]:
     ]
 
 
-def _stop_at_batch_boundary(
-    query: StreamingQuery, timeout: float = 60.0, poll: float = 0.005
-) -> bool:
-    """Stop `query` at the next batch boundary (waiting at most `timeout`); True when it was
-    still running, so that this stop ended it.
+def _stop_at_batch_boundaries(
+    queries: Mapping[str, StreamingQuery], timeout: float = 60.0, poll: float = 0.005
+) -> set[str]:
+    """Stop each query at its next batch boundary, all of them at once under one deadline
+    (`timeout`); the names of those still running, which this stop ended.
 
     Spark has no graceful stop: `stop()` interrupts a running batch. Between triggers
     (`isTriggerActive` false) the last batch has written its commit, and `stop()` marks the query
     terminated before the next trigger can plan a batch. Under available-now the batches run
     back to back and that window is too short to be seen (SIGTERM drained 10 and 14 more
-    batches, up to 60 s): so the query is also stopped as soon as its last progress moves on
+    batches, up to 60 s): so a query is also stopped as soon as its last progress moves on
     (the batch running at the request has committed); what `stop()` then interrupts is the start
     of the next batch, which is replayed at the next start. `isDataAvailable` is no guide: Spark
-    reports it false while it writes the next batch's offsets. `batch_boundaries` says
-    afterwards where each checkpoint stands."""
+    reports it false while it writes the next batch's offsets. The queries are watched together:
+    one after another, a run of several real-time queries (an epoch each) took minutes to stop.
+    `batch_boundaries` says afterwards where each checkpoint stands."""
     deadline = time.monotonic() + timeout
-    running_at_request = _last_batch(query)
-    while query.isActive:
-        if (
-            not query.status.get("isTriggerActive")
-            or _last_batch(query) != running_at_request
-            or time.monotonic() >= deadline
-        ):
-            query.stop()
-            return True
+    running_at_request = {name: _last_batch(q) for name, q in queries.items()}
+    waiting = {name: q for name, q in queries.items() if q.isActive}
+    ended: set[str] = set()
+    while waiting:
+        for name, query in list(waiting.items()):
+            if not query.isActive:
+                del waiting[name]
+            elif (
+                not query.status.get("isTriggerActive")
+                or _last_batch(query) != running_at_request[name]
+                or time.monotonic() >= deadline
+            ):
+                query.stop()
+                ended.add(name)
+                del waiting[name]
         # a query that fails meanwhile (a sibling's cause, a broker gone for both) raises its
         # failure here: it is not this stop's, and raise_failure reads it from the query
-        with contextlib.suppress(StreamingQueryException):
-            query.awaitTermination(poll)
-    return False
+        for query in list(waiting.values())[:1]:
+            with contextlib.suppress(StreamingQueryException):
+                query.awaitTermination(poll)
+    return ended
 
 
 def _last_batch(query: StreamingQuery) -> int | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slipstream.runtime.run import _stop_at_batch_boundary
+from slipstream.runtime.run import _stop_at_batch_boundaries
 
 
 class BackToBack:
@@ -36,15 +36,55 @@ class BackToBack:
 
 def test_a_stop_under_available_now_ends_after_the_running_batch() -> None:
     query = BackToBack()
-    assert _stop_at_batch_boundary(query, timeout=60.0, poll=0.001)  # type: ignore[arg-type]
+    assert _stop_at_batch_boundaries({"q": query}, poll=0.001) == {"q"}  # type: ignore[dict-item]
     assert query.stopped_after == 4  # the batch running at the request, and no more
 
 
 def test_a_query_between_triggers_is_stopped_at_once() -> None:
     query = BackToBack()
     query.status["isTriggerActive"] = False
-    assert _stop_at_batch_boundary(query, timeout=60.0, poll=0.001)  # type: ignore[arg-type]
+    assert _stop_at_batch_boundaries({"q": query}, poll=0.001) == {"q"}  # type: ignore[dict-item]
     assert query.stopped_after == 3
+
+
+class Clock:
+    """Time for the queries of one run: every wait of the poll is one tick for all of them."""
+
+    ticks = 0
+
+
+class Epochs:
+    """A real-time query: always inside an epoch (its trigger active); an epoch ends every
+    `length` ticks, `phase` ticks apart from its siblings'."""
+
+    def __init__(self, clock: Clock, length: int, phase: int) -> None:
+        self.clock, self.length, self.phase = clock, length, phase
+        self.isActive = True
+        self.status: dict[str, Any] = {"isTriggerActive": True}
+        self.stopped_at: int | None = None
+
+    @property
+    def lastProgress(self) -> dict[str, Any]:  # noqa: N802 (Spark's name)
+        return {"batchId": (self.clock.ticks + self.phase) // self.length}
+
+    def awaitTermination(self, timeout: float) -> bool:  # noqa: N802 (Spark's name)
+        self.clock.ticks += 1
+        return False
+
+    def stop(self) -> None:
+        self.isActive = False
+        self.stopped_at = self.clock.ticks
+
+
+def test_the_queries_of_a_run_stop_at_their_own_next_epoch_end_together() -> None:
+    """rt39: a real-time run of three queries took minutes to stop on Ctrl-C, each query's
+    wait for its epoch's end starting after the one before had stopped. All are watched from
+    the request on: each stops when the epoch running at the request ends."""
+    clock = Clock()
+    queries = {f"q{n}": Epochs(clock, length=100, phase=30 * n) for n in range(3)}
+    ended = _stop_at_batch_boundaries(queries, poll=0.001)  # type: ignore[arg-type]
+    assert ended == set(queries)
+    assert [q.stopped_at for q in queries.values()] == [100, 70, 40]  # no epoch waited twice
 
 
 class Query:
