@@ -24,12 +24,28 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 # restarts) is short-lived: the C1 compiler alone and the serial collector, as tests.helpers'
 # cli_env gives the CLI (about half the CPU of a short run). The session's own JVM below lives
 # for the whole test run and keeps the defaults. A value the environment already has stands.
+# Their classes come from a class-data-sharing archive once one is made (tests/class_archive.py).
 SUBMIT_OPTS = "SPARK_SUBMIT_OPTS"
 OURS = SUBMIT_OPTS not in os.environ
 if OURS:
-    from tests.helpers import SHORT_LIVED_JVM
+    from tests import class_archive
 
-    os.environ[SUBMIT_OPTS] = SHORT_LIVED_JVM
+    os.environ[SUBMIT_OPTS] = class_archive.jvm_options()
+
+JVM_MARKS = ("spark", "slow", "kafka", "postgres", "cluster", "browser")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A run that will start JVMs has the archive made (once per machine) in the background."""
+    if OURS and any(item.get_closest_marker(m) for item in session.items for m in JVM_MARKS):
+        class_archive.start_making()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Once the archive is made, the JVMs started from then on use it."""
+    if OURS and "SharedArchiveFile" not in os.environ.get(SUBMIT_OPTS, ""):
+        os.environ[SUBMIT_OPTS] = class_archive.jvm_options()
 
 
 @pytest.fixture(scope="session")
