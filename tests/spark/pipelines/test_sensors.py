@@ -28,7 +28,7 @@ WINDOW, WATERMARK = timedelta(minutes=5), timedelta(minutes=10)
 SPEC = StreamSpec(
     duration=timedelta(minutes=40),
     seed=5,
-    file_every=timedelta(minutes=1),
+    file_every=timedelta(minutes=2),
     watermark=WATERMARK,
     window=WINDOW,
     out_of_order=0.08,
@@ -79,7 +79,7 @@ def _run(
 @pytest.fixture(scope="module")
 def dirty(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One run over 40 minutes of readings from 12 sensors (2 noisy, 2 drifting, 2 erroring),
-    one file per minute of arrival and one file per batch, all outputs to SQLite."""
+    one file per two minutes of arrival and one file per batch, all outputs to SQLite."""
     fleet = sensors_generator.Sensors(12, 2, 2, 2, seed=SPEC.seed)
     return _run(spark, tmp_path_factory.mktemp("sensors"), SPEC, fleet)
 
