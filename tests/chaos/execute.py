@@ -30,8 +30,10 @@ SPARK_ARGS = ["--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=2"
 REFUSED = re.compile(r"slipstream: (?:refused|failed) \[([A-Z][A-Z_]+)\]")
 SUMMARY = re.compile(
     r"summary (\S+): .*?([\d,]+) records? read = ([\d,]+) valid \+ ([\d,]+) quarantined"
-    r" \+ ([\d,]+) late[^,\n]*(?:\s\+ ([\d,]+) duplicates)?"
+    r" \+ ([\d,]+) late(?: \([^)]*\))?(?: \+ ([\d,]+) duplicates)?"
 )
+#: what a run's terminal should never show: a traceback, Spark's log lines, its progress bar
+NOISE = re.compile(r"Traceback|^(?:\S+ ){0,2}(?:ERROR|WARN) |\[Stage \d+:", re.M)
 #: the documented way out of each refusal a fault may provoke (errors.py's fix lines)
 WAY_OUT = {"CHECKPOINT_DAMAGED": "reset --outputs", "STATE_INCOMPATIBLE": "revert the change"}
 
@@ -335,9 +337,10 @@ def judge(runner: Runner, outcome: Outcome) -> None:
     logs = "\n".join(log.read_text(errors="replace") for log in runner.logs)
     if runner.sink.secret and runner.sink.secret in logs:
         outcome.defect("the database password is in a run's output")
-    noisy = [log.name for log in runner.logs if "Traceback" in log.read_text(errors="replace")]
-    if noisy:
-        outcome.notes.append("a Traceback in " + ", ".join(noisy))
+    for log in runner.logs:  # quiet runs (issue 43, item 3): noted, for the report
+        noise = NOISE.search(log.read_text(errors="replace"))
+        if noise:
+            outcome.notes.append(f"{noise.group(0).strip()!r} on a run's terminal")
 
 
 def check_summary(runner: Runner, outcome: Outcome) -> None:
