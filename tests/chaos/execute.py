@@ -231,7 +231,17 @@ def sigint(runner: Runner, fault: Fault, outcome: Outcome) -> None:
     outcome.missed.append("sigint (the run ended first)")
 
 
+def committed(runner: Runner, outcome: Outcome) -> bool:
+    """A checkpoint that has committed a batch, for the faults that need one: when a kill
+    before landed inside the first batch, a run to completion first."""
+    if runner.last("commits") >= 0:
+        return True
+    return expect_clean(runner, outcome, runner.run(), "the run before the fault")
+
+
 def damage(runner: Runner, fault: Fault, outcome: Outcome) -> None:
+    if not committed(runner, outcome):
+        return
     target = damaged_file(runner.output, fault.target)
     if target is None:
         outcome.missed.append(f"damage {fault.target} (no such file yet)")
@@ -250,8 +260,7 @@ def damage(runner: Runner, fault: Fault, outcome: Outcome) -> None:
 
 
 def change_window(runner: Runner, fault: Fault, outcome: Outcome) -> None:
-    if runner.last("commits") < 0:
-        outcome.missed.append("window (no committed batch yet)")
+    if not committed(runner, outcome):
         return
     outcome.injected.append("window")
     code = runner.run(("--window", OTHER_WINDOW))
