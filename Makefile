@@ -18,7 +18,7 @@ JAVA_SRC := $(wildcard java/src/slipstream/jvm/*.java)
 
 FAST := not spark and not cluster and not postgres and not browser and not slow and not kafka
 
-.PHONY: venv jvm docs demo test test-fast lint format services bench bench-quick bench-peers soak clean check-java wheel
+.PHONY: venv jvm docs demo test test-fast lint format services bench bench-quick bench-peers soak clean check-java wheel chaos
 
 # the development environment: the package, its test and docs extras, the JVM parser
 venv: $(STAMP) $(JAR)
@@ -78,6 +78,14 @@ test: venv check-java lint services
 # every test that needs no Spark and no service, in about 2-3 minutes: your own loop
 test-fast: venv lint
 	$(PY) -m pytest -m "$(FAST)"
+
+# the randomized fault campaign (tests/chaos/, docs/reliability.md): seeds FIRST..FIRST+SEEDS-1,
+# each a pipeline, generated input, a sink and 1-3 faults, judged against an independent model;
+# a defect prints the one command that reproduces it (`python -m tests.chaos --seed N`)
+SEEDS ?= 20
+FIRST ?= 1
+chaos: venv check-java services
+	$(PY) -m tests.chaos --seeds $(SEEDS) --first $(FIRST) --report chaos-report.md
 
 bench: venv check-java
 	$(PY) -m pip install -q -e '.[test,bench]'

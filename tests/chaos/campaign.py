@@ -1,0 +1,117 @@
+"""Many scenarios, one after the other, and the report of the campaign: how many ran, the
+faults injected by kind, the outcomes, and every defect with the command that reproduces it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tests.chaos import outputs
+from tests.chaos.execute import Outcome, Sink, execute, reproduce
+from tests.chaos.scenario import Scenario, plan
+
+
+def make_sink(scenario: Scenario, workdir: Path, postgres: Any) -> Sink:
+    table = scenario.pipeline
+    if scenario.sink == "sqlite":
+        db = workdir / "results.db"
+        args = ["--sink", f"sqlite:{db}", "--table", table, "--mode", "update"]
+        return Sink(args, lambda: outputs.read_sqlite(db, table), final_only=False)
+    if scenario.sink == "parquet":
+        folder = workdir / "out"
+        return Sink(
+            ["--sink", f"parquet:{folder}"], lambda: outputs.read_parquet_sink(folder), True
+        )
+    from tests.services import APP_PASSWORD
+
+    database = postgres.create_database(f"chaos_{scenario.seed}")
+    args = ["--sink", f"{postgres.url(database)}?parallel_rows=0", "--table", table]
+    return Sink(
+        [*args, "--mode", "update"],
+        lambda: outputs.read_pg(postgres, database, table),
+        final_only=False,
+        secret=APP_PASSWORD,
+    )
+
+
+def run_seed(seed: int, root: Path, postgres: Any = None, keep: bool = False) -> Outcome:
+    """One scenario in `root/seed-N` (deleted after an outcome other than a defect, unless
+    `keep`). `postgres`: a tests.services.PostgresServer, needed by the seeds that draw it."""
+    scenario = plan(seed)
+    workdir = root / f"seed-{seed}"
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    if scenario.sink == "postgresql" and postgres is None:
+        raise RuntimeError(f"seed {seed} writes into PostgreSQL; none is running")
+    outcome = execute(scenario, workdir, make_sink(scenario, workdir, postgres))
+    if outcome.verdict != "defect" and not keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return outcome
+
+
+def run_seeds(seeds: Iterable[int], root: Path | None = None, keep: bool = False) -> list[Outcome]:
+    """Seeds one after the other, with a throwaway PostgreSQL started once when one needs it."""
+    from tests.services import running_postgres
+
+    seeds = list(seeds)
+    root = root or Path(tempfile.mkdtemp(prefix="slipstream-chaos-"))
+    found: list[Outcome] = []
+    if not any(plan(s).sink == "postgresql" for s in seeds):
+        for seed in seeds:
+            found.append(run_seed(seed, root, keep=keep))
+            print(found[-1].line(), flush=True)
+        return found
+    with running_postgres() as server:
+        if isinstance(server, str):
+            raise RuntimeError(f"PostgreSQL could not start: {server}")
+        for seed in seeds:
+            found.append(run_seed(seed, root, server, keep))
+            print(found[-1].line(), flush=True)
+    return found
+
+
+def report(found: list[Outcome], command: str) -> str:
+    """The campaign's report, in Markdown."""
+    combos = Counter(f"{o.scenario.pipeline} into {o.scenario.sink}" for o in found)
+    records = sum((o.model for o in found), Counter())
+    lines = [
+        f"- command: `{command}`",
+        f"- scenarios: {len(found)} ({tally(combos)}), {sum(o.runs for o in found)} runs of "
+        f"the CLI, {sum(o.seconds for o in found) / 60:.0f} min",
+        f"- records landed: {records['lines']:,} ({records['malformed']:,} malformed, "
+        f"{records['late']:,} late)",
+        f"- faults injected: {tally(kinds(o.injected for o in found))}",
+    ]
+    missed = kinds(o.missed for o in found)
+    if missed:
+        lines.append(f"- planned, not injected (the run ended first): {tally(missed)}")
+    lines.append(f"- outcomes: {tally(Counter(o.verdict for o in found))}")
+    refusals = Counter(r for o in found for r in o.refusals)
+    if refusals:
+        lines.append(f"- refusals, each followed by its way out: {tally(refusals)}")
+    noted = Counter(n for o in found for n in o.notes)
+    if noted:
+        lines.append(f"- notes: {tally(noted)}")
+    for o in found:
+        if o.verdict == "defect":
+            lines.append(
+                f"- **defect, seed {o.scenario.seed}**: {o.scenario.describe()}: "
+                + "; ".join(o.defects)
+                + f"; reproduce: `{reproduce(o.scenario.seed)}`"
+            )
+    lines.append("- seeds: " + " ".join(str(o.scenario.seed) for o in found))
+    return "\n".join(lines) + "\n"
+
+
+def kinds(lists: Iterable[list[str]]) -> Counter[str]:
+    """Fault kinds without their details (`kill-random (inside a batch)` -> `kill-random`)."""
+    return Counter(re.sub(r" \(.*", "", item) for items in lists for item in items)
+
+
+def tally(counts: Counter[str]) -> str:
+    return ", ".join(f"{key} {n}" for key, n in sorted(counts.items())) or "none"

@@ -1,0 +1,57 @@
+"""What a scenario's sink and quarantine hold, read without slipstream and without Spark:
+sqlite3, psycopg, and a Spark file sink's committed files through its `_spark_metadata` log
+(files of a batch killed before its commit are on disk but not in the log, and do not count)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import pandas as pd
+
+
+def read_sqlite(path: Path, table: str) -> pd.DataFrame:
+    with sqlite3.connect(path) as conn:
+        return pd.read_sql_query(f'SELECT * FROM "{table}"', conn)
+
+
+def read_pg(server: Any, database: str, table: str) -> pd.DataFrame:
+    import psycopg
+
+    with psycopg.connect(server.admin_dsn(database)) as conn:
+        cur = conn.execute(f'SELECT * FROM "{table}"')
+        return pd.DataFrame(cur.fetchall(), columns=[c.name for c in cur.description or ()])
+
+
+def committed_files(folder: Path) -> list[Path]:
+    """The files a Spark file sink committed: the newest compacted log and the batches after
+    it, `add` minus `delete` (Spark's FileStreamSinkLog, format v1: a version line, then one
+    JSON entry a line)."""
+    log = folder / "_spark_metadata"
+    if not log.is_dir():
+        return []
+    names = [p for p in log.iterdir() if not p.name.startswith(".")]
+    batch = {p: int(p.name.split(".")[0]) for p in names if p.name.split(".")[0].isdigit()}
+    compacts = [b for p, b in batch.items() if p.name.endswith(".compact")]
+    start = max(compacts) if compacts else -1
+    live: dict[str, bool] = {}
+    for path in sorted((p for p, b in batch.items() if b >= start), key=batch.__getitem__):
+        for line in path.read_text().splitlines()[1:]:
+            entry = json.loads(line)
+            live[entry["path"]] = entry["action"] != "delete"
+    return [Path(unquote(urlparse(p).path)) for p, alive in live.items() if alive]
+
+
+def read_parquet_sink(folder: Path) -> pd.DataFrame:
+    files = committed_files(folder)
+    if not files:
+        return pd.DataFrame(columns=["window_start", "action", "count"])
+    return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+
+
+def quarantined_lines(folder: Path) -> int:
+    """Records in a quarantine folder (JSON lines, one record each), committed files only."""
+    return sum(len(f.read_text().splitlines()) for f in committed_files(folder))

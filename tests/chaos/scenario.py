@@ -1,0 +1,100 @@
+"""A scenario is a pure function of its seed: `plan(seed)` draws the pipeline, the sink, the
+input's size and dirt, and 1-3 faults, each after a few more files landed, from
+`random.Random(seed)` alone. Running it is execute.py's job."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+#: what each pipeline can write into (parquet is an append-mode file sink: mobile's finalised
+#: windows; wordcount has no watermark, so no append mode)
+SINKS = {"mobile": ("sqlite", "postgresql", "parquet"), "wordcount": ("sqlite", "postgresql")}
+PIPELINES = ("mobile", "mobile", "wordcount")  # mobile twice: its model covers dirt and windows
+
+#: kill-random: SIGKILL a seeded delay after a batch started (a new offsets file);
+#: kill-in-sink / kill-after-write: the process SIGKILLs itself inside the sink's transaction,
+#: or after the sink committed and before the checkpoint did (databases only);
+#: sigint: Ctrl-C once a batch committed; damage: a checkpoint file cut or garbled before the
+#: next run; window: the next run changes --window (mobile only; its state is refused)
+KILLS = ("kill-random", "kill-in-sink", "kill-after-write")
+FAULTS = (*KILLS, "sigint", "damage", "window")
+#: how often each is drawn: random kills and damaged files the most (the widest spaces of moments
+#: and of files)
+WEIGHTS = {"kill-random": 2, "kill-in-sink": 1, "kill-after-write": 1, "sigint": 1, "damage": 2,
+           "window": 1}  # fmt: skip
+NEED_HISTORY = ("damage", "window")
+DAMAGE_TARGETS = ("offsets", "commits", "sources", "build-record")
+DAMAGE_HOW = ("empty", "header-only", "garbled")
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    land: int  # files landed just before the faulty run
+    delay_s: float = 0.0  # kill-random: after the batch started
+    ahead: int = 0  # kill-in-sink/after-write: this many batches after the next
+    target: str = ""  # damage: which file of the output's checkpoint
+    how: str = ""  # damage: empty, header-only, garbled
+
+    def describe(self) -> str:
+        detail = {
+            "kill-random": f" {self.delay_s:.2f}s into a batch",
+            "kill-in-sink": f" at the next batch + {self.ahead}",
+            "kill-after-write": f" at the next batch + {self.ahead}",
+            "damage": f" {self.target} {self.how}",
+            "window": " 40s instead of 20s",
+        }.get(self.kind, "")
+        return f"{self.kind}{detail} (after {self.land} more files)"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    seed: int
+    pipeline: str
+    sink: str
+    files: int  # files generated in all; those no fault landed come before the final run
+    data_seed: int
+    faults: tuple[Fault, ...] = field(default_factory=tuple)
+
+    def describe(self) -> str:
+        steps = "; ".join(f.describe() for f in self.faults)
+        return f"seed {self.seed}: {self.pipeline} into {self.sink}, {self.files} files; {steps}"
+
+
+def plan(seed: int) -> Scenario:
+    rng = random.Random(seed)
+    pipeline = rng.choice(PIPELINES)
+    sink = rng.choice(SINKS[pipeline])
+    files = rng.randint(8, 11)
+    data_seed = rng.randrange(1_000_000)
+    kinds = [k for k in FAULTS if _fits(k, pipeline, sink)]
+    faults = []
+    landed = 0
+    for n in range(rng.randint(1, 3)):
+        # a damaged file or a changed window needs a checkpoint that has run: never first
+        fit = [k for k in kinds if n or k not in NEED_HISTORY]
+        kind = rng.choices(fit, [WEIGHTS[k] for k in fit])[0]
+        land = rng.randint(1, 2)
+        if landed + land > files - 1:  # at least one file is left for the final run
+            break
+        landed += land
+        faults.append(
+            Fault(
+                kind,
+                land,
+                delay_s=round(rng.uniform(0.0, 2.0), 2) if kind == "kill-random" else 0.0,
+                ahead=rng.randint(0, 1) if kind in KILLS[1:] else 0,
+                target=rng.choice(DAMAGE_TARGETS) if kind == "damage" else "",
+                how=rng.choice(DAMAGE_HOW) if kind == "damage" else "",
+            )
+        )
+    return Scenario(seed, pipeline, sink, files, data_seed, tuple(faults))
+
+
+def _fits(kind: str, pipeline: str, sink: str) -> bool:
+    if kind in KILLS[1:]:
+        return sink != "parquet"  # the fault points are the database sinks' batch writer's
+    if kind == "window":
+        return pipeline == "mobile"
+    return True
