@@ -33,7 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _key() -> str:
-    """What the archive depends on: the java binary, PySpark's jars and the JVM options."""
+    """What the archive depends on: the java binary, PySpark's jars (the classpath the JVM checks
+    the archive against: their folder and names) and the JVM options."""
     import pyspark
 
     java = (
@@ -42,7 +43,7 @@ def _key() -> str:
         else shutil.which("java")
     )
     jars = Path(pyspark.__file__).parent / "jars"
-    parts = [str(Path(java).resolve()) if java else "", pyspark.__version__, SHORT_LIVED_JVM]
+    parts = [str(Path(java).resolve()) if java else "", str(jars), SHORT_LIVED_JVM]
     parts += sorted(p.name for p in jars.glob("*.jar"))
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
