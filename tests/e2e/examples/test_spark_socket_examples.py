@@ -1,14 +1,15 @@
-"""Apache Spark's socket examples, ported in `examples/spark/`: a local TCP server sends a fixed
-set of lines to each client and closes; the original query reads them with plain PySpark, the
-port with `slipstream run ... --stop-when-idle`, which ends by itself once the input is consumed
-(docs/howto/migrate.md)."""
+"""Apache Spark's socket examples, ported in `examples/spark/`: `slipstream feed` serves a fixed
+set of lines (a server of its own for each program, on an ephemeral port); the original query
+reads them with plain PySpark, the port with `slipstream run ... --stop-when-idle`, which ends by
+itself once the input is consumed (docs/howto/migrate.md)."""
 
 from __future__ import annotations
 
 import io
 import math
-import socket
-import threading
+import re
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -25,6 +26,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from slipstream.app import cli, exits
 from slipstream.sinks.sqlite import read_table
+from tests.helpers import cli_env
 
 pytestmark = pytest.mark.spark
 
@@ -33,33 +35,30 @@ LINES = ["apache spark structured streaming", "spark  streaming", "Spark", "spar
 WORDS = Counter(w for line in LINES for w in line.split(" "))
 
 
-class LinesServer:
-    """127.0.0.1 on an ephemeral port: each client gets LINES, then the connection closes."""
-
-    def __init__(self, lines: list[str]) -> None:
-        self._data = "".join(f"{line}\n" for line in lines).encode()
-        self._server = socket.create_server(("127.0.0.1", 0))
-        self.port = self._server.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self._server.accept()
-            except OSError:
-                return
-            with conn:
-                conn.sendall(self._data)
-
-    def close(self) -> None:
-        self._server.close()
-
-
 @pytest.fixture
-def server() -> Iterator[LinesServer]:
-    served = LinesServer(LINES)
-    yield served
-    served.close()
+def feed(tmp_path: Path) -> Iterator[Callable[[], int]]:
+    """Start `slipstream feed LINES --port 0` (a real subprocess, as a user runs it) and return
+    the port it listens on: it sends LINES to the first program that connects and keeps the
+    connection open, as it does for a user. One server per program."""
+    lines = tmp_path / "lines.txt"
+    lines.write_text("".join(f"{line}\n" for line in LINES))
+    started: list[subprocess.Popen[str]] = []
+
+    def start() -> int:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "slipstream", "feed", str(lines), "--port", "0"],
+            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=cli_env(),
+        )  # fmt: skip
+        started.append(server)
+        assert server.stderr is not None
+        listening = re.search(r"listening on 127\.0\.0\.1:(\d+)", server.stderr.readline())
+        assert listening, "slipstream feed did not say where it listens"
+        return int(listening.group(1))
+
+    yield start
+    for server in started:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def original(
@@ -108,14 +107,14 @@ def run_port(pipeline: str, port: int, state: Path, *more: str) -> Path:
 
 
 def test_network_wordcount_port_equals_the_original(
-    spark: SparkSession, server: LinesServer, tmp_path: Path
+    spark: SparkSession, feed: Callable[[], int], tmp_path: Path
 ) -> None:
     def query(lines: DataFrame) -> DataFrame:  # the original's, as Spark ships it
         words = lines.select(explode(split(lines.value, " ")).alias("word"))
         return words.groupBy("word").count()
 
-    want = original(spark, server.port, query, sum(WORDS.values()), "original_network_wc")
-    db = run_port("network_wordcount:NetworkWordCount", server.port, tmp_path)
+    want = original(spark, feed(), query, sum(WORDS.values()), "original_network_wc")
+    db = run_port("network_wordcount:NetworkWordCount", feed(), tmp_path)
     got = pd.DataFrame(read_table(db, "network_word_counts"))
     key = ["word"]
     pd.testing.assert_frame_equal(
@@ -127,7 +126,7 @@ def test_network_wordcount_port_equals_the_original(
 
 
 def test_windowed_network_wordcount_port_equals_the_original(
-    spark: SparkSession, server: LinesServer, tmp_path: Path
+    spark: SparkSession, feed: Callable[[], int], tmp_path: Path
 ) -> None:
     """10-second windows sliding by 5: each line is in two windows of its arrival time. The
     two runs read at different moments, so the windows differ; what both must give: 10-second
@@ -138,9 +137,9 @@ def test_windowed_network_wordcount_port_equals_the_original(
         counts = words.groupBy(window(words.timestamp, "10 seconds", "5 seconds"), words.word)
         return counts.count().orderBy("window")
 
-    want = original(spark, server.port, query, 2 * sum(WORDS.values()), "original_windowed_wc")
+    want = original(spark, feed(), query, 2 * sum(WORDS.values()), "original_windowed_wc")
     db = run_port(
-        "network_wordcount_windowed:WindowedNetworkWordCount", server.port, tmp_path,
+        "network_wordcount_windowed:WindowedNetworkWordCount", feed(), tmp_path,
         "--include-timestamp", "--window", "10s", "--slide", "5s",
     )  # fmt: skip
     got = pd.DataFrame(read_table(db, "windowed_word_counts"))
@@ -152,7 +151,7 @@ def test_windowed_network_wordcount_port_equals_the_original(
 
 
 def test_sessionization_port_equals_the_original_in_complete_mode(
-    spark: SparkSession, server: LinesServer, tmp_path: Path
+    spark: SparkSession, feed: Callable[[], int], tmp_path: Path
 ) -> None:
     """The original as Spark ships it (update mode) is refused by Spark 4 at start; in complete
     mode, the nearest Spark allows, its sessions equal the port's: per word one session of its
@@ -176,8 +175,8 @@ def test_sessionization_port_equals_the_original_in_complete_mode(
         shipped.writeStream.outputMode("update").format("noop").start().stop()
     assert "STREAMING_OUTPUT_MODE" in str(refused.value.getCondition())
     total = sum(WORDS.values())
-    want = original(spark, server.port, query, total, "original_sessions", counted="numEvents")
-    db = run_port("sessionization:Sessionization", server.port, tmp_path, "--include-timestamp")
+    want = original(spark, feed(), query, total, "original_sessions", counted="numEvents")
+    db = run_port("sessionization:Sessionization", feed(), tmp_path, "--include-timestamp")
     got = pd.DataFrame(read_table(db, "word_sessions"))
     for frame in (got, want):
         assert dict(zip(frame["sessionId"], frame["numEvents"], strict=True)) == WORDS
@@ -185,7 +184,7 @@ def test_sessionization_port_equals_the_original_in_complete_mode(
 
 
 def test_session_window_word_count_port_equals_the_original(
-    spark: SparkSession, server: LinesServer, tmp_path: Path
+    spark: SparkSession, feed: Callable[[], int], tmp_path: Path
 ) -> None:
     """The original keeps each word's session with applyInPandasWithState and emits it after
     10 s of processing time without the word; the port says it with session_window. Per word:
@@ -226,9 +225,9 @@ def test_session_window_word_count_port_equals_the_original(
         )  # fmt: skip
 
     total = sum(WORDS.values())
-    want = original(spark, server.port, query, total, "original_word_sessions", mode="update")
+    want = original(spark, feed(), query, total, "original_word_sessions", mode="update")
     db = run_port(
-        "network_wordcount_sessions:WordSessions", server.port, tmp_path, "--include-timestamp"
+        "network_wordcount_sessions:WordSessions", feed(), tmp_path, "--include-timestamp"
     )
     got = pd.DataFrame(read_table(db, "word_sessions"))
     for frame in (got, want):
