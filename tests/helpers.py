@@ -34,10 +34,10 @@ def landed_batches(folder: Path, stream: str) -> list[list[str]]:
     return [p.read_text().splitlines() for p in sorted(folder.glob(f"{stream}-*.jsonl"))]
 
 
-#: JVM options of the short-lived CLI processes the tests start (the driver JVM in client mode
-#: reads SPARK_SUBMIT_OPTS): the C1 compiler alone and the serial collector, as the crash suite
-#: passes them. `slipstream run mobile` over the samples: 143-167 s without, 56-80 s with, on
-#: 2 cores at load 27 (2026-11-27). The test session's own long-lived JVM keeps the defaults.
+#: JVM options of the tests' JVMs (the driver JVM in client mode reads SPARK_SUBMIT_OPTS): the
+#: C1 compiler alone and the serial collector, as the crash suite passes them. `slipstream run
+#: mobile` over the samples: 143-167 s without, 56-80 s with, on 2 cores at load 27
+#: (2026-11-27); the test session's JVM takes them too (tests/conftest.py).
 SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
