@@ -211,6 +211,18 @@ def close(a: float | None, b: float | None) -> bool:
 ACTIONS = ("open", "click", "scroll", "purchase", "crash", "close")
 
 
+def mobile_action(line: str) -> dict[str, Any] | None:
+    """A line's valid action under mobile's rules (a string id and action, a readable ts), or
+    None."""
+    doc = json_object(line)
+    if doc is None:
+        return None
+    moment = parse_time(doc.get("ts"))
+    if not isinstance(doc.get("id"), str) or not isinstance(doc.get("action"), str):
+        return None
+    return None if moment is None else {"action": doc["action"], "ts": moment}
+
+
 def activity_action(line: str, now: datetime) -> dict[str, Any] | None:
     doc = json_object(line)
     if doc is None:

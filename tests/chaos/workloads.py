@@ -58,17 +58,6 @@ class Workload:
         raise NotImplementedError
 
 
-def _action(line: str) -> dict[str, Any] | None:
-    """A line's valid action under mobile's documented rules (id, action, readable ts)."""
-    doc = ref.json_object(line)
-    if doc is None:
-        return None
-    moment = ref.parse_time(doc.get("ts"))
-    if not isinstance(doc.get("id"), str) or not isinstance(doc.get("action"), str):
-        return None
-    return None if moment is None else {"action": doc["action"], "ts": moment}
-
-
 class Mobile(Workload):
     pipeline = "mobile"
     pattern = "actions-*.jsonl"
@@ -87,7 +76,7 @@ class Mobile(Workload):
 
     def model(self, landed: list[Path]) -> Model:
         batches = [p.read_text().splitlines() for p in landed]
-        kept, stats = ref.counted(batches, _action, "ts", None, WATERMARK, WINDOW)
+        kept, stats = ref.counted(batches, ref.mobile_action, "ts", None, WATERMARK, WINDOW)
         table = Counter((ref.iso(ref.window_start(r["ts"], WINDOW)), r["action"]) for r in kept)
         watermark = stats["watermark"]
         final = {

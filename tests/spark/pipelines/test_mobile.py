@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -19,17 +18,6 @@ from tests import stream_reference as ref
 from tests.helpers import landed_batches
 
 WINDOW = WATERMARK = timedelta(minutes=10)
-
-
-def action(line: str) -> dict[str, Any] | None:
-    """A line's valid action (the pipeline's required fields, its time readable), or None."""
-    doc = ref.json_object(line)
-    if doc is None:
-        return None
-    moment = ref.parse_time(doc.get("ts"))
-    if not isinstance(doc.get("id"), str) or not isinstance(doc.get("action"), str):
-        return None
-    return None if moment is None else {"action": doc["action"], "ts": moment}
 
 
 @pytest.mark.spark
@@ -51,7 +39,7 @@ def test_every_window_of_generated_actions_equals_an_independent_replay(
         h.process()
         got = {(r["window_start"], r["action"]): r["count"] for r in h.results()}
         totals = h.totals["mobile.counts"]
-    kept, stats = ref.counted(batches, action, "ts", None, WATERMARK, WINDOW)
+    kept, stats = ref.counted(batches, ref.mobile_action, "ts", None, WATERMARK, WINDOW)
     want = Counter((ref.iso(ref.window_start(r["ts"], WINDOW)), r["action"]) for r in kept)
     counts = report.streams["actions"]
     assert stats["invalid"] == counts.malformed > 0 and stats["late"] == counts.late > 0
