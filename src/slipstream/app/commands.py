@@ -13,7 +13,7 @@ from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
 from slipstream.monitor.first_batch import FirstBatchNotice
 from slipstream.monitor.listener import ConsoleReporter, Handler
 from slipstream.pipelines.registry import discover
-from slipstream.runtime import checks, compat
+from slipstream.runtime import checks, compat, partitions
 from slipstream.runtime.bind import prepare
 from slipstream.runtime.bound import Prepared, uses_kafka
 from slipstream.runtime.build import build
@@ -69,7 +69,7 @@ def check(settings: Settings, out: TextIO, spark: SparkSession | None = None) ->
     started_here = spark is None and SparkContext._active_spark_context is None
     spark = spark or build_session(
         s.master,
-        s.conf,
+        {**s.conf, **partitions.choose(prepared).conf()},
         app_name=f"slipstream-check-{s.pipeline}",
         remote=s.remote,
         kafka=uses_kafka(prepared),

@@ -155,3 +155,25 @@ def kafka_positions(checkpoint: Path, batch: int) -> dict[str, dict[str, int]]:
                 for partition, next_offset in partitions.items():
                     mine[str(partition)] = max(int(next_offset), mine.get(str(partition), 0))
     return found
+
+
+PARTITIONS = "spark.sql.shuffle.partitions"
+
+
+def recorded_partitions(checkpoint: Path) -> int | None:
+    """The shuffle partitions Spark fixed into a query's checkpoint at its first batch (the
+    `conf` of its latest offsets entry; Spark restores it on every restart, whatever the
+    session says). None for a checkpoint without batches or without the entry."""
+    folder = Path(checkpoint) / "offsets"
+    try:
+        batches = [int(p.name) for p in folder.iterdir() if p.name.isdigit()]
+    except OSError:
+        return None
+    if not batches:
+        return None
+    try:
+        meta = json.loads(_log_lines(folder / str(max(batches)))[0])
+        value = str(meta.get("conf", {}).get(PARTITIONS, ""))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return int(value) if value.isdigit() and int(value) > 0 else None

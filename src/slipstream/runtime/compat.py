@@ -34,6 +34,7 @@ from slipstream.analysis.plan import Plan
 from slipstream.analysis.state_ops import state_operators
 from slipstream.checkpoint.integrity import BUILD_RECORD
 from slipstream.checkpoint.lifecycle import last_committed_batch
+from slipstream.checkpoint.logs import recorded_partitions
 from slipstream.core.files import write_atomically
 from slipstream.core.specs import TriggerSpec, format_duration
 from slipstream.errors import CheckpointError
@@ -319,7 +320,13 @@ def judge_all(prepared: Prepared, trees: dict[str, str], partitions: int | None)
         if not out.is_output or name not in trees:
             continue
         build = build_of(prepared, out, prepared.plans[name], trees[name], partitions)
-        found[name] = (judge(out.ctx.checkpoint, build, out.ctx.query_name), build)
+        verdict = judge(out.ctx.checkpoint, build, out.ctx.query_name)
+        # judged by what this run asks; recorded as what the state has (Spark keeps the
+        # number its checkpoint was made with)
+        held = recorded_partitions(out.ctx.checkpoint)
+        if held is not None:
+            build["settings"]["shuffle_partitions"] = held
+        found[name] = (verdict, build)
     return found
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from slipstream.analysis import realtime
 from slipstream.core.specs import format_duration
+from slipstream.runtime import partitions
 from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared, stream_inputs
 
 
@@ -45,6 +46,7 @@ def explain(prepared: Prepared) -> str:
             lines += [f"  late rows {rule.describe()}" for rule in late.rules]
             lines += [f"  late rows not written: {why}" for why in late.uncovered]
     lines.append(f"trigger     {s.trigger.describe()}")
+    lines.append(partitions.choose(prepared).describe())
     if s.quarantine_trigger is not None:
         lines.append(f"quarantine trigger {s.quarantine_trigger.describe()}")
     return "\n".join(lines)

@@ -25,6 +25,7 @@ from pyspark.sql import SparkSession
 from slipstream.errors import query_failure
 from slipstream.monitor.listener import Handler
 from slipstream.monitor.serve import MonitorHandles, ResultsProvider, start_monitoring
+from slipstream.runtime import partitions
 from slipstream.runtime.bound import Prepared, jdbc_drivers, uses_kafka
 from slipstream.runtime.interrupt import CtrlC
 from slipstream.runtime.refuse import refuse_before_start
@@ -115,7 +116,7 @@ def _session(
     ours = SparkContext._active_spark_context is None
     session = build_session(
         s.master,
-        s.conf,
+        {**s.conf, **partitions.choose(prepared).conf()},
         app_name=app_name or f"slipstream-{s.pipeline}",
         log_level="WARN" if s.verbose else "ERROR",
         remote=s.remote,

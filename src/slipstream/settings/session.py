@@ -2,7 +2,8 @@
 
 Streaming defaults, each deliberate (see docs/design.md and docs/benchmarks.md):
 
-- `spark.sql.shuffle.partitions` = 2-3x the cores (here: 2 x cores, at least 2). Spark's 200 is
+- `spark.sql.shuffle.partitions` = 2-3x the cores (here: 2 x cores, at least 2), unless the run
+  chooses (runtime/partitions.py: on a local master, by its trigger). Spark's 200 is
   sized for large batch jobs; a micro-batch of thousands of rows split 200 ways spends its time
   scheduling empty tasks, and every stateful operator keeps one state store per partition. The
   number is fixed into the checkpoint on first start, so it is chosen once, up front. Measured
@@ -223,7 +224,7 @@ def build_session(
     # Python workers run the driver's interpreter (its packages: psycopg, pandas, slipstream),
     # not whatever `python3` is first on PATH. Set PYSPARK_PYTHON to choose another.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    cores = _cores_of(master)
+    cores = cores_of(master)
     settings = {**streaming_defaults(cores, master), **dict(conf or {})}
     settings["spark.jars"] = with_parser_jar(settings.get("spark.jars", ""))
     if kafka:
@@ -330,7 +331,7 @@ def remote_session(url: str, conf: Mapping[str, str]) -> SparkSession:
     return spark
 
 
-def _cores_of(master: str) -> int | None:
+def cores_of(master: str) -> int | None:
     """Cores implied by a local master URL (local[2] -> 2); None for clusters and local[*]."""
     if master.startswith("local[") and master.endswith("]"):
         inner = master[6:-1].split(",")[0]

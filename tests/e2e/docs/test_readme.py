@@ -6,6 +6,7 @@ tests/e2e/docs/test_docs_commands.py, tests/e2e/kafka/test_kafka.py."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from slipstream.checkpoint.logs import recorded_partitions
 from tests import doc_blocks
 from tests.helpers import slipstream
 
@@ -87,3 +89,11 @@ def test_the_workload_commands_run(tmp_path: Path) -> None:
     quarantine = (tmp_path / "state" / "quarantine").rglob("*.json")
     assert [p for p in quarantine if not p.name.startswith(".") and p.stat().st_size]
     assert {p.stat().st_mode & 0o777 for p in (tmp_path / "iot-in").glob("*.jsonl")} == {0o644}
+    # every query's checkpoint was made with one shuffle partition per core: these are
+    # available-now backfills on the default master, local[*] (runtime/partitions.py)
+    made = {
+        q.relative_to(tmp_path / "state" / "checkpoints"): recorded_partitions(q)
+        for q in (tmp_path / "state" / "checkpoints").glob("*/*")
+        if (q / "offsets").is_dir()
+    }
+    assert len(made) >= 5 and set(made.values()) == {os.cpu_count()}, made

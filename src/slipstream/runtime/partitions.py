@@ -1,0 +1,64 @@
+"""How many shuffle partitions (and so state stores per stateful operator) a run's queries get
+(issue 40 item 2): batches sized for what they carry.
+
+Every stateful operator keeps one state store per shuffle partition and commits each one every
+batch, so a batch's fixed cost grows with the partitions while its useful work grows with its
+rows. Spark fixes the number into a query's checkpoint at its first batch and restores it on
+every restart, whatever the session says; so it is chosen when a checkpoint is made:
+
+- `--conf spark.sql.shuffle.partitions=N`: the user's N.
+- Checkpoints that already hold a number (all the same): that number, so an output added
+  later matches the others and `check` says what the state really has.
+- A new run on a local master: a live trigger (default, an interval, real-time, continuous)
+  carries small batches, so 1 (one state store per operator; issue 40 measured the state
+  commits of 1,000-event batches at 0.24x those of 4 partitions, and real-time mode holds a slot
+  per partition); a finite trigger (available-now, once) is a backfill of large batches, so one
+  per core.
+- A cluster, spark-submit's master or Spark Connect: Spark's session default of slipstream
+  (settings/session.py: 2 x cores), as the cluster's size is not known here.
+
+A pipeline moves to another number with `--from-checkpoint OLD` and a new `--state-dir`: the
+new checkpoints are made by the new run's rule."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from slipstream.checkpoint.logs import PARTITIONS, recorded_partitions
+from slipstream.runtime.bound import Prepared
+from slipstream.settings.session import DEFAULT_MASTER, cores_of, is_local, submitted_master
+
+FINITE = ("available-now", "once")
+
+
+@dataclass(frozen=True)
+class Choice:
+    count: int | None  # None: the session's default stands
+    why: str
+
+    def conf(self) -> dict[str, str]:
+        return {} if self.count is None else {PARTITIONS: str(self.count)}
+
+    def describe(self) -> str:
+        shown = "the session's default" if self.count is None else str(self.count)
+        return f"state partitions {shown}: {self.why}"
+
+
+def choose(prepared: Prepared) -> Choice:
+    """The shuffle partitions for the checkpoints this run makes (see the module's text)."""
+    s = prepared.settings
+    given = s.conf.get(PARTITIONS)
+    if given is not None:
+        return Choice(int(given) if given.strip().isdigit() else None, "set with --conf")
+    recorded = {recorded_partitions(o.ctx.checkpoint) for o in prepared.outputs.values()}
+    recorded.discard(None)
+    if len(recorded) == 1:
+        return Choice(recorded.pop(), "the checkpoints' own (Spark fixes it at a first batch)")
+    master = s.master or submitted_master() or DEFAULT_MASTER
+    if s.remote is not None or not is_local(master):
+        return Choice(None, "a cluster's (2 x its cores when slipstream builds the session)")
+    if s.trigger.kind in FINITE:
+        cores = cores_of(master) or os.cpu_count() or 1
+        return Choice(max(1, cores), "a backfill's large batches, one partition per core")
+    return Choice(1, "a live run's small batches, one state store per stateful operator")

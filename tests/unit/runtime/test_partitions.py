@@ -1,0 +1,81 @@
+"""The shuffle partitions a run's new checkpoints get, chosen before Spark starts
+(runtime/partitions.py): the user's, the checkpoints' own, else by the trigger."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slipstream.checkpoint.logs import recorded_partitions
+from slipstream.runtime import runner
+from slipstream.runtime.explain import explain
+from slipstream.runtime.partitions import choose
+from slipstream.settings.config import load_settings
+
+
+def prepared(tmp_path: Path, **flags: Any) -> runner.Prepared:
+    landing = tmp_path / "landing"
+    landing.mkdir(exist_ok=True)
+    flags = {"input": [str(landing)], "state_dir": tmp_path / "state", **flags}
+    return runner.prepare(load_settings("mobile", flags, environ={}))
+
+
+def offsets(query: Path, batch: int, partitions: str | None) -> None:
+    """An offsets entry as Spark writes it: a version line, the batch's metadata with the
+    session conf Spark fixed, then the source's offset."""
+    conf = {} if partitions is None else {"spark.sql.shuffle.partitions": partitions}
+    meta = {"batchWatermarkMs": 0, "batchTimestampMs": 1, "conf": conf}
+    (query / "offsets").mkdir(parents=True, exist_ok=True)
+    lines = ["v1", json.dumps(meta), json.dumps({"logOffset": batch})]
+    (query / "offsets" / str(batch)).write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize(
+    ("master", "trigger", "expected"),
+    [
+        ("local[2]", "default", 1),
+        ("local[2]", "5s", 1),
+        ("local[2]", "available-now", 2),
+        ("local[3]", "once", 3),
+        ("local[*]", "available-now", os.cpu_count()),
+        ("spark://127.0.0.1:7077", "available-now", None),
+    ],
+)
+def test_a_new_run_sizes_its_partitions_by_its_trigger(
+    tmp_path: Path, master: str, trigger: str, expected: int | None
+) -> None:
+    choice = choose(prepared(tmp_path, master=master, trigger=trigger))
+    assert choice.count == expected
+    assert choice.conf() == (
+        {} if expected is None else {"spark.sql.shuffle.partitions": str(expected)}
+    )
+
+
+def test_the_users_conf_wins(tmp_path: Path) -> None:
+    given = {"spark.sql.shuffle.partitions": "7"}
+    assert choose(prepared(tmp_path, master="local[2]", conf=given)).count == 7
+
+
+def test_checkpoints_keep_their_own_number(tmp_path: Path) -> None:
+    query = tmp_path / "state" / "checkpoints" / "mobile" / "counts"
+    offsets(query, 0, "4")
+    offsets(query, 1, "4")
+    assert recorded_partitions(query) == 4
+    choice = choose(prepared(tmp_path, master="local[2]", trigger="default"))
+    assert choice.count == 4  # not the 1 a new live run would get
+    assert "state partitions 4: the checkpoints' own" in explain(
+        prepared(tmp_path, master="local[2]")
+    )
+
+
+def test_a_checkpoint_without_the_entry_says_nothing(tmp_path: Path) -> None:
+    query = tmp_path / "q"
+    assert recorded_partitions(query) is None  # no offsets
+    offsets(query, 0, None)
+    assert recorded_partitions(query) is None
+    (query / "offsets" / "1").write_text("v1\n")  # a batch cut short
+    assert recorded_partitions(query) is None
