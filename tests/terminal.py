@@ -11,6 +11,7 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.helpers import cli_env
@@ -52,6 +53,15 @@ class Terminal:
             if left <= 0 or not self._read(min(left, 1.0)):
                 break
         assert marker in self.text, f"{marker!r} not seen; the terminal showed:\n{self.text}"
+        return self.text
+
+    def read_while(self, waiting: Callable[[], bool], timeout: float = 240) -> str:
+        """Read while `waiting()` holds, a condition on anything (a checkpoint's file); fails
+        after `timeout` s, showing what came."""
+        deadline = time.monotonic() + timeout
+        while waiting() and time.monotonic() < deadline and self._read(0.01):
+            pass
+        assert not waiting(), f"still waiting after {timeout} s; the terminal showed:\n{self.text}"
         return self.text
 
     def ctrl_c(self) -> None:

@@ -82,6 +82,7 @@ def launch(
                 interrupt.install()  # PySpark's SparkContext installed its own SIGINT handler
             # metrics first: once a batch line is printed, /metrics shows that batch
             run = start(session, prepared, [*monitoring.handlers, *handlers], origin=origin)
+            run.quiet_stop = ours and not s.verbose
             try:
                 if interrupt is not None:
                     interrupt.attach(run.request_stop)

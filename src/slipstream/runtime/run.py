@@ -65,6 +65,11 @@ class Run:
     stop_reason: str | None = None  # why the run stopped, for `run_stopped`
     landed: LandedFilesCheck | None = None  # the files each batch read (runtime/landed.py)
     _stopped: bool = False
+    # Spark's log off while the queries stop (a session this run started, without --verbose):
+    # a stop interrupts the batch that is running, which Spark logs as ERROR lines
+    # (`TorrentBroadcast`, `FileFormatWriter: Aborting job`) though nothing failed: the batch
+    # is replayed at the next start. A failure is read from the query, not from the log.
+    quiet_stop: bool = False
     # queries this run stopped while they were running (see raise_failure)
     interrupted: set[str] = field(default_factory=set)
     # a stop asked from this process (Ctrl-C: runtime.interrupt), whatever `stop_requested` is
@@ -248,6 +253,9 @@ class Run:
             return
         self._stopped = True
         reason = reason or self.stop_reason or "stopped by the caller"
+        if self.quiet_stop:
+            with contextlib.suppress(Exception):  # Spark Connect: the server's log is not ours
+                self.spark.sparkContext.setLogLevel("OFF")
         try:
             self.interrupted |= _stop_at_batch_boundaries(self.queries)
         finally:

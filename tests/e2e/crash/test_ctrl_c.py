@@ -5,6 +5,7 @@ prints its summary and one line saying so, and exits 130 (issue 30, item 1)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from tests.terminal import Terminal
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 #: what a traceback of ours, PySpark's or Py4J's looks like on the terminal
+#: a line of Spark's log (log4j2.properties: `yy/MM/dd HH:mm:ss LEVEL Logger: message`)
+SPARK_LOG = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (ERROR|WARN) ", re.MULTILINE)
 NOISE = ("Traceback", "Py4J", "py4j", "reentrant call", "Exception in thread")
 
 
@@ -62,6 +65,29 @@ def test_ctrl_c_while_batches_run_stops_at_a_batch_boundary_with_the_summary(
     assert "the same command resumes from there" in text
     clean(text)
     assert not is_locked(tmp_path / "state" / "checkpoints" / "mobile")
+
+
+def test_ctrl_c_in_a_backfill_shows_none_of_sparks_log(
+    tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    """A backfill's batches run back to back, so the stop interrupts the next batch as it
+    starts; Spark logged that as ERROR lines (`TorrentBroadcast: Store broadcast ... fail`,
+    `FileFormatWriter: Aborting job`), 3 stops of 3 (issue 43 item 3)."""
+    for n in range(12):
+        copy_samples(tmp_path / "staging", "mobile")
+        for f in sorted((tmp_path / "staging").iterdir()):
+            (tmp_path / "landing").mkdir(exist_ok=True)
+            f.rename(tmp_path / "landing" / f"{n:02d}-{f.name}")
+    args = ("--trigger", "available-now", "--max-files-per-trigger", "1", "--sink", "parquet:out")
+    terminal = Terminal("run", "mobile", "--input", "landing", *args, cwd=tmp_path)
+    terminals.append(terminal)
+    third = tmp_path / "state" / "checkpoints" / "mobile" / "counts" / "commits" / "2"
+    terminal.read_while(lambda: not third.exists())
+    terminal.ctrl_c()
+    assert terminal.wait() == 130, terminal.text
+    assert "stopped by Ctrl-C:" in terminal.text
+    clean(terminal.text)
+    assert not SPARK_LOG.search(terminal.text), terminal.text
 
 
 def test_a_second_ctrl_c_stops_at_once(
