@@ -9,6 +9,12 @@ lines, duplicates, out-of-order and late events, unknown articles) and write the
   `slipstream run trending --input DIR --input catalog=FILE --trigger available-now
   --ingest-stage false|true` runs, in the benchmark's JVM so all variants share it (the other
   streaming variants below run without the stage);
+- **bare streaming query**: the engine's own cost (issue 40): a plain PySpark streaming query
+  of the same shape, written as a user of Spark alone would: `readStream.schema(...).json`,
+  the pipeline's rules as filters, `dropDuplicatesWithinWatermark(event_id)` under a 10-minute
+  watermark, the sliding window count, the broadcast catalog join, update mode, each batch's
+  rows upserted into SQLite in one transaction (`foreachBatch`); slipstream's session and the
+  shuffle partitions slipstream chooses for the run (runtime/partitions.py);
 - **batch job**: a plain Spark batch job written for the same result: `spark.read.json` with the
   schema, the pipeline's rules as filters, `dropDuplicates(event_id)`, sliding windows, the
   catalog join, rows written to SQLite with `executemany`.
@@ -17,7 +23,10 @@ With no `maxFilesPerTrigger` the available-now run takes every file in one micro
 nothing is late, so both must produce identical rows; the benchmark checks that. A third
 variant caps the files per micro-batch (the `--max-files-per-trigger` setting), which is what a
 backfill of a large landing folder looks like; its results differ by design (late events are
-dropped at batch boundaries)."""
+dropped at batch boundaries).
+
+CPU seconds per run: the JVM's (its /proc stat, read before and after) and this process's;
+the streaming variants run with the shuffle partitions slipstream's CLI chooses for the run."""
 
 from __future__ import annotations
 
@@ -85,6 +94,52 @@ def batch_job(
     )
 
 
+def bare_streaming(spark: SparkSession, input_dir: Path, catalog: Path) -> DataFrame:
+    """The trending query as a user of plain PySpark writes it (the engine's own cost)."""
+    events = spark.readStream.schema(EVENT_SCHEMA).json(str(input_dir))
+    valid = events.where(
+        F.col("event_id").isNotNull()
+        & F.col("article_id").isNotNull()
+        & F.col("ts").isNotNull()
+        & F.col("article_id").rlike("^a[0-9]+$")
+        & (F.col("ts") <= F.current_timestamp() + F.expr("INTERVAL 1 DAY"))
+    )
+    counts = (
+        valid.withWatermark("ts", "10 minutes")
+        .dropDuplicatesWithinWatermark(["event_id"])
+        .groupBy(F.window("ts", "10 minutes", "1 minute"), "article_id")
+        .agg(F.count(F.lit(1)).alias("views"))
+    )
+    titles = (
+        spark.read.schema(CATALOG_SCHEMA)
+        .option("header", "true")
+        .csv(str(catalog))
+        .select("article_id", "title", "section", F.lit(True).alias("in_catalog"))
+    )
+    iso = "yyyy-MM-dd'T'HH:mm:ss'Z'"
+    return counts.join(F.broadcast(titles), "article_id", "left").select(
+        F.date_format("window.start", iso).alias("window_start"),
+        F.date_format("window.end", iso).alias("window_end"),
+        "article_id",
+        "title",
+        "section",
+        "views",
+        F.coalesce("in_catalog", F.lit(False)).alias("in_catalog"),
+    )
+
+
+def cpu_seconds(spark: SparkSession) -> float:
+    """CPU seconds used so far by the session's JVM and by this process."""
+    import os
+
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    mine = os.times()
+    return (int(fields[11]) + int(fields[12])) / ticks + mine.user + mine.system
+
+
 def table_rows(db: Path) -> set[tuple[Any, ...]]:
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         cols = ", ".join(COLUMNS)
@@ -107,7 +162,7 @@ def run_streaming(
     false`). `ingest_stage` is always passed (bench/stage.py)."""
     from unittest import mock
 
-    from slipstream.runtime import runner
+    from slipstream.runtime import partitions, runner
     from slipstream.settings.config import load_settings
 
     spark = inproc.session()
@@ -125,9 +180,11 @@ def run_streaming(
     if late == "off":
         flags["late_rows"] = False
     prepared = runner.prepare(load_settings("trending", flags, environ={}))
+    conf = {**partitions.choose(prepared).conf(), **(conf or {})}  # as the CLI's session has
     unknown = mock.patch("slipstream.runtime.deadletter._dropped", lambda progress: None)
     with unknown if late == "reread" else contextlib.nullcontext():
-        with inproc.sql_conf(spark, conf or {}):
+        with inproc.sql_conf(spark, conf):
+            cpu = cpu_seconds(spark)
             watch = Stopwatch()
             run = runner.start(spark, prepared)
         run.wait()
@@ -135,6 +192,7 @@ def run_streaming(
     totals = run.totals.by_query.get("trending.views", {})
     return {
         "seconds": seconds,
+        "cpu_s": cpu_seconds(spark) - cpu,
         "events_per_s": data.total_lines / seconds,
         "batches": int(totals.get("batches", 0)),
         "db": str(db),
@@ -149,14 +207,57 @@ def run_batch(
     spark = inproc.session()
     scratch = ctx.scratch(f"runs/batch-{parser}-{inproc.unique()}")
     db = scratch / "trending.db"
+    cpu = cpu_seconds(spark)
     watch = Stopwatch()
     rows = [tuple(r) for r in batch_job(spark, landing, data.catalog, parser).collect()]
     article_views_db(db, rows)
     seconds = watch.seconds()
     return {
         "seconds": seconds,
+        "cpu_s": cpu_seconds(spark) - cpu,
         "events_per_s": data.total_lines / seconds,
         "batches": 1,
+        "db": str(db),
+    }
+
+
+def run_bare(ctx: Context, landing: Path, data: TrendingInput) -> dict[str, Any]:
+    """The bare streaming query, available-now, with the partitions slipstream would choose
+    (one per core: a backfill), each batch's rows upserted into SQLite in one transaction."""
+    import os
+
+    from slipstream.testing import article_views_db
+
+    spark = inproc.session()
+    scratch = ctx.scratch(f"runs/bare-{inproc.unique()}")
+    db = article_views_db(scratch / "trending.db", [])
+    batches: list[int] = []
+
+    def upsert(frame: DataFrame, batch_id: int) -> None:
+        rows = [tuple(r) for r in frame.collect()]  # a batch's changed windows: small
+        with sqlite3.connect(db) as conn:
+            conn.executemany("INSERT OR REPLACE INTO article_views VALUES (?,?,?,?,?,?,?)", rows)
+        batches.append(batch_id)
+
+    conf = {inproc.PARTITIONS_KEY: str(os.cpu_count() or 1)}
+    with inproc.sql_conf(spark, conf):
+        cpu = cpu_seconds(spark)
+        watch = Stopwatch()
+        query = (
+            bare_streaming(spark, landing, data.catalog)
+            .writeStream.outputMode("update")
+            .option("checkpointLocation", str(scratch / "checkpoint"))
+            .foreachBatch(upsert)
+            .trigger(availableNow=True)
+            .start()
+        )
+    query.awaitTermination()
+    seconds = watch.seconds()
+    return {
+        "seconds": seconds,
+        "cpu_s": cpu_seconds(spark) - cpu,
+        "events_per_s": data.total_lines / seconds,
+        "batches": len(batches),
         "db": str(db),
     }
 
@@ -190,8 +291,9 @@ def run(ctx: Context) -> Result:
         "streaming, --late-rows false": "off",
     }
     plain, staged = "streaming (no stage)", "streaming, ingest stage"
+    bare = "bare streaming query"
     variants = [
-        plain, staged, "batch job", slip_batch, capped, capped_staged, *by_partitions,
+        plain, staged, bare, "batch job", slip_batch, capped, capped_staged, *by_partitions,
         *dead_letter,
     ]  # fmt: skip
     variants = [v for v in variants if v in ctx.param("variants", variants, variants)]
@@ -207,6 +309,8 @@ def run(ctx: Context) -> Result:
         if variant in dead_letter:
             late = dead_letter[variant]
             return run_streaming(ctx, landing, data, None, "late", late=late, ingest_stage=False)
+        if variant == bare:
+            return run_bare(ctx, landing, data)
         if variant == "batch job":
             return run_batch(ctx, landing, data)
         if variant == slip_batch:
@@ -228,13 +332,24 @@ def run(ctx: Context) -> Result:
             batches=mine[0]["batches"],
             seconds=median([r["seconds"] for r in mine]),
             events_per_s=median([r["events_per_s"] for r in mine]),
+            cpu_s=median([r["cpu_s"] for r in mine]),
             output_rows=len(rows),
             views=sum(r[5] for r in rows),
             runs=len(mine),
         )
     default_partitions = inproc.session().conf.get(inproc.PARTITIONS_KEY)
+    for a, b, label in (
+        (plain, bare, "slipstream / the bare streaming query"),
+        (staged, bare, "slipstream with the ingest stage / the bare streaming query"),
+        (bare, "batch job", "the bare streaming query / batch job"),
+        (plain, "batch job", "slipstream / batch job"),
+    ):
+        if a in variants and b in variants:
+            result.headline[f"{label}, CPU s"] = summarize_ratio(paired_ratios(runs, "cpu_s", a, b))
     pairs = [
         (plain, "batch job", "streaming / batch job"),
+        (bare, "batch job", "the bare streaming query / batch job"),
+        (plain, bare, "slipstream / the bare streaming query"),
         (staged, "batch job", "streaming with the ingest stage / batch job"),
         (staged, plain, "ingest stage / without"),
         (slip_batch, "batch job", "batch job: slipstream parser / Spark's JSON reader"),
@@ -250,7 +365,9 @@ def run(ctx: Context) -> Result:
             result.headline[f"{label}, events/s"] = summarize_ratio(
                 paired_ratios(runs, "events_per_s", a, b)
             )
-    one_batch = [v for v in (plain, staged, "batch job", slip_batch, *dead_letter) if v in tables]
+    one_batch = [
+        v for v in (plain, staged, bare, "batch job", slip_batch, *dead_letter) if v in tables
+    ]
     same = all(tables[v] == tables[one_batch[0]] for v in one_batch)
     if len(one_batch) > 1:
         result.headline[f"rows identical across {', '.join(one_batch)}"] = same
