@@ -55,6 +55,10 @@ CODES: dict[str, str] = {
         "real-time mode's stateful operators (aggregations, dropDuplicates) need Spark 4.3; the "
         "installed pyspark is older (the 4.2 line, which slipstream[delta] brings)"
     ),
+    "DELTA_UNAVAILABLE": (
+        "Delta Lake runs on the Spark 4.2 line only: install slipstream[delta], which brings "
+        "delta-spark and pyspark 4.2"
+    ),
     "REAL_TIME_NEEDS_SLOTS": (
         "real-time queries hold a task slot per source and shuffle partition for their whole "
         "run: Spark has too few for all of them"

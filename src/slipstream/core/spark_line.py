@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from slipstream.errors import ConfigError
+
 #: the first line whose real-time mode runs stateful operators (Spark 4.3.0's release)
 REAL_TIME_STATE_LINE = (4, 3)
 #: the line Delta Lake's newest jar (io.delta:delta-spark_2.13:4.4.x) is built for
@@ -51,3 +53,19 @@ def real_time_state() -> bool:
 def delta() -> bool:
     """Whether Delta Lake's jar runs on the running line."""
     return line() == DELTA_LINE
+
+
+def require_delta() -> None:
+    """DELTA_UNAVAILABLE unless the running line is Delta's: called where a Delta input or
+    output is declared, before the JVM starts."""
+    if delta():
+        return
+    needed = named(DELTA_LINE)
+    raise ConfigError(
+        "DELTA_UNAVAILABLE",
+        f"Delta Lake's jar (io.delta:delta-spark_2.13:4.4) is built for Spark {needed} and "
+        f"fails on the installed pyspark {version()}",
+        "install slipstream[delta] in an environment of its own (pip install "
+        f"'slipstream[delta]'): it brings delta-spark and pyspark {needed} "
+        "(in this repository: make venv-delta)",
+    )

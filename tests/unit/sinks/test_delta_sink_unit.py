@@ -1,0 +1,71 @@
+"""The Delta sink and source as declared (no Spark): the spec's grammar, the refusal off the
+Spark 4.2 line, the options of `delta:PATH?...` inputs checked when parsed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slipstream.core import spark_line
+from slipstream.core.specs import SinkSpec
+from slipstream.core.values import input_location
+from slipstream.errors import ConfigError
+from slipstream.sinks.registry import make_sink, sink_class
+
+
+def test_the_sink_is_refused_off_the_42_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(spark_line, "version", lambda: "4.3.0")
+    with pytest.raises(ConfigError) as refused:
+        make_sink(SinkSpec.parse("delta:/tmp/out"), Path("/tmp/db"))
+    assert refused.value.code == "DELTA_UNAVAILABLE"
+
+
+def test_the_sink_on_the_42_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(spark_line, "version", lambda: "4.2.0")
+    sink = make_sink(SinkSpec.parse(f"delta:{tmp_path}/t?partitionBy=action"), tmp_path / "db")
+    assert sink.partition_columns == ["action"]  # type: ignore[attr-defined]
+    assert sink_class("delta").delta and not sink_class("delta").file  # every mode
+    with pytest.raises(ValueError):
+        SinkSpec.parse(f"delta:{tmp_path}/t?compression=zstd")  # not an option it takes
+
+
+def test_delta_inputs_and_their_options() -> None:
+    table = input_location("delta:/data/bronze?startingVersion=latest&skipChangeCommits=true")
+    assert (table.name, table.path) == ("delta", "/data/bronze")
+    assert table.option_map == {"startingVersion": "latest", "skipChangeCommits": "true"}
+    for bad in ("delta:/t?startingVersion=-1", "delta:/t?maxFilesPerTrigger=0", "delta:/t?x=1"):
+        with pytest.raises(ValueError):
+            input_location(bad)
+
+
+def test_the_batch_delta_holds_for_a_query(tmp_path: Path) -> None:
+    """Read from the log as Delta writes it: JSON commits (newest first), then the last
+    checkpoint's Parquet once older commits were cleaned up."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from slipstream.sinks.delta import committed_batch
+
+    log = tmp_path / "_delta_log"
+    assert committed_batch(tmp_path, "q") is None
+    log.mkdir()
+
+    def commit(n: int, *actions: dict[str, object]) -> None:
+        lines = [json.dumps(a) for a in ({"commitInfo": {}}, *actions)]
+        (log / f"{n:020d}.json").write_text("\n".join(lines) + "\n")
+
+    commit(0, {"txn": {"appId": "q", "version": 0}}, {"add": {"path": "a"}})
+    commit(1, {"txn": {"appId": "other", "version": 7}})
+    assert committed_batch(tmp_path, "q") == 0
+    commit(2, {"txn": {"appId": "q", "version": 1}})
+    assert committed_batch(tmp_path, "q") == 1
+    assert committed_batch(tmp_path, "nobody") is None
+    # commits 0-2 cleaned up after a checkpoint at 2
+    for f in log.glob("*.json"):
+        f.unlink()
+    txn = [{"appId": "other", "version": 7}, {"appId": "q", "version": 1}, None]
+    pq.write_table(pa.table({"txn": txn}), log / f"{2:020d}.checkpoint.parquet")
+    assert committed_batch(tmp_path, "q") == 1
