@@ -92,7 +92,8 @@ $(DELTA_VENV)/.installed: pyproject.toml scripts/venv-delta.sh
 DELTA_LEG := tests/unit/analysis/test_validate.py tests/unit/core \
   tests/unit/settings/test_delta_package_unit.py tests/unit/sinks/test_delta_sink_unit.py \
   tests/e2e/delta
-test-delta: venv-delta $(JAR) check-java
+test-delta: venv-delta check-java
+	@test -f $(JAR) || $(MAKE) jvm
 	$(DELTA_VENV)/bin/python -m pytest -p no:cacheprovider $(DELTA_LEG)
 
 # every test that needs no Spark and no service, in about 2-3 minutes: your own loop
