@@ -69,3 +69,23 @@ def test_the_batch_delta_holds_for_a_query(tmp_path: Path) -> None:
     txn = [{"appId": "other", "version": 7}, {"appId": "q", "version": 1}, None]
     pq.write_table(pa.table({"txn": txn}), log / f"{2:020d}.checkpoint.parquet")
     assert committed_batch(tmp_path, "q") == 1
+
+
+def test_reset_deletes_only_a_table_slipstream_made(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from slipstream.errors import CheckpointError
+    from slipstream.sinks.base import SinkContext
+    from slipstream.sinks.spark_sinks import write_mark
+
+    monkeypatch.setattr(spark_line, "version", lambda: "4.2.0")
+    ctx = SinkContext("mobile", "mobile.counts", "counts", (), "append", tmp_path / "ckpt")
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    for table in (ours, theirs):
+        (table / "_delta_log").mkdir(parents=True)
+    write_mark(ours, ctx.checkpoint)
+    assert make_sink(SinkSpec.parse(f"delta:{ours}"), tmp_path).reset(ctx) == [str(ours)]
+    assert not ours.exists()
+    with pytest.raises(CheckpointError) as refused:
+        make_sink(SinkSpec.parse(f"delta:{theirs}"), tmp_path).reset(ctx)
+    assert refused.value.code == "RESET_NOT_OURS" and theirs.exists()
