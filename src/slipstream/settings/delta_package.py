@@ -15,12 +15,19 @@ coordinate of their own in `spark.jars.packages`."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 
 from slipstream.core import spark_line
 from slipstream.errors import ConfigError
-from slipstream.settings.kafka_connector import PACKAGES, pick, resolve_all, served_versions
+from slipstream.settings.kafka_connector import (
+    PACKAGES,
+    ivy_jar,
+    pick,
+    resolve_all,
+    served_versions,
+)
 
 GROUP = "io.delta"
 ARTIFACT = "delta-spark_2.13"
@@ -52,19 +59,37 @@ def user_jar(conf: Mapping[str, str]) -> str | None:
 
 
 def coordinate(conf: Mapping[str, str]) -> str:
-    """Delta's jar at delta-spark's version when served, else the newest earlier one served
-    (no repository answering: delta-spark's version as it is)."""
+    """Delta's jar at delta-spark's version when cached or served, else the newest earlier one
+    served (no repository answering: the newest earlier one in Spark's Ivy cache). The choice
+    of an earlier run is kept beside the cache, so a run whose jar is cached asks no
+    repository; a fallback is said in one line."""
     wanted = python_version()
-    served = served_versions(conf, GROUP, ARTIFACT)
-    version = pick(wanted, served) if served is not None else wanted
-    if version is None:
-        version = wanted  # resolved as it is: CONNECTOR_UNAVAILABLE says why when it cannot be
+    if ivy_jar(f"{GROUP}:{ARTIFACT}:{wanted}", conf).is_file():
+        return f"{GROUP}:{ARTIFACT}:{wanted}"
+    memo = ivy_jar(f"{GROUP}:{ARTIFACT}:0", conf).parent.parent / f"slipstream-delta-for-{wanted}"
+    known = memo.read_text().strip() if memo.is_file() else ""
+    if known and ivy_jar(f"{GROUP}:{ARTIFACT}:{known}", conf).is_file():
+        served: list[str] | None = [known]
+    else:
+        served = served_versions(conf, GROUP, ARTIFACT)
+    version = pick(wanted, served if served is not None else cached(conf)) or wanted
     if version != wanted:
+        with contextlib.suppress(OSError):
+            memo.parent.mkdir(parents=True, exist_ok=True)
+            memo.write_text(version + "\n")
+        where = "the repository serves" if served is not None else "Spark's Ivy cache holds"
         log.warning(
-            "Delta Lake: %s:%s:%s, for delta-spark %s (the repository serves no %s)",
-            GROUP, ARTIFACT, version, wanted, wanted,
+            "Delta Lake: %s:%s:%s, for delta-spark %s (%s no %s)",
+            GROUP, ARTIFACT, version, wanted, where, wanted,
         )  # fmt: skip
     return f"{GROUP}:{ARTIFACT}:{version}"
+
+
+def cached(conf: Mapping[str, str]) -> list[str]:
+    """Delta's jar versions already in Spark's Ivy cache."""
+    prefix = f"{GROUP}_{ARTIFACT}-"
+    jars = ivy_jar(f"{GROUP}:{ARTIFACT}:0", conf).parent
+    return [p.name[len(prefix) : -len(".jar")] for p in jars.glob(f"{prefix}*.jar")]
 
 
 def unavailable(coordinates: str, reason: str) -> ConfigError:

@@ -3,6 +3,8 @@ the repository's answer and Ivy's resolution are stubbed."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from slipstream.core import spark_line
@@ -25,9 +27,10 @@ def on_42(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 
 
 def test_the_served_jar_the_extension_and_the_catalog(
-    on_42: list[list[str]], caplog: pytest.LogCaptureFixture
+    on_42: list[list[str]], caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
-    conf = delta_package.delta_conf({"spark.jars.packages": "org.x:y:1"})
+    ivy = str(tmp_path / "ivy")
+    conf = delta_package.delta_conf({"spark.jars.packages": "org.x:y:1", "spark.jars.ivy": ivy})
     assert conf["spark.jars.packages"] == "org.x:y:1,io.delta:delta-spark_2.13:4.4.0"
     assert conf["spark.sql.extensions"] == delta_package.EXTENSION
     assert conf["spark.sql.catalog.spark_catalog"] == delta_package.CATALOG
@@ -48,3 +51,21 @@ def test_off_the_42_line_delta_is_refused_before_the_jvm(monkeypatch: pytest.Mon
         delta_package.delta_conf({})
     assert refused.value.code == "DELTA_UNAVAILABLE"
     assert "slipstream[delta]" in refused.value.render()
+
+
+def test_a_cached_choice_asks_no_repository_and_offline_the_cache_answers(
+    on_42: list[list[str]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    conf = {"spark.jars.ivy": str(tmp_path)}
+    assert delta_package.coordinate(conf).endswith(":4.4.0")  # served: remembered
+    jar = tmp_path / "jars" / "io.delta_delta-spark_2.13-4.4.0.jar"
+    jar.parent.mkdir(parents=True)
+    jar.write_bytes(b"")  # what Ivy's resolution leaves
+    asked: list[str] = []
+    monkeypatch.setattr(
+        delta_package, "served_versions", lambda conf, group, artifact: asked.append(group)
+    )
+    assert delta_package.coordinate(conf).endswith(":4.4.0") and asked == []
+    (tmp_path / "slipstream-delta-for-4.4.1").unlink()
+    assert delta_package.coordinate(conf).endswith(":4.4.0")  # no repository: the cache's
+    assert asked == ["io.delta"]
