@@ -89,3 +89,32 @@ def test_reset_deletes_only_a_table_slipstream_made(
     with pytest.raises(CheckpointError) as refused:
         make_sink(SinkSpec.parse(f"delta:{theirs}"), tmp_path).reset(ctx)
     assert refused.value.code == "RESET_NOT_OURS" and theirs.exists()
+
+
+def test_a_delta_run_binds_the_delta_source_and_asks_for_delta(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`--input delta:DIR --sink delta:DIR`: the input reads the Delta source with its options,
+    the session is to get Delta (runtime/bound.py); a folder that is no Delta table is refused."""
+    from slipstream.runtime import runner
+    from slipstream.runtime.bound import uses_delta
+    from slipstream.settings.config import load_settings
+
+    monkeypatch.setattr(spark_line, "version", lambda: "4.2.0")
+    table = tmp_path / "bronze"
+    (table / "_delta_log").mkdir(parents=True)
+    flags = {
+        "input": f"delta:{table}?startingVersion=1",
+        "sink": f"delta:{tmp_path / 'out'}",
+        "state_dir": str(tmp_path / "state"),
+    }
+    prepared = runner.prepare(load_settings("mobile", flags, environ={}))
+    bound = prepared.inputs["actions"]
+    assert bound.source is not None and bound.source.kind == "delta"
+    assert bound.binding.spark_format is not None
+    assert bound.binding.spark_format.option_map == {"startingVersion": "1"}
+    assert uses_delta(prepared)
+    flags["input"] = f"delta:{tmp_path}"  # a folder without _delta_log
+    with pytest.raises(ConfigError) as refused:
+        runner.prepare(load_settings("mobile", flags, environ={}))
+    assert refused.value.code == "CONFIG_BAD_VALUE" and "_delta_log" in str(refused.value)
