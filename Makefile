@@ -2,6 +2,7 @@
 #   make demo   the flagship job on embedded defaults (local Spark, files, SQLite)
 #   make test   lint (ruff, mypy) + the whole suite (installs and starts what the tests need)
 #   make test-fast   lint + every test without Spark or a service (your own loop)
+#   make test-delta  the Spark 4.2 line's leg (Delta Lake, real-time refusals) in .venv-delta
 #   make docs   the documentation site, strict, into site/ (tests/unit/project/test_docs_site.py builds it too)
 
 PYTHON ?= python3
@@ -18,7 +19,7 @@ JAVA_SRC := $(wildcard java/src/slipstream/jvm/*.java)
 
 FAST := not spark and not cluster and not postgres and not browser and not slow and not kafka
 
-.PHONY: venv jvm docs demo test test-fast lint format services bench bench-quick bench-peers soak clean check-java wheel chaos
+.PHONY: venv venv-delta test-delta jvm docs demo test test-fast lint format services bench bench-quick bench-peers soak clean check-java wheel chaos
 
 # the development environment: the package, its test and docs extras, the JVM parser
 venv: $(STAMP) $(JAR)
@@ -74,6 +75,26 @@ services:
 TEST_WORKERS ?= 2
 test: venv check-java lint services
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(MAKE) test-delta
+
+# the second Spark line (core/spark_line.py): .venv-delta holds slipstream[delta], which brings
+# pyspark 4.2 with delta-spark, and deltalake (delta-rs) to read the tables back
+# (scripts/venv-delta.sh). The JVM parser jar is the one `make jvm` built against the default
+# line's jars: it compiles and runs on 4.2 as it is.
+DELTA_VENV := .venv-delta
+venv-delta: $(DELTA_VENV)/.installed
+
+$(DELTA_VENV)/.installed: pyproject.toml scripts/venv-delta.sh
+	PYTHON=$(PYTHON) bash scripts/venv-delta.sh $(DELTA_VENV)
+
+# the 4.2 line's leg: the Delta tests (sink, SIGKILL and restart, source) and the rules that
+# differ by line, in a few minutes; `make test` runs it after the default line's suite
+DELTA_LEG := tests/unit/analysis/test_validate.py tests/unit/core \
+  tests/unit/settings/test_delta_package_unit.py tests/unit/sinks/test_delta_sink_unit.py \
+  tests/e2e/delta
+test-delta: venv-delta check-java
+	@test -f $(JAR) || $(MAKE) jvm
+	$(DELTA_VENV)/bin/python -m pytest -p no:cacheprovider $(DELTA_LEG)
 
 # every test that needs no Spark and no service, in about 2-3 minutes: your own loop
 test-fast: venv lint

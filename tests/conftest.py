@@ -40,6 +40,23 @@ if OURS:
 JVM_MARKS = ("spark", "slow", "kafka", "postgres", "cluster", "browser")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `delta` need Delta Lake, which runs on the Spark 4.2 line only: on another
+    line (the main environment, 4.3) they are skipped; `make test-delta` runs them in
+    .venv-delta (scripts/venv-delta.sh)."""
+    from slipstream.core import spark_line
+
+    if spark_line.delta():
+        return
+    why = pytest.mark.skip(
+        reason=f"Delta Lake needs the Spark 4.2 line (pyspark {spark_line.version()} here): "
+        "make test-delta"
+    )
+    for item in items:
+        if item.get_closest_marker("delta"):
+            item.add_marker(why)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """A run that will start JVMs has the archive made (once per machine) in the background."""
     if OURS and any(item.get_closest_marker(m) for item in session.items for m in JVM_MARKS):

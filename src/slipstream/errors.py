@@ -51,6 +51,14 @@ CODES: dict[str, str] = {
         "the database sinks, without dropDuplicatesWithinWatermark, stream-stream joins, "
         "stateful processors, session windows or Python maps"
     ),
+    "REAL_TIME_STATE_UNSUPPORTED": (
+        "real-time mode's stateful operators (aggregations, dropDuplicates) need Spark 4.3; the "
+        "installed pyspark is older (the 4.2 line, which slipstream[delta] brings)"
+    ),
+    "DELTA_UNAVAILABLE": (
+        "Delta Lake runs on the Spark 4.2 line only: install slipstream[delta], which brings "
+        "delta-spark and pyspark 4.2"
+    ),
     "REAL_TIME_NEEDS_SLOTS": (
         "real-time queries hold a task slot per source and shuffle partition for their whole "
         "run: Spark has too few for all of them"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from slipstream.analysis import realtime
 from slipstream.analysis.plan import Plan
+from slipstream.core import spark_line
 from slipstream.core.specs import OutputMode, SinkSpec, TriggerSpec
 from slipstream.errors import ValidationError
 from slipstream.sinks import registry as sink_registry
@@ -191,6 +192,31 @@ def _real_time(q: Judged) -> list[ValidationError]:
     ]
 
 
+def _real_time_state(q: Judged) -> list[ValidationError]:
+    """Real-time mode's stateful operators arrive in Spark 4.3 (core/spark_line.py): on an
+    older line an output that aggregates or deduplicates is refused, not failed at start."""
+    if q.trigger.kind != "real-time" or not (q.plan.aggregation or q.plan.dedup):
+        return []
+    if spark_line.real_time_state():
+        return []
+    needed = spark_line.named(spark_line.REAL_TIME_STATE_LINE)
+    operators = " and ".join(
+        name for name, used in (("an aggregation", q.plan.aggregation), ("dropDuplicates",
+        q.plan.dedup)) if used
+    )  # fmt: skip
+    return [
+        ValidationError(
+            "REAL_TIME_STATE_UNSUPPORTED",
+            f"this real-time output runs {operators}, stateful operators that Spark's real-time "
+            f"mode runs from Spark {needed} on; the installed pyspark is "
+            f"{spark_line.version()}",
+            f"install Spark {needed} (pip install 'pyspark>={needed},<4.4', or slipstream without "
+            "the delta extra), or run this output with a micro-batch trigger (an interval such "
+            "as 1s)",
+        )
+    ]
+
+
 def _continuous(q: Judged) -> list[ValidationError]:
     if q.trigger.kind != "continuous":
         return []
@@ -230,6 +256,7 @@ RULES: tuple[Rule, ...] = (
     _stream_operations,
     _processing_timers,
     _real_time,
+    _real_time_state,
     _continuous,
 )
 

@@ -15,7 +15,7 @@ from slipstream.monitor.listener import ConsoleReporter, Handler
 from slipstream.pipelines.registry import discover
 from slipstream.runtime import checks, compat, partitions
 from slipstream.runtime.bind import prepare
-from slipstream.runtime.bound import Prepared, uses_kafka
+from slipstream.runtime.bound import Prepared, uses_delta, uses_kafka
 from slipstream.runtime.build import build
 from slipstream.runtime.checks import restart_verdicts
 from slipstream.runtime.explain import explain
@@ -73,6 +73,7 @@ def check(settings: Settings, out: TextIO, spark: SparkSession | None = None) ->
         app_name=f"slipstream-check-{s.pipeline}",
         remote=s.remote,
         kafka=uses_kafka(prepared),
+        delta=uses_delta(prepared),
     )
     try:
         built = build(spark, prepared)

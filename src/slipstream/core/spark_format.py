@@ -24,6 +24,9 @@ from slipstream.core.url_options import true_or_false, whole_above_zero
 
 SCHEME = "format:"
 USAGE = "format:FORMAT[:PATH][?OPTION=VALUE&...]"
+#: a Delta table as a stream (sources/delta.py): `delta:PATH[?OPTION=VALUE&...]`
+DELTA_SCHEME = "delta:"
+DELTA_USAGE = "delta:PATH[?OPTION=VALUE&...]"
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 
 #: Spark's file formats: they read the folder PATH names, and all but these need a schema
@@ -35,6 +38,7 @@ SHORTCUTS = {
     "rate": "--source rate",
     "kafka": "--input kafka://HOST:PORT/TOPIC[?OPTION=VALUE&...] (lag, dead-letter, "
     "--from-checkpoint)",
+    "delta": f"--input {DELTA_USAGE} (its options checked before start)",
 }
 
 
@@ -59,6 +63,39 @@ FILE_OPTIONS: dict[str, Callable[[str], str]] = {
     "ignoreCorruptFiles": _boolean,
     "mergeSchema": _boolean,
 }
+
+
+def _version(value: str) -> str:
+    if value.lower() == "latest":
+        return "latest"
+    if not value.isdigit():
+        raise ValueError("a table version (0, 1, ...) or latest")
+    return value
+
+
+def _text(value: str) -> str:
+    if not value.strip():
+        raise ValueError("a value")
+    return value.strip()
+
+
+#: the options of Delta's streaming source (Delta Lake's docs, "Table streaming reads"): every
+#: other name is refused before start
+DELTA_OPTIONS: dict[str, Callable[[str], str]] = {
+    "startingVersion": _version,
+    "startingTimestamp": _text,
+    "maxFilesPerTrigger": _positive,
+    "maxBytesPerTrigger": _text,
+    "ignoreDeletes": _boolean,
+    "ignoreChanges": _boolean,
+    "skipChangeCommits": _boolean,
+    "withEventTimeOrder": _boolean,
+    "readChangeFeed": _boolean,
+}
+
+
+def is_delta_url(value: object) -> bool:
+    return isinstance(value, str) and value.strip().lower().startswith(DELTA_SCHEME)
 
 
 def is_format_url(value: object) -> bool:
@@ -90,6 +127,18 @@ class SparkFormat:
         options = _options(name, query) if question else ()
         return cls(name, path or None, options)
 
+    @classmethod
+    def parse_delta(cls, text: str) -> SparkFormat:
+        """`delta:PATH[?OPTION=VALUE&...]`: Delta's streaming source over the table at PATH."""
+        raw = text.strip()
+        if not is_delta_url(raw):
+            raise ValueError(DELTA_USAGE)
+        path, question, query = raw[len(DELTA_SCHEME) :].partition("?")
+        if not path.strip():
+            raise ValueError(f"{DELTA_USAGE}: PATH is the table's folder")
+        options = _options("delta", query) if question else ()
+        return cls("delta", path.strip(), options)
+
     @property
     def reads_files(self) -> bool:
         return self.name.lower() in FILE_FORMATS
@@ -104,7 +153,8 @@ class SparkFormat:
         return dict(self.options)
 
     def describe(self) -> str:
-        text = f"format:{self.name}" + (f":{self.path}" if self.path else "")
+        scheme = DELTA_SCHEME if self.name == "delta" else f"{SCHEME}{self.name}:"
+        text = scheme.rstrip(":") + (f":{self.path}" if self.path else "")
         return f"{text}?{urlencode(self.options, safe=',:/')}" if self.options else text
 
     def __str__(self) -> str:
@@ -123,6 +173,12 @@ def _options(name: str, query: str) -> tuple[tuple[str, str], ...]:
             raise ValueError(f"option {key} is given twice")
         seen.add(key)
         check = FILE_OPTIONS.get(key) if name.lower() in FILE_FORMATS else None
+        if name == "delta":
+            check = DELTA_OPTIONS.get(key)
+            if check is None:
+                raise ValueError(
+                    f"option {key}: Delta's streaming source takes {', '.join(DELTA_OPTIONS)}"
+                )
         if check is not None:
             try:
                 value = check(value)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from slipstream.core.kafka_url import KafkaTopic, is_kafka_url
-from slipstream.core.spark_format import SparkFormat, is_format_url
+from slipstream.core.spark_format import SparkFormat, is_delta_url, is_format_url
 from slipstream.core.specs import parse_duration
 
 T = TypeVar("T")
@@ -155,13 +155,16 @@ def path(value: Any) -> Path:
 def input_location(value: Any) -> Any:
     """Where a stream input is: a local path, a Kafka topic
     (`kafka://HOST:PORT/TOPIC?OPTION=VALUE`, slipstream.core.kafka_url.KafkaTopic) or any format
-    Spark loads (`format:FORMAT[:PATH][?OPTION=VALUE]`, slipstream.core.spark_format)."""
+    Spark loads (`format:FORMAT[:PATH][?OPTION=VALUE]`, slipstream.core.spark_format), a Delta
+    table (`delta:PATH[?OPTION=VALUE]`, read by sources/delta.py)."""
     if isinstance(value, KafkaTopic | SparkFormat):
         return value
     if is_kafka_url(value):
         return KafkaTopic.parse(str(value))
     if is_format_url(value):
         return SparkFormat.parse(str(value))
+    if is_delta_url(value):
+        return SparkFormat.parse_delta(str(value))
     return path(value)
 
 

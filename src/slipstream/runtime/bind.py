@@ -148,6 +148,7 @@ def _refuse_shared_targets(outputs: dict[str, BoundOutput]) -> None:
 _URL_KINDS = {
     "binds_topics": ("is a Kafka topic", "a kafka:// input reads Kafka"),
     "binds_formats": ("names a Spark format", "a format:... input reads that format"),
+    "reads_format": ("is a Delta table", "a delta:PATH input reads Delta"),
 }
 
 
@@ -204,9 +205,14 @@ def _bind_input(
     if topic is not None:  # a kafka:// input reads Kafka
         kind = _kind_for(topic, "binds_topics", kind, settings.source is None, flag)
     reading_formats = kinds_that("binds_formats")  # format:FORMAT reads any Spark format
-    if spark_format is not None:
+    own_format = [
+        k for k, c in known.items() if spark_format and c.reads_format == spark_format.name
+    ]
+    if own_format:  # delta:PATH reads the Delta source
+        kind = _kind_for(spark_format, "reads_format", kind, settings.source is None, flag)
+    elif spark_format is not None:
         kind = _kind_for(spark_format, "binds_formats", kind, settings.source is None, flag)
-    if kind not in spec.sources and kind not in reading_formats:
+    if kind not in spec.sources and kind not in reading_formats and kind not in own_format:
         raise ConfigError(
             "SOURCE_NOT_SUPPORTED",
             f"pipeline {pipeline.name} cannot read input {spec.name} from --source {kind}",

@@ -128,6 +128,13 @@ def uses_kafka(prepared: Prepared) -> bool:
     ) or any(o.sink.needs_kafka_connector for o in prepared.outputs.values())
 
 
+def uses_delta(prepared: Prepared) -> bool:
+    """Whether a run reads or writes a Delta table (its session needs Delta Lake)."""
+    return any(b.source is not None and b.source.delta for b in prepared.inputs.values()) or any(
+        o.sink.delta for o in prepared.outputs.values()
+    )
+
+
 def jdbc_drivers(prepared: Prepared) -> tuple[JdbcDriver, ...]:
     """The JDBC drivers a run's session needs: those of the database sinks its outputs write in
     real-time mode row by row from the JVM (sinks/jvm_rows.py). None under Spark Connect, whose

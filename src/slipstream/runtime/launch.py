@@ -26,7 +26,7 @@ from slipstream.errors import query_failure
 from slipstream.monitor.listener import Handler
 from slipstream.monitor.serve import MonitorHandles, ResultsProvider, start_monitoring
 from slipstream.runtime import partitions
-from slipstream.runtime.bound import Prepared, jdbc_drivers, uses_kafka
+from slipstream.runtime.bound import Prepared, jdbc_drivers, uses_delta, uses_kafka
 from slipstream.runtime.interrupt import CtrlC
 from slipstream.runtime.refuse import refuse_before_start
 from slipstream.runtime.run import Run
@@ -122,6 +122,7 @@ def _session(
         log_level="WARN" if s.verbose else "ERROR",
         remote=s.remote,
         kafka=uses_kafka(prepared),
+        delta=uses_delta(prepared),
         jdbc=jdbc_drivers(prepared),
     )
     return session, ours

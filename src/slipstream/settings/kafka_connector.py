@@ -188,12 +188,15 @@ def pick(running: str, versions: list[str]) -> str | None:
     return max(earlier)[1] if earlier else None
 
 
-def served_versions(conf: Mapping[str, str]) -> list[str] | None:
-    """The connector's versions the first repository that answers lists (the user's
-    `spark.jars.repositories`, then Maven Central); None when none answers."""
+def served_versions(
+    conf: Mapping[str, str], group: str = GROUP, artifact: str = ARTIFACT
+) -> list[str] | None:
+    """The versions of `group:artifact` (the Kafka connector by default) the first repository
+    that answers lists (the user's `spark.jars.repositories`, then Maven Central); None when
+    none answers."""
     repos = [r.strip().rstrip("/") for r in conf.get("spark.jars.repositories", "").split(",")]
     for repo in [*(r for r in repos if r), MAVEN_CENTRAL]:
-        url = f"{repo}/{GROUP.replace('.', '/')}/{ARTIFACT}/maven-metadata.xml"
+        url = f"{repo}/{group.replace('.', '/')}/{artifact}/maven-metadata.xml"
         try:
             with urllib.request.urlopen(url, timeout=METADATA_TIMEOUT_S) as answer:
                 text = answer.read().decode("utf-8", "replace")

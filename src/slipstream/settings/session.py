@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -85,6 +86,7 @@ from pyspark.sql import SparkSession
 from slipstream.errors import SlipstreamError
 from slipstream.jvm import required_jar
 from slipstream.settings.connect import session_conf
+from slipstream.settings.delta_package import delta_conf
 from slipstream.settings.jdbc_drivers import JdbcDriver, driver_conf
 from slipstream.settings.kafka_connector import connector_conf
 
@@ -93,6 +95,9 @@ DEFAULT_MASTER = "local[*]"
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
 #: what the JVM writes to standard error at every start, whatever the log configuration
 JVM_NOTICES = (b"WARNING: Using incubator modules",)
+#: the first line of Ivy's report at a JVM's start with `spark.jars.packages`, and its last
+IVY_START = b":: loading settings :: "
+IVY_DONE = re.compile(rb"^\s*\d+ artifacts copied, \d+ already retrieved")
 #: the driver's advertised host on a cluster master, when `--conf spark.driver.host` is not given
 DRIVER_HOST_ENV = "SLIPSTREAM_DRIVER_HOST"
 LOOPBACK = "127.0.0.1"
@@ -205,6 +210,7 @@ def build_session(
     remote: str | None = None,
     kafka: bool = False,
     jdbc: Iterable[JdbcDriver] = (),
+    delta: bool = False,
 ) -> SparkSession:
     """Build (or return the running) SparkSession with slipstream's streaming defaults.
 
@@ -214,7 +220,9 @@ def build_session(
     `kafka`: a Kafka input or sink is used; Spark's Kafka connector joins `spark.jars.packages`
     (resolved first: CONNECTOR_UNAVAILABLE when it cannot be had; settings/kafka_connector.py).
     `jdbc`: the JDBC drivers of the sinks a real-time output writes through slipstream's JVM
-    writer (`Sink.jdbc`); they join `spark.jars.packages` the same way (jdbc_drivers.py)."""
+    writer (`Sink.jdbc`); they join `spark.jars.packages` the same way (jdbc_drivers.py).
+    `delta`: a Delta input or output is used: Delta's jar joins them, with its SQL extension and
+    catalog (delta_package.py; DELTA_UNAVAILABLE off the Spark 4.2 line, before the JVM)."""
     if remote is not None:
         return remote_session(remote, conf or {})
     submitted = submitted_master() if master is None else None
@@ -230,6 +238,8 @@ def build_session(
     if kafka:
         settings.update(connector_conf(settings))
     settings.update(driver_conf(jdbc, settings))
+    if delta:
+        settings.update(delta_conf(settings))
     settings |= java_log_options(log_level, settings)
     builder = SparkSession.builder.appName(app_name)
     if not submitted:  # spark-submit's own master stands as it is
@@ -283,13 +293,31 @@ def launch_jvm(settings: Mapping[str, str]) -> None:
     SparkContext._ensure_initialized(gateway=gateway)
 
 
+def ivy_report(line: bytes, inside: bool) -> bool:
+    """Whether `line` is one of Ivy's report (`inside`: the line before was): from its
+    `:: loading settings ::` to its `N artifacts copied` line; a line of an error or an
+    exception ends it (shown: Ivy failed after all)."""
+    if line.startswith(IVY_START):
+        return True
+    if not inside or IVY_DONE.match(line):
+        return False
+    return not re.match(rb"^(Exception|Error|\w+(\.\w+)+(Exception|Error))", line)
+
+
 def forward_stderr(source: IO[bytes], target: int) -> None:
     """Copy the JVM's standard error to the file descriptor `target` (this process's standard
     error, whatever `sys.stderr` has become meanwhile) line by line, but for `JVM_NOTICES`.
     It reads to the end whatever happens: a pipe nobody drains would block the JVM, and the
-    Python workers it starts, at their next write to standard error."""
+    Python workers it starts, at their next write to standard error. Ivy's report of the
+    packages it resolves (`spark.jars.packages`: about 35 lines for the Kafka connector, 90
+    for Delta) is dropped too: they were resolved before, output captured, and one line said
+    which (kafka_connector.py, delta_package.py)."""
+    ivy = False
     for line in iter(source.readline, b""):
         if line.startswith(JVM_NOTICES):
+            continue
+        ivy = ivy_report(line, ivy)
+        if ivy or IVY_DONE.match(line):
             continue
         with contextlib.suppress(OSError):  # our stderr closed: the line has nowhere to go
             os.write(target, line)

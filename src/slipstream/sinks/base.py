@@ -94,6 +94,8 @@ class Sink(ABC):
     jdbc: ClassVar[JdbcDriver | None] = None
     #: a session writing it needs Spark's Kafka connector (settings/kafka_connector.py)
     needs_kafka_connector: ClassVar[bool] = False
+    #: a session writing it needs Delta Lake's jar and SQL extension (settings/delta_package.py)
+    delta: ClassVar[bool] = False
     #: the options its spec takes after `?` (`KIND[:TARGET]?NAME=VALUE&...`), Spark's own names
     #: for its writer; a name not here is refused when the spec is parsed (CONFIG_BAD_VALUE)
     writer_options: ClassVar[tuple[str, ...]] = ()

@@ -15,7 +15,7 @@ from slipstream.sinks.base import Sink
 #: the order `--help` lists them in (any other kind follows, by name)
 ORDER = (
     "console", "memory", "noop", "parquet", "orc", "json", "csv", "sqlite", "postgresql",
-    "foreach", "batch", "kafka", "table",
+    "foreach", "batch", "kafka", "table", "delta",
 )  # fmt: skip
 NOT_SINKS = frozenset(
     {"base", "registry", "database", "jvm_rows", "postgres_io", "rows"}

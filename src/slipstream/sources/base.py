@@ -113,6 +113,8 @@ class Source(ABC):
     #: an input given as `format:FORMAT[:PATH][?OPTION=VALUE&...]` reads this source, whatever
     #: kinds the pipeline's input offers (the user names Spark's format, the pipeline the columns)
     binds_formats: ClassVar[bool] = False
+    #: an input given as `FORMAT:PATH[?...]` of this format (`delta:PATH`) reads this source
+    reads_format: ClassVar[str | None] = None
     #: what `--from-checkpoint` carries to a new checkpoint (runtime/from_checkpoint.py):
     #: "files-read", the files the old one read (never read again); "offsets", the positions
     #: the old one reached in its topic; None: this source has no position to start from
@@ -122,6 +124,8 @@ class Source(ABC):
     rereads_offsets: ClassVar[bool] = False
     #: a session reading it needs Spark's Kafka connector (settings/kafka_connector.py)
     needs_kafka_connector: ClassVar[bool] = False
+    #: a session reading it needs Delta Lake's jar and SQL extension (settings/delta_package.py)
+    delta: ClassVar[bool] = False
 
     @abstractmethod
     def read(self, spark: SparkSession, binding: Binding, options: SourceOptions) -> RawInput: ...

@@ -10,7 +10,7 @@ from slipstream.errors import ConfigError
 from slipstream.sources.base import Source
 
 #: the order `--help` and messages list them in (any other kind follows, by name)
-ORDER = ("files", "socket", "rate", "table", "kafka", "format")
+ORDER = ("files", "socket", "rate", "table", "kafka", "format", "delta")
 REGISTRY: Registry[type[Source]] = Registry(
     __package__ or "slipstream.sources",
     Source,  # type: ignore[type-abstract]  # the base, abstract: its subclasses register

@@ -79,10 +79,12 @@ def session(
     conf: Mapping[str, str] | None = None,
     kafka: bool = False,
     jdbc: Iterable[str] = (),
+    delta: bool = False,
 ) -> SparkSession:
     """A local SparkSession for tests: slipstream's defaults, small shuffles, quiet logs;
     `kafka`: with Spark's Kafka connector; `jdbc`: with the JDBC drivers of the real-time
-    database writer for these sinks (sqlite, postgresql; session.build_session)."""
+    database writer for these sinks (sqlite, postgresql; session.build_session); `delta`: with
+    Delta Lake (the Spark 4.2 line only: DELTA_UNAVAILABLE otherwise)."""
 
     test_conf = {
         "spark.sql.shuffle.partitions": "2",
@@ -97,6 +99,7 @@ def session(
         log_level="ERROR",
         kafka=kafka,
         jdbc=[d for k in jdbc if (d := sink_class(k).jdbc) is not None],
+        delta=delta,
     )
 
 

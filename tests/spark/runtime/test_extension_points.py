@@ -128,7 +128,7 @@ def _sinks_that(capable: str) -> set[str]:
 
 
 def test_the_built_in_sources_capabilities_are_todays() -> None:
-    kinds = ["files", "socket", "rate", "table", "kafka", "format"]
+    kinds = ["files", "socket", "rate", "table", "kafka", "format", "delta"]
     assert list(source_registry.sources()) == kinds
     assert _sources_that("continuous") == {"rate", "kafka"}  # validate.CONTINUOUS_SOURCES
     assert _sources_that("real_time") == {"kafka"}  # realtime.SOURCES
@@ -139,19 +139,21 @@ def test_the_built_in_sources_capabilities_are_todays() -> None:
     assert _sources_that("binds_topics") == {"kafka"}
     assert _sources_that("binds_formats") == {"format"}
     assert _sources_that("needs_kafka_connector") == {"kafka"}
+    assert _sources_that("delta") == _sources_that("reads_format") == {"delta"}
     resumes = {k: c.resumes_by for k, c in source_registry.sources().items() if c.resumes_by}
     assert resumes == {"files": "files-read", "kafka": "offsets"}  # from_checkpoint
 
 
 def test_the_built_in_sinks_capabilities_are_todays() -> None:
     kinds = ["console", "memory", "noop", "parquet", "orc", "json", "csv", "sqlite", "postgresql"]
-    assert list(sink_registry.sinks()) == [*kinds, "foreach", "batch", "kafka", "table"]
+    assert list(sink_registry.sinks()) == [*kinds, "foreach", "batch", "kafka", "table", "delta"]
     assert _sinks_that("continuous") == {"console", "memory", "kafka", "foreach"}
     assert _sinks_that("real_time") == {"console", "foreach", "kafka", "sqlite", "postgresql"}
     assert _sinks_that("database") == {"sqlite", "postgresql"}
     assert _sinks_that("file") == {"parquet", "orc", "json", "csv"}
-    assert _sinks_that("local_path") == {"parquet", "orc", "json", "csv", "sqlite"}
+    assert _sinks_that("local_path") == {"parquet", "orc", "json", "csv", "sqlite", "delta"}
     assert _sinks_that("needs_kafka_connector") == {"kafka"}
+    assert _sinks_that("delta") == {"delta"}
     refused = {k for k, c in sink_registry.sinks().items() if c.connect_refusal}
     assert refused == {"console"}
     drivers = {
@@ -166,7 +168,7 @@ def test_the_built_in_sinks_capabilities_are_todays() -> None:
     assert sink_help() == (
         "console, memory, noop, parquet:DIR, orc:DIR, json:DIR, csv:DIR, sqlite[:PATH], "
         "postgresql[://user[:password]@host[:port]/db], foreach:module:attr, "
-        "batch:module:attr, kafka://host:port/topic, table:NAME"
+        "batch:module:attr, kafka://host:port/topic, table:NAME, delta:DIR"
     )
     targets = {k: c.target_grammar for k, c in sink_registry.sinks().items()}
     assert targets == {
@@ -174,6 +176,7 @@ def test_the_built_in_sinks_capabilities_are_todays() -> None:
         "orc": "required", "json": "required", "csv": "required", "sqlite": "optional",
         "postgresql": "url",
         "foreach": "module", "batch": "module", "kafka": "url", "table": "required",
+        "delta": "required",
     }  # fmt: skip
     how = {k: c.real_time_how() for k, c in sink_registry.sinks().items() if c.real_time}
     assert how["console"] == "Spark's console sink" and how["foreach"] == "Spark's foreach sink"

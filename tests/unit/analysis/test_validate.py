@@ -100,9 +100,12 @@ def test_continuous_trigger_eligibility() -> None:
     assert codes(STATELESS, "append", SQLITE, cont, "rate") == ["CONTINUOUS_NOT_ELIGIBLE"]
 
 
-def test_real_time_trigger_eligibility() -> None:
+def test_real_time_trigger_eligibility(monkeypatch: pytest.MonkeyPatch) -> None:
     """What Spark 4.3's real-time mode was seen to run (analysis/realtime.py): update mode from
     Kafka, stateless or aggregated, into console, foreach, kafka and the database sinks."""
+    from slipstream.core import spark_line
+
+    monkeypatch.setattr(spark_line, "version", lambda: "4.3.0")
     rt = TriggerSpec.parse("real-time:5s")
     assert codes(STATELESS, "update", SinkSpec("console"), rt, "kafka") == []
     assert codes(WINDOWED, "update", SinkSpec("sqlite"), rt, "kafka") == []
@@ -283,3 +286,32 @@ def test_a_quarantine_is_judged_on_the_input_it_drains() -> None:
         prepared.plans = {drains.name: STATELESS}
         found = runner.check(prepared, [runner.Query(drains, None)])  # type: ignore[arg-type]
         assert [v.code for v in found] == ([] if name == "a" else ["CONTINUOUS_NOT_ELIGIBLE"])
+
+
+def test_real_time_state_needs_the_4_3_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the 4.2 line (slipstream[delta]) a real-time output that aggregates or deduplicates
+    is refused before start, naming the line it needs; a stateless one runs; 4.3 takes both."""
+    from slipstream.core import spark_line
+
+    rt = TriggerSpec.parse("real-time:5s")
+    monkeypatch.setattr(spark_line, "version", lambda: "4.2.1")
+    refused = violations(WINDOWED, "update", SQLITE, rt, "kafka")
+    assert [v.code for v in refused] == ["REAL_TIME_STATE_UNSUPPORTED"]
+    assert "4.3" in refused[0].render() and "4.2.1" in refused[0].render()
+    dedup = replace(STATELESS, dedup=True)
+    assert codes(dedup, "update", SinkSpec("kafka"), rt, "kafka") == ["REAL_TIME_STATE_UNSUPPORTED"]
+    assert codes(STATELESS, "update", SinkSpec("console"), rt, "kafka") == []
+    assert codes(WINDOWED, "update", SQLITE) == []  # a micro-batch trigger: no operator limit
+    monkeypatch.setattr(spark_line, "version", lambda: "4.3.0")
+    assert codes(WINDOWED, "update", SQLITE, rt, "kafka") == []
+
+
+def test_real_time_state_follows_the_installed_line() -> None:
+    """No version stubbed: on the line this environment runs (4.3 in the main suite, 4.2 in
+    `make test-delta`), an aggregating real-time output is refused exactly below 4.3."""
+    import pyspark
+
+    rt = TriggerSpec.parse("real-time:5s")
+    older = tuple(int(p) for p in pyspark.__version__.split(".")[:2]) < (4, 3)
+    refused = ["REAL_TIME_STATE_UNSUPPORTED"] if older else []
+    assert codes(WINDOWED, "update", SQLITE, rt, "kafka") == refused

@@ -45,6 +45,31 @@ def test_the_jvms_incubator_notice_is_dropped_and_every_other_line_passes() -> N
         assert shown.read() == b"Exception in thread main java.lang.OutOfMemoryError\n"
 
 
+def test_ivys_report_is_dropped_from_its_first_line_to_its_last() -> None:
+    """What a JVM started with Delta's package printed (abridged): Ivy's report goes, the
+    lines before and after it and an exception inside it stay."""
+    source = io.BytesIO(
+        b"before\n"
+        b":: loading settings :: url = jar:file:/x/ivy-2.5.3.jar!/ivysettings.xml\n"
+        b"Ivy Default Cache set to: /root/.ivy2.5.2/cache\n"
+        b"io.delta#delta-spark_2.13 added as a dependency\n"
+        b"\tfound io.delta#delta-storage;4.4.0 in central\n"
+        b"\t|      default     |   37  |   0   |   0   |   4   ||   33  |   0   |\n"
+        b":: retrieving :: org.apache.spark#spark-submit-parent-0a49c1c3;1.0\n"
+        b"\t0 artifacts copied, 33 already retrieved (0kB/246ms)\n"
+        b"after\n"
+        b":: loading settings :: url = jar:file:/x/ivy-2.5.3.jar!/ivysettings.xml\n"
+        b"Exception in thread main java.lang.RuntimeException: unresolved\n"
+    )
+    read, write = os.pipe()
+    forward_stderr(source, write)
+    os.close(write)
+    with os.fdopen(read, "rb") as shown:
+        assert shown.read() == (
+            b"before\nafter\nException in thread main java.lang.RuntimeException: unresolved\n"
+        )
+
+
 def test_the_jvms_stderr_is_drained_even_when_ours_is_closed() -> None:
     read, write = os.pipe()
     os.close(read)  # writing now fails (EPIPE): every line must still be read
