@@ -47,8 +47,6 @@ TITLE = "flagship throughput: trending available-now vs a Spark batch job, same 
 
 EVENT_SCHEMA = "event_id STRING, article_id STRING, user_id STRING, ts TIMESTAMP"
 CATALOG_SCHEMA = "article_id STRING, title STRING, section STRING, published_at STRING"
-STORE_KEY = "spark.sql.streaming.stateStore.providerClass"
-HDFS_STORE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 COLUMNS = ("window_start", "window_end", "article_id", "title", "section", "views", "in_catalog")
 
 
@@ -242,7 +240,10 @@ def run_bare(ctx: Context, landing: Path, data: TrendingInput) -> dict[str, Any]
         batches.append(batch_id)
 
     # Spark's own state store (HDFS-backed: what a plain PySpark job gets), one partition a core
-    conf = {inproc.PARTITIONS_KEY: str(os.cpu_count() or 1), STORE_KEY: HDFS_STORE}
+    conf = {
+        inproc.PARTITIONS_KEY: str(os.cpu_count() or 1),
+        inproc.PROVIDER_KEY: inproc.HDFS_PROVIDER,
+    }
     with inproc.sql_conf(spark, conf):
         cpu = cpu_seconds(spark)
         watch = Stopwatch()
