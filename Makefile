@@ -87,11 +87,14 @@ venv-delta: $(DELTA_VENV)/.installed
 $(DELTA_VENV)/.installed: pyproject.toml scripts/venv-delta.sh
 	PYTHON=$(PYTHON) bash scripts/venv-delta.sh $(DELTA_VENV)
 
-# the 4.2 line's leg: the Delta tests (sink, SIGKILL and restart, source) and the rules that
-# differ by line, in a few minutes; `make test` runs it after the default line's suite
+# the 4.2 line's leg: the Delta tests (sink, SIGKILL and restart, source), the rules that
+# differ by line, the crash suite's core (mobile into SQLite and PostgreSQL, SIGKILLed)
+# and a Kafka input's restart exactly once; `make test` runs it after the default line's suite
 DELTA_LEG := tests/unit/analysis/test_validate.py tests/unit/core \
   tests/unit/settings/test_delta_package_unit.py tests/unit/sinks/test_delta_sink_unit.py \
-  tests/e2e/delta
+  tests/e2e/delta \
+  'tests/e2e/crash/test_crash.py::test_outputs_survive_sigkills_exactly_once[mobile]' \
+  tests/e2e/kafka/test_kafka.py::test_a_restart_resumes_from_the_checkpoints_offsets_into_sqlite_exactly_once
 test-delta: venv-delta check-java
 	@test -f $(JAR) || $(MAKE) jvm
 	$(DELTA_VENV)/bin/python -m pytest -p no:cacheprovider $(DELTA_LEG)
