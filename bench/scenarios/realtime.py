@@ -258,7 +258,8 @@ def observe(
 
 def summary(seen: Observed, steady_s: float = 20.0) -> dict[str, Any]:
     """p50/p95/p99/max of the measured records' latencies (ms); `steady`: the p50 of the records
-    sent in the last `steady_s` seconds over that of the first `steady_s` (1.0: no growth);
+    sent in the last `steady_s` seconds over that of the first `steady_s` (1.0: no growth; left
+    out when fewer than 2 x `steady_s` seconds were measured);
     `equal`: the final counts are the records sent, key by key."""
     latencies = [lat for _, lat in seen.samples]
     cuts = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [float("nan")] * 99
@@ -271,8 +272,9 @@ def summary(seen: Observed, steady_s: float = 20.0) -> dict[str, Any]:
         "p99_ms": round(cuts[98] * 1000),
         "max_ms": round(max(latencies, default=float("nan")) * 1000),
     }
-    if seen.samples:
-        first, last = seen.samples[0][0], max(t for t, _ in seen.samples)
+    first = min((t for t, _ in seen.samples), default=0.0)
+    last = max((t for t, _ in seen.samples), default=0.0)
+    if last - first >= 2 * steady_s:  # else the two spans overlap (e.g. --quick's 20 s)
         head = [lat for t, lat in seen.samples if t < first + steady_s]
         tail = [lat for t, lat in seen.samples if t >= last - steady_s]
         row["p50_first_ms"] = round(statistics.median(head) * 1000)

@@ -55,3 +55,4 @@ def test_a_table_that_misses_a_count_is_not_equal() -> None:
     key = ("2026-11-29T10:00:00Z", "open")
     row = summary(observed({0.0: 0.05, 1.0: 0.05}, {key: 1}, {key: 2}))
     assert not row["equal"]
+    assert "steady" not in row  # 1 s measured: no first and last 20 s to compare
