@@ -134,12 +134,27 @@ PEERS := flink pathway bytewax
 # scenario 18 (kafka_latency): Flink's Kafka SQL connector for the installed apache-flink 2.3.0
 # (the newest build Maven Central serves is for Flink 2.2; it runs on 2.3 here)
 FLINK_KAFKA := .venv-peers/jars/flink-sql-connector-kafka-5.0.0-2.2.jar
-bench-peers: venv check-java $(foreach p,$(PEERS),.venv-peers/$(p)/.installed) $(FLINK_KAFKA)
+# Flink's JDBC connector for Flink 2.x (4.0.0-2.0, the only 2.x build) and the PostgreSQL driver
+# (bench/scenarios/realtime_peers.py)
+FLINK_JDBC := $(addprefix .venv-peers/jars/,flink-connector-jdbc-core-4.0.0-2.0.jar \
+	flink-connector-jdbc-postgres-4.0.0-2.0.jar postgresql-42.7.14.jar)
+MAVEN := https://repo1.maven.org/maven2
+bench-peers: venv check-java $(foreach p,$(PEERS),.venv-peers/$(p)/.installed) $(FLINK_KAFKA) $(FLINK_JDBC)
 	$(PY) -m bench peers
 
 $(FLINK_KAFKA):
 	mkdir -p $(@D)
-	curl -fsSL -o $@.tmp https://repo1.maven.org/maven2/org/apache/flink/flink-sql-connector-kafka/5.0.0-2.2/flink-sql-connector-kafka-5.0.0-2.2.jar
+	curl -fsSL -o $@.tmp $(MAVEN)/org/apache/flink/flink-sql-connector-kafka/5.0.0-2.2/flink-sql-connector-kafka-5.0.0-2.2.jar
+	mv $@.tmp $@
+
+.venv-peers/jars/flink-connector-jdbc-%-4.0.0-2.0.jar:
+	mkdir -p $(@D)
+	curl -fsSL -o $@.tmp $(MAVEN)/org/apache/flink/flink-connector-jdbc-$*/4.0.0-2.0/$(@F)
+	mv $@.tmp $@
+
+.venv-peers/jars/postgresql-%.jar:
+	mkdir -p $(@D)
+	curl -fsSL -o $@.tmp $(MAVEN)/org/postgresql/postgresql/$*/$(@F)
 	mv $@.tmp $@
 
 .venv-peers/%/.installed: bench/peers/requirements-%.txt

@@ -181,16 +181,17 @@ class LiveSink(DynamicSink[list[Any]]):
 
 
 class _Upsert(StatelessSinkPartition[list[Any]]):
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, upsert: str) -> None:
         import psycopg
 
         self.conn = psycopg.connect("" if dsn == "postgresql" else dsn)  # "": libpq's env
+        self.upsert = upsert
 
     def write_batch(self, items: list[list[Any]]) -> None:
         rows = [(w, a, n) for rows in items for a, w, n in rows]
         if rows:
             with self.conn.transaction(), self.conn.cursor() as cur:
-                cur.executemany(UPSERT, rows)
+                cur.executemany(self.upsert, rows)
 
     def close(self) -> None:
         self.conn.close()
@@ -203,13 +204,15 @@ UPSERT = (
 
 
 class PgSink(DynamicSink[list[Any]]):
-    """Each batch of changed counts upserted into PostgreSQL's peer_views, one transaction."""
+    """Each batch of changed counts, lists of (key, window_start, count), upserted in one
+    transaction: `upsert` takes (window_start, key, count) (default: trending's peer_views)."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, upsert: str = UPSERT) -> None:
         self.dsn = dsn
+        self.upsert = upsert
 
     def build(self, step_id: str, worker_index: int, worker_count: int) -> _Upsert:
-        return _Upsert(self.dsn)
+        return _Upsert(self.dsn, self.upsert)
 
 
 class _Collect(StatelessSinkPartition[tuple[Any, ...]]):

@@ -37,8 +37,8 @@ connector, flink-sql-connector-kafka from Maven Central): the events table is th
 connector (format json as above, `scan.startup.mode` = earliest-offset) and the rest is live
 mode, the rows going to the print sink, i.e. the file OUT. (Flink's way to PostgreSQL would
 be its JDBC connector: for Flink 2.x, flink-connector-jdbc-core and -postgres 4.0.0-2.0 on Maven
-Central, built for 2.0, with the PostgreSQL driver; not wired in yet, so Flink's rows skip
-the database transaction the other engines pay.)"""
+Central, built for 2.0, with the PostgreSQL driver; wired in for mobile's job only,
+flink_mobile.py, so here Flink's rows skip the database transaction the other engines pay.)"""
 
 from __future__ import annotations
 

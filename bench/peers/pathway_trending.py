@@ -31,12 +31,10 @@ count per (window, article), each commit applied atomically."""
 from __future__ import annotations
 
 import csv
-import os
 import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import pathway as pw
 import peer_common as common
@@ -84,18 +82,9 @@ def read_events(events: str, live: bool) -> pw.Table:
 
 
 def to_postgres(joined: pw.Table, out: str) -> None:
-    """Kafka mode's sink: the current counts in PostgreSQL's peer_views (snapshot mode). OUT
-    `postgresql` = libpq's environment variables (PGHOST, PGPORT, PGUSER, PGPASSWORD,
-    PGDATABASE), so no password is on the command line; else a postgresql:// URL."""
-    url = urlsplit(out if out != "postgresql" else "postgresql://")
-    env = os.environ
-    settings = {
-        "host": url.hostname or env.get("PGHOST", "127.0.0.1"),
-        "port": str(url.port or env.get("PGPORT", "5432")),
-        "dbname": url.path.lstrip("/") or env.get("PGDATABASE", ""),
-        "user": unquote(url.username or env.get("PGUSER", "")),
-        "password": unquote(url.password or env.get("PGPASSWORD", "")),
-    }
+    """Kafka mode's sink: the current counts in PostgreSQL's peer_views (snapshot mode); OUT as
+    peer_common.pg_settings reads it."""
+    settings = common.pg_settings(out)
     rows = joined.select(
         window_start=pw.this.window_start.dt.strftime("%Y-%m-%dT%H:%M:%SZ"),
         article_id=pw.this.article_id,

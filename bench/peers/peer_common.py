@@ -16,7 +16,14 @@ Kafka mode (scenario kafka_latency): EVENTS is `kafka://HOST:PORT/TOPIC` (`kafka
 program reads the topic from its first offset, never ends, and emits counts as in live mode;
 OUT is `postgresql` (libpq's environment variables PGHOST, PGPORT, PGUSER, PGPASSWORD,
 PGDATABASE; the rows upserted into the table `PEER_TABLE`, which the benchmark creates) where
-the peer has a PostgreSQL sink, else the live output file."""
+the peer has a PostgreSQL sink, else the live output file.
+
+Mobile's job (the `*_mobile.py` peers, scenario realtime_peers): a record of the topic is a
+JSON object whose `id` and `action` are strings and whose `ts` is an ISO-8601 time (mobile's
+valid action, tests/stream_reference.mobile_action); the count of valid actions per
+(10-minute tumbling window of `ts`, action), a record later than the watermark (newest ts - 10
+min) dropped, upserted by key into `MOBILE_TABLE` as slipstream's real-time writer stores it
+(window_start as `YYYY-MM-DDTHH:MM:SSZ` text). The benchmark creates the table."""
 
 from __future__ import annotations
 
@@ -120,6 +127,59 @@ PEER_TABLE_DDL = (
     f"CREATE TABLE {PEER_TABLE} (window_start TEXT NOT NULL, article_id TEXT NOT NULL, "
     "views BIGINT NOT NULL, PRIMARY KEY (window_start, article_id))"
 )
+
+
+#: mobile's output table, as slipstream's PostgreSQL sink names it; one row per (window, action)
+MOBILE_TABLE = "mobile_action_counts"
+MOBILE_TABLE_DDL = (
+    f"CREATE TABLE {MOBILE_TABLE} (window_start TEXT NOT NULL, action TEXT NOT NULL, "
+    "count BIGINT NOT NULL, PRIMARY KEY (window_start, action))"
+)
+MOBILE_UPSERT = (
+    f"INSERT INTO {MOBILE_TABLE} (window_start, action, count) VALUES (%s, %s, %s) "
+    "ON CONFLICT (window_start, action) DO UPDATE SET count = EXCLUDED.count"
+)
+MOBILE_WINDOW = timedelta(minutes=10)
+MOBILE_WATERMARK = timedelta(minutes=10)
+
+
+def mobile_action(line: str | bytes) -> tuple[str, datetime] | None:
+    """(action, ts in UTC) of a valid mobile action, or None."""
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    action, text = doc.get("action"), doc.get("ts")
+    if not (isinstance(doc.get("id"), str) and isinstance(action, str) and isinstance(text, str)):
+        return None
+    try:
+        ts = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return action, ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+
+
+def tumbling_start(ts: datetime, length: timedelta = MOBILE_WINDOW) -> datetime:
+    return EPOCH + (ts - EPOCH) // length * length
+
+
+def pg_settings(out: str) -> dict[str, str]:
+    """OUT `postgresql` = libpq's environment variables (PGHOST, PGPORT, PGUSER, PGPASSWORD,
+    PGDATABASE), so no password is on a command line; else a postgresql:// URL."""
+    import os
+    from urllib.parse import unquote, urlsplit
+
+    url = urlsplit(out if out != "postgresql" else "postgresql://")
+    env = os.environ
+    return {
+        "host": url.hostname or env.get("PGHOST", "127.0.0.1"),
+        "port": str(url.port or env.get("PGPORT", "5432")),
+        "dbname": url.path.lstrip("/") or env.get("PGDATABASE", ""),
+        "user": unquote(url.username or env.get("PGUSER", "")),
+        "password": unquote(url.password or env.get("PGPASSWORD", "")),
+    }
 
 
 def kafka_topic(events: str) -> tuple[str, str] | None:

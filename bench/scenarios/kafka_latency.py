@@ -57,7 +57,7 @@ VARIANTS = ("slipstream", "flink", "bytewax", "pathway")
 FLINK_JAR = REPO / ".venv-peers" / "jars" / "flink-sql-connector-kafka-5.0.0-2.2.jar"
 SINKS = {
     "slipstream": "PostgreSQL, table article_views (its own sink: staging + ledger, upsert)",
-    "flink": "the print sink, a file (its JDBC connector not wired in yet)",
+    "flink": "the print sink, a file (its JDBC connector: mobile only, realtime_peers)",
     "bytewax": "PostgreSQL, table peer_views (a psycopg upsert per output batch, in the script)",
     "pathway": "PostgreSQL, table peer_views (pw.io.postgres.write, snapshot)",
 }

@@ -33,6 +33,7 @@ import statistics
 import threading
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,9 @@ class KafkaCounts:
             self.latest[key] = int(row["count"])
         return dict(self.latest)
 
+    def close(self) -> None:
+        self.consumer.close()
+
 
 class PgCounts:
     """The counts in PostgreSQL, read on one autocommit connection (each read sees every row
@@ -101,6 +105,9 @@ class PgCounts:
         except psycopg.errors.UndefinedTable:
             return {}
         return {(iso(w), a): int(c) for w, a, c in rows}
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def iso(moment: str | datetime) -> str:
@@ -122,13 +129,14 @@ def record(action: str, moment: datetime, index: int) -> str:
 
 
 def measure(
-    ctx: Context, broker: Any, variant: str, trigger: str, pg: Any = None, to_kafka: bool = False
+    ctx: Context,
+    broker: Any,
+    variant: str,
+    trigger: str,
+    pg: Any = None,
+    to_kafka: bool = False,
+    rate: int | None = None,
 ) -> dict[str, Any]:
-    from confluent_kafka import Producer
-
-    rate, seconds = int(ctx.param("rate", 1000, 1000)), float(ctx.param("seconds", 20, 60))
-    warmup = int(rate * float(ctx.param("warmup_s", 10, 30)))
-    poll_s = float(ctx.param("poll_ms", 5, 5)) / 1000
     topic = broker.create_topic(f"actions-{int(time.time() * 1000)}", 1)
     work = ctx.scratch(NAME) / topic
     db = work / "out.db"
@@ -155,64 +163,125 @@ def measure(
         *param_args(ctx),
     )
     proc = Proc(argv, work / "run.log", env)
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": 1})
     try:
-        warm = datetime.now(UTC)
-        producer.produce(topic, record("warmup", warm, 0).encode())
-        producer.flush(30)
-        deadline = time.monotonic() + 300
-        while not read():
-            if not proc.alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"{variant}: no row after the warm-up\n{proc.tail()}")
-            time.sleep(0.05)
-        base = read()
-        sent: dict[tuple[str, str], list[tuple[float, bool]]] = defaultdict(list)
-        lock = threading.Lock()
-        total = warmup + int(rate * seconds)
-
-        def produce() -> None:
-            began = time.monotonic()
-            for i in range(total):
-                wait = began + i / rate - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
-                now = datetime.now(UTC)
-                key = (window_of(now), ACTIONS[i % len(ACTIONS)])
-                with lock:
-                    sent[key].append((time.monotonic(), i >= warmup))
-                producer.produce(topic, record(key[1], now, i).encode())
-                producer.poll(0)
-            producer.flush(30)
-
-        sender = threading.Thread(target=produce, name="bench-realtime-producer")
-        sender.start()
-        latencies: list[float] = []
-        seen: dict[tuple[str, str], int] = defaultdict(int)
-        deadline = time.monotonic() + total / rate + 60
-        while sum(seen.values()) < total and time.monotonic() < deadline:
-            now_counts, at = read(), time.monotonic()
-            with lock:
-                for key, count in now_counts.items():
-                    visible = min(count - base.get(key, 0), len(sent.get(key, ())))
-                    for i in range(seen[key], visible):
-                        moment, measured = sent[key][i]
-                        if measured:
-                            latencies.append(at - moment)
-                    seen[key] = max(seen[key], visible)
-            time.sleep(poll_s)
-        sender.join()
+        seen = observe(ctx, broker, topic, read, proc, rate)
     finally:
         proc.stop()
+        if hasattr(read, "close"):
+            read.close()
+    return {"variant": variant, **summary(seen)}
+
+
+@dataclass
+class Observed:
+    """One run's records: for each record sent after the warm-up, when it was sent and its
+    latency (monotonic seconds); the table's counts at the end and what they should be."""
+
+    samples: list[tuple[float, float]]
+    events: int
+    sent_per_s: float
+    final: dict[tuple[str, str], int]
+    expected: dict[tuple[str, str], int]
+
+
+def observe(
+    ctx: Context, broker: Any, topic: str, read: Any, proc: Any, rate: int | None = None
+) -> Observed:
+    """Send a warm-up record and wait for its row; then `rate` actions a second for warmup_s +
+    seconds, reading the counts every poll_ms until every record is visible (or `drain_s`
+    after the last was sent); the final read judged against the records sent."""
+    from confluent_kafka import Producer
+
+    rate = rate or int(ctx.param("rate", 1000, 1000))
+    seconds = float(ctx.param("seconds", 20, 60))
+    warmup = int(rate * float(ctx.param("warmup_s", 10, 30)))
+    poll_s = float(ctx.param("poll_ms", 5, 5)) / 1000
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "acks": 1})
+    warm = datetime.now(UTC)
+    producer.produce(topic, record("warmup", warm, 0).encode())
+    producer.flush(30)
+    deadline = time.monotonic() + float(ctx.param("startup_timeout", 300, 300))
+    while not read():
+        if not proc.alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"{topic}: no row after the warm-up\n{proc.tail()}")
+        time.sleep(0.05)
+    base = read()
+    sent: dict[tuple[str, str], list[tuple[float, bool]]] = defaultdict(list)
+    lock = threading.Lock()
+    total = warmup + int(rate * seconds)
+    span: list[float] = []
+
+    def produce() -> None:
+        began = time.monotonic()
+        for i in range(total):
+            wait = began + i / rate - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            now = datetime.now(UTC)
+            key = (window_of(now), ACTIONS[i % len(ACTIONS)])
+            with lock:
+                sent[key].append((time.monotonic(), i >= warmup))
+            producer.produce(topic, record(key[1], now, i).encode())
+            producer.poll(0)
+        span.extend((began, time.monotonic()))
+        producer.flush(30)
+
+    sender = threading.Thread(target=produce, name="bench-realtime-producer")
+    sender.start()
+    samples: list[tuple[float, float]] = []
+    seen: dict[tuple[str, str], int] = defaultdict(int)
+    deadline = time.monotonic() + total / rate + float(ctx.param("drain_s", 60, 60))
+    now_counts: dict[tuple[str, str], int] = dict(base)
+    while sum(seen.values()) < total and time.monotonic() < deadline and proc.alive():
+        now_counts, at = read(), time.monotonic()
+        with lock:
+            for key, count in now_counts.items():
+                visible = min(count - base.get(key, 0), len(sent.get(key, ())))
+                for i in range(seen[key], visible):
+                    moment, measured = sent[key][i]
+                    if measured:
+                        samples.append((moment, at - moment))
+                seen[key] = max(seen[key], visible)
+        time.sleep(poll_s)
+    sender.join()
+    expected = dict(base)
+    for key, records in sent.items():
+        expected[key] = expected.get(key, 0) + len(records)
+    return Observed(
+        samples=samples,
+        events=total - warmup,
+        sent_per_s=total / (span[1] - span[0]) if len(span) == 2 else float("nan"),
+        final=read(),
+        expected=expected,
+    )
+
+
+def summary(seen: Observed, steady_s: float = 20.0) -> dict[str, Any]:
+    """p50/p95/p99/max of the measured records' latencies (ms); `steady`: the p50 of the records
+    sent in the last `steady_s` seconds over that of the first `steady_s` (1.0: no growth; left
+    out when fewer than 2 x `steady_s` seconds were measured);
+    `equal`: the final counts are the records sent, key by key."""
+    latencies = [lat for _, lat in seen.samples]
     cuts = statistics.quantiles(latencies, n=100) if len(latencies) > 1 else [float("nan")] * 99
-    return {
-        "variant": variant,
-        "events": total - warmup,
+    row: dict[str, Any] = {
+        "events": seen.events,
+        "sent_per_s": round(seen.sent_per_s),
         "visible": len(latencies),
         "p50_ms": round(cuts[49] * 1000),
         "p95_ms": round(cuts[94] * 1000),
         "p99_ms": round(cuts[98] * 1000),
         "max_ms": round(max(latencies, default=float("nan")) * 1000),
     }
+    first = min((t for t, _ in seen.samples), default=0.0)
+    last = max((t for t, _ in seen.samples), default=0.0)
+    if last - first >= 2 * steady_s:  # else the two spans overlap (e.g. --quick's 20 s)
+        head = [lat for t, lat in seen.samples if t < first + steady_s]
+        tail = [lat for t, lat in seen.samples if t >= last - steady_s]
+        row["p50_first_ms"] = round(statistics.median(head) * 1000)
+        row["p50_last_ms"] = round(statistics.median(tail) * 1000)
+        row["steady"] = round(statistics.median(tail) / statistics.median(head), 2)
+    row["equal"] = seen.final == seen.expected
+    return row
 
 
 def run(ctx: Context) -> Result:

@@ -1,0 +1,58 @@
+"""Scenario realtime_peers (issue 39, item 4): the peers' model of mobile's valid action and
+window is mobile's, and a run's summary reads growth and the final table as documented."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from bench.peers.peer_common import mobile_action, tumbling_start
+from bench.scenarios.realtime import Observed, summary
+
+from tests import stream_reference as ref
+
+LINES = [
+    '{"id": "p1", "action": "open", "ts": "2026-11-29T10:03:07.123456Z"}',
+    '{"id": "p1", "action": "open", "ts": "2026-11-29T10:03:07.123"}',
+    '{"id": "p1", "action": "swipe", "ts": "2026-11-29T12:09:59+02:00"}',
+    '{"id": 7, "action": "open", "ts": "2026-11-29T10:03:07Z"}',
+    '{"id": "p1", "action": ["open"], "ts": "2026-11-29T10:03:07Z"}',
+    '{"id": "p1", "action": "open", "ts": "yesterday"}',
+    '{"id": "p1", "action": "open"}',
+    '["p1", "open"]',
+    "not json",
+]
+
+
+@pytest.mark.parametrize("line", LINES)
+def test_a_peer_takes_the_actions_mobile_takes(line: str) -> None:
+    expected = ref.mobile_action(line)
+    got = mobile_action(line)
+    if expected is None:
+        assert got is None
+    else:
+        assert got == (expected["action"], expected["ts"])
+        window = ref.window_start(expected["ts"], timedelta(minutes=10))
+        assert tumbling_start(got[1]) == window
+
+
+def observed(latency_at: dict[float, float], final: dict, expected: dict) -> Observed:
+    samples = [(t, lat) for t, lat in sorted(latency_at.items())]
+    return Observed(samples, len(samples), 1000.0, final, expected)
+
+
+def test_steady_compares_the_last_20_s_with_the_first() -> None:
+    # records every 0.5 s for 60 s: 0.1 s of latency over the first 30 s, 0.4 s after
+    latency = {i / 2: (0.1 if i < 60 else 0.4) for i in range(120)}
+    key = ("2026-11-29T10:00:00Z", "open")
+    row = summary(observed(latency, {key: 120}, {key: 120}))
+    assert (row["p50_first_ms"], row["p50_last_ms"], row["steady"]) == (100, 400, 4.0)
+    assert row["equal"] and row["visible"] == 120
+    assert row["max_ms"] == 400
+
+
+def test_a_table_that_misses_a_count_is_not_equal() -> None:
+    key = ("2026-11-29T10:00:00Z", "open")
+    row = summary(observed({0.0: 0.05, 1.0: 0.05}, {key: 1}, {key: 2}))
+    assert not row["equal"]
+    assert "steady" not in row  # 1 s measured: no first and last 20 s to compare
