@@ -64,52 +64,40 @@ def batch_job(
 
         spec = TrendingPipeline.input("events")
         events = inproc.parsed_lines(spark, input_dir, spec.schema, spec.required)
-    valid = events.where(
-        F.col("event_id").isNotNull()
-        & F.col("article_id").isNotNull()
-        & F.col("ts").isNotNull()
-        & F.col("article_id").rlike("^a[0-9]+$")
-        & (F.col("ts") <= F.current_timestamp() + F.expr("INTERVAL 1 DAY"))
-    )
-    counts = (
-        valid.dropDuplicates(["event_id"])
-        .groupBy(F.window("ts", "10 minutes", "1 minute"), "article_id")
-        .agg(F.count(F.lit(1)).alias("views"))
-    )
-    titles = (
-        spark.read.schema(CATALOG_SCHEMA)
-        .option("header", "true")
-        .csv(str(catalog))
-        .select("article_id", "title", "section", F.lit(True).alias("in_catalog"))
-    )
-    iso = "yyyy-MM-dd'T'HH:mm:ss'Z'"
-    return counts.join(F.broadcast(titles), "article_id", "left").select(
-        F.date_format("window.start", iso).alias("window_start"),
-        F.date_format("window.end", iso).alias("window_end"),
-        "article_id",
-        "title",
-        "section",
-        "views",
-        F.coalesce("in_catalog", F.lit(False)).alias("in_catalog"),
-    )
+    return with_titles(spark, counted(valid_events(events).dropDuplicates(["event_id"])), catalog)
 
 
 def bare_streaming(spark: SparkSession, input_dir: Path, catalog: Path) -> DataFrame:
     """The trending query as a user of plain PySpark writes it (the engine's own cost)."""
     events = spark.readStream.schema(EVENT_SCHEMA).json(str(input_dir))
-    valid = events.where(
+    deduplicated = (
+        valid_events(events)
+        .withWatermark("ts", "10 minutes")
+        .dropDuplicatesWithinWatermark(["event_id"])
+    )
+    return with_titles(spark, counted(deduplicated), catalog)
+
+
+def valid_events(events: DataFrame) -> DataFrame:
+    """The pipeline's rules as filters."""
+    return events.where(
         F.col("event_id").isNotNull()
         & F.col("article_id").isNotNull()
         & F.col("ts").isNotNull()
         & F.col("article_id").rlike("^a[0-9]+$")
         & (F.col("ts") <= F.current_timestamp() + F.expr("INTERVAL 1 DAY"))
     )
-    counts = (
-        valid.withWatermark("ts", "10 minutes")
-        .dropDuplicatesWithinWatermark(["event_id"])
-        .groupBy(F.window("ts", "10 minutes", "1 minute"), "article_id")
-        .agg(F.count(F.lit(1)).alias("views"))
+
+
+def counted(events: DataFrame) -> DataFrame:
+    """Views per article in 10-minute windows sliding by 1 minute."""
+    return events.groupBy(F.window("ts", "10 minutes", "1 minute"), "article_id").agg(
+        F.count(F.lit(1)).alias("views")
     )
+
+
+def with_titles(spark: SparkSession, counts: DataFrame, catalog: Path) -> DataFrame:
+    """The counts with the catalog's titles (a broadcast join), as the table's columns."""
     titles = (
         spark.read.schema(CATALOG_SCHEMA)
         .option("header", "true")

@@ -33,7 +33,12 @@ from slipstream.core import spark_line
 from slipstream.core.specs import SinkSpec
 from slipstream.errors import ConfigError
 from slipstream.sinks.base import BatchInfo, BatchSink, SinkContext, drain, fault_point
-from slipstream.sinks.spark_sinks import OUTPUT_MARK, write_mark
+from slipstream.sinks.spark_sinks import (
+    OUTPUT_MARK,
+    partition_columns,
+    refuse_unknown_partitions,
+    write_mark,
+)
 
 log = logging.getLogger("slipstream.sinks")
 
@@ -61,18 +66,10 @@ class DeltaSink(BatchSink):
 
     @property
     def partition_columns(self) -> list[str]:
-        text = self.spec.option_map.get("partitionBy", "")
-        return [c.strip() for c in text.split(",") if c.strip()]
+        return partition_columns(self.spec)
 
     def shape(self, frame: DataFrame, ctx: SinkContext) -> DataFrame:
-        missing = [c for c in self.partition_columns if c not in frame.columns]
-        if missing:
-            raise ConfigError(
-                "CONFIG_BAD_VALUE",
-                f"delta sink option partitionBy names {', '.join(missing)}, not columns of "
-                f"output {ctx.table} ({', '.join(frame.columns)})",
-                "give partitionBy=COLUMN[,COLUMN...] of the output's columns",
-            )
+        refuse_unknown_partitions(self.spec, frame, ctx)
         if ctx.mode == "update" and not ctx.key:
             raise ConfigError(
                 "SINK_NEEDS_KEY",

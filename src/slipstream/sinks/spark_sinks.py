@@ -94,6 +94,24 @@ class MemorySink(Sink):
 OUTPUT_MARK = ".slipstream-output"
 
 
+def partition_columns(spec: SinkSpec) -> list[str]:
+    """The columns a file or table sink's `partitionBy` option names."""
+    text = spec.option_map.get("partitionBy", "")
+    return [c.strip() for c in text.split(",") if c.strip()]
+
+
+def refuse_unknown_partitions(spec: SinkSpec, frame: DataFrame, ctx: SinkContext) -> None:
+    """`partitionBy` naming a column the output does not have, refused before start."""
+    missing = [c for c in partition_columns(spec) if c not in frame.columns]
+    if missing:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"{spec.kind} sink option partitionBy names {', '.join(missing)}, not "
+            f"columns of output {ctx.table} ({', '.join(frame.columns)})",
+            "give partitionBy=COLUMN[,COLUMN...] of the output's columns",
+        )
+
+
 def write_mark(folder: Path, checkpoint: Path) -> None:
     """Mark `folder` as the output of the query checkpoint `checkpoint`."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -142,18 +160,10 @@ class FileSink(Sink):
 
     @property
     def partition_columns(self) -> list[str]:
-        text = self.spec.option_map.get("partitionBy", "")
-        return [c.strip() for c in text.split(",") if c.strip()]
+        return partition_columns(self.spec)
 
     def shape(self, frame: DataFrame, ctx: SinkContext) -> DataFrame:
-        missing = [c for c in self.partition_columns if c not in frame.columns]
-        if missing:
-            raise ConfigError(
-                "CONFIG_BAD_VALUE",
-                f"{self.spec.kind} sink option partitionBy names {', '.join(missing)}, not "
-                f"columns of output {ctx.table} ({', '.join(frame.columns)})",
-                "give partitionBy=COLUMN[,COLUMN...] of the output's columns",
-            )
+        refuse_unknown_partitions(self.spec, frame, ctx)
         return frame
 
     def attach(self, writer: DataStreamWriter, ctx: SinkContext) -> DataStreamWriter:
