@@ -43,13 +43,19 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 HEADER = ("window_start", "window_end", "article_id", "title", "section", "views", "in_catalog")
 
 
-def parse_line(line: str, horizon: datetime) -> tuple[str, str, datetime] | None:
-    """(event_id, article_id, ts in UTC) of a valid line, or None (malformed or dropped)."""
+def json_object(line: str | bytes) -> dict[str, Any] | None:
+    """A line's JSON object, or None (not JSON, or JSON that is not an object)."""
     try:
         doc = json.loads(line)
     except ValueError:
         return None
-    if not isinstance(doc, dict):
+    return doc if isinstance(doc, dict) else None
+
+
+def parse_line(line: str, horizon: datetime) -> tuple[str, str, datetime] | None:
+    """(event_id, article_id, ts in UTC) of a valid line, or None (malformed or dropped)."""
+    doc = json_object(line)
+    if doc is None:
         return None
     event_id, article_id, text = doc.get("event_id"), doc.get("article_id"), doc.get("ts")
     if not (isinstance(event_id, str) and isinstance(article_id, str) and isinstance(text, str)):
@@ -145,11 +151,8 @@ MOBILE_WATERMARK = timedelta(minutes=10)
 
 def mobile_action(line: str | bytes) -> tuple[str, datetime] | None:
     """(action, ts in UTC) of a valid mobile action, or None."""
-    try:
-        doc = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(doc, dict):
+    doc = json_object(line)
+    if doc is None:
         return None
     action, text = doc.get("action"), doc.get("ts")
     if not (isinstance(doc.get("id"), str) and isinstance(action, str) and isinstance(text, str)):
