@@ -27,20 +27,16 @@ from slipstream.checkpoint.lifecycle import (
     last_planned_batch,
     query_checkpoint,
 )
+from slipstream.core.backoff import SlowWorker
 from slipstream.core.specs import format_duration
 from slipstream.ingest.expectations import as_expectation_failure
 from slipstream.monitor.listener import RunListener, RunTotals
 from slipstream.monitor.recorder import RunRecorder
 from slipstream.runtime.control import StopControl
 from slipstream.runtime.idle import IdleWatch
-from slipstream.settings.connect import WORKER_TIMEOUT
 from slipstream.sources.kafka_faults import as_kafka_failure
 
 log = logging.getLogger(__name__)
-
-#: how many times a run starts one query again after its Python worker was too slow to
-#: connect back (`Run._start_again`)
-WORKER_RESTARTS = 2
 
 if TYPE_CHECKING:
     from slipstream.core.kafka_url import KafkaTopic
@@ -77,7 +73,8 @@ class Run:
     _asked_reason: str | None = None
     # how to start each query again (runtime.start), for `_start_again`
     restarts: dict[str, Callable[[], StreamingQuery]] = field(default_factory=dict)
-    _restarted: dict[str, int] = field(default_factory=dict)
+    _slow_workers: dict[str, SlowWorker] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
 
     def request_stop(self, reason: str) -> None:
         """Ask `wait` to stop at the next batch boundary (safe from a signal handler)."""
@@ -180,27 +177,24 @@ class Run:
     def _start_again(self, name: str) -> bool:
         """Start query `name` again when it failed because a Python worker that Spark starts
         on the driver (transformWithState's pre-init worker) did not connect back within
-        Spark's fixed 10 s: on a busy machine the worker takes longer to import pyspark,
-        pandas and pyarrow. It fails as its batch is planned, before anything is written, and
-        a start resumes from the checkpoint, so nothing is lost or doubled. At most
-        `WORKER_RESTARTS` times per query and run; a query failing so again fails the run."""
+        Spark's fixed 10 s: on a busy machine the worker takes longer to start. It fails as its
+        batch is planned, before anything is written, and a start resumes from the checkpoint,
+        so nothing is lost or doubled. After a pause that doubles each time, for as long as
+        `core/backoff.py`'s budget allows; a stop asked meanwhile ends the waiting, and the
+        failure then stands."""
         query = self.queries[name]
         if query.isActive or name not in self.restarts:
             return False
-        error = query.exception()
-        if error is None or WORKER_TIMEOUT not in str(error):
+        if not SlowWorker.is_slow_start(query.exception()):
             return False
-        done = self._restarted.get(name, 0)
-        if done >= WORKER_RESTARTS:
+        slow = self._slow_workers.setdefault(name, SlowWorker())
+        pause = slow.pause_after_failure(self.clock())
+        if pause is None:
             return False
-        self._restarted[name] = done + 1
         query_name = f"{self.prepared.pipeline.name}.{name}"
-        print(
-            f"slipstream: {query_name}: Spark's Python worker was slow to start "
-            f"({WORKER_TIMEOUT}, a busy machine); starting the query again from its checkpoint "
-            f"({done + 1}/{WORKER_RESTARTS})",
-            file=sys.stderr,
-        )
+        print(slow.says(query_name, pause, self.clock()), file=sys.stderr, flush=True)
+        if self._asked.wait(pause):
+            return False
         again = self.restarts[name]()
         self.listener.register(str(again.id), query_name)
         self.queries[name] = again

@@ -27,11 +27,13 @@ sink (it prints on the server)."""
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from slipstream.core.backoff import SlowWorker
 from slipstream.core.specs import SinkSpec
 from slipstream.errors import ConfigError, ValidationError
 
@@ -79,27 +81,26 @@ def session_conf(defaults: Mapping[str, str], given: Mapping[str, str]) -> dict[
     return {**kept, **given}
 
 
-#: what the server says when the Python worker of a foreachBatch query did not start within
-#: its fixed 10 s (the worker imports pyspark, pandas and pyarrow first; on a loaded machine
-#: that took 14 s here). Nothing has started then, so starting again is safe.
-WORKER_TIMEOUT = "Python worker failed to connect back"
-
-
-def start_query(writer: Any, attempts: int = 3, start: Callable[[Any], Any] | None = None) -> Any:
-    """`writer.start()`, started again (at most `attempts` times in all) when a Connect
-    server's foreachBatch worker was too slow to connect back."""
-    for attempt in range(1, attempts + 1):
+def start_query(
+    writer: Any,
+    start: Callable[[Any], Any] | None = None,
+    slow: SlowWorker | None = None,
+    wait: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Any:
+    """`writer.start()`, started again when a Connect server's foreachBatch worker was too slow
+    to connect back (nothing has started then, so starting again is safe): after a pause that
+    doubles each time, within `core/backoff.py`'s budget."""
+    slow = slow or SlowWorker()
+    while True:
         try:
             return writer.start() if start is None else start(writer)
         except Exception as exc:
-            if WORKER_TIMEOUT not in str(exc) or attempt == attempts:
+            pause = slow.pause_after_failure(clock()) if SlowWorker.is_slow_start(exc) else None
+            if pause is None:
                 raise
-            print(
-                f"slipstream: the server's Python worker was slow to start ({WORKER_TIMEOUT}); "
-                f"starting the query again ({attempt + 1}/{attempts})",
-                file=sys.stderr,
-            )
-    raise AssertionError("unreachable")
+            print(slow.says("the server", pause, clock()), file=sys.stderr, flush=True)
+            wait(pause)
 
 
 def absolute(path: Path | None) -> Path | None:

@@ -24,6 +24,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from slipstream.app import commands, operate
+from slipstream.core.backoff import SlowWorker
 from slipstream.errors import SlipstreamError
 from slipstream.runtime import runner
 from slipstream.settings.config import load_settings
@@ -290,11 +291,24 @@ class _Writer:
 
 def test_a_query_whose_server_worker_was_slow_to_connect_back_is_started_again() -> None:
     slow = "[PYTHON] Python worker failed to connect back."
+    now = [0.0]
+    paused: list[float] = []
+
+    def wait(seconds: float) -> None:
+        paused.append(seconds)
+        now[0] += seconds + 10  # each failed start also takes Spark's 10 s
+
+    def start(writer: _Writer, budget: float = 300.0) -> str:
+        return start_query(writer, slow=SlowWorker(budget), wait=wait, clock=lambda: now[0])
+
     writer = _Writer(slow, slow)
-    assert start_query(writer) == "started" and writer.calls == 3
+    assert start(writer) == "started" and writer.calls == 3 and paused == [2, 4]
+    paused.clear()
+    now[0] = 0.0
     with pytest.raises(RuntimeError, match="connect back"):
-        start_query(_Writer(slow, slow, slow))  # at most 3 attempts
+        start(_Writer(*[slow] * 20), budget=50)  # the budget spent, the failure stands
+    assert paused == [2, 4, 8] and now[0] <= 50
     other = _Writer("[STREAM_FAILED] something else")
     with pytest.raises(RuntimeError, match="STREAM_FAILED"):
-        start_query(other)
+        start(other)
     assert other.calls == 1  # any other failure is not retried

@@ -323,7 +323,7 @@ def test_a_query_whose_python_worker_connects_back_too_late_is_started_again(
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "slowed").is_dir()  # the slow start happened
     assert "Python worker failed to connect back" in done.stderr
-    assert "starting the query again from its checkpoint (1/2)" in done.stderr, done.stderr
+    assert "starting again from the checkpoint in 2 s (try 2," in done.stderr, done.stderr
     database = tmp_path / "state" / "slipstream.db"
     got = {name: read_table(database, name) for name in ("user_status", "user_alerts")}
     got["user_sessions"] = read_table(database, "user_sessions")
