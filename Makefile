@@ -3,6 +3,7 @@
 #   make test   lint (ruff, mypy) + the whole suite (installs and starts what the tests need)
 #   make test-fast   lint + every test without Spark or a service (your own loop)
 #   make test-delta  the Spark 4.2 line's leg (Delta Lake, real-time refusals) in .venv-delta
+#   make chaos / make stress   the fault campaign; every pipeline case under 4x and 8x CPU pressure
 #   make docs   the documentation site, strict, into site/ (tests/unit/project/test_docs_site.py builds it too)
 
 PYTHON ?= python3
@@ -19,7 +20,7 @@ JAVA_SRC := $(wildcard java/src/slipstream/jvm/*.java)
 
 FAST := not spark and not cluster and not postgres and not browser and not slow and not kafka
 
-.PHONY: venv venv-delta test-delta jvm docs demo test test-fast lint format services bench bench-quick bench-peers soak clean check-java wheel chaos
+.PHONY: venv venv-delta test-delta jvm docs demo test test-fast lint format services bench bench-quick bench-peers soak clean check-java wheel chaos stress
 
 # the development environment: the package, its test and docs extras, the JVM parser
 venv: $(STAMP) $(JAR)
@@ -110,6 +111,11 @@ SEEDS ?= 20
 FIRST ?= 1
 chaos: venv check-java services
 	$(PY) -m tests.chaos --seeds $(SEEDS) --first $(FIRST) --report chaos-report.md
+
+# the load harness (tests/load/, docs/reliability.md): every case at 4x and 8x the cores of
+# busy-looping processes, each table judged against its independent model
+stress: venv check-java services
+	$(PY) -m tests.load --pressure 4 8 --report stress-report.md
 
 bench: venv check-java
 	$(PY) -m pip install -q -e '.[test,bench]'

@@ -1,0 +1,192 @@
+"""The harness's cases: a built-in pipeline, its generated input and a sink, run with
+`slipstream run` in a subprocess (available-now), and judged against an independent model.
+
+- `Chaos` cases reuse the fault campaign's workloads and judge (tests/chaos/) with no fault:
+  mobile (a windowed aggregation with a watermark; dirt, late and duplicated records) and
+  wordcount (an aggregation without one), one micro-batch per generated file, into SQLite,
+  PostgreSQL or Parquet; the sink, the quarantine and the summary's equation are checked.
+- `Activity`: transformWithState (the state API whose driver-side Python worker must connect
+  back within Spark's fixed 10 s) over the activity generator's files in one batch, its three
+  tables checked against the replay of tests/spark/pipelines/test_activity.py."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from tests.chaos import execute as chaos_execute
+from tests.chaos.campaign import make_sink
+from tests.chaos.scenario import Scenario
+from tests.helpers import cli_env
+
+#: a run under 8x pressure takes several times its quiet time: the bound on one run
+RUN_TIMEOUT_S = 1800
+
+
+@dataclass
+class Result:
+    case: str
+    exact: bool = True
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    log: str = ""
+
+    def fail(self, text: str) -> None:
+        self.exact = False
+        self.notes.append(text)
+
+
+class Case:
+    name: str
+    needs_postgres = False
+
+    def run(self, workdir: Path, postgres: Any) -> Result:
+        raise NotImplementedError
+
+
+@dataclass
+class Chaos(Case):
+    pipeline: str
+    sink: str
+    seed: int = 45
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"{self.pipeline} into {self.sink}"
+
+    @property
+    def needs_postgres(self) -> bool:  # type: ignore[override]
+        return self.sink == "postgresql"
+
+    def run(self, workdir: Path, postgres: Any) -> Result:
+        scenario = Scenario(self.seed, self.pipeline, self.sink, files=8, data_seed=self.seed)
+        chaos_execute.PROCESS_TIMEOUT_S = (
+            RUN_TIMEOUT_S  # the campaign's bound is for a quiet machine
+        )
+        outcome = chaos_execute.execute(scenario, workdir, make_sink(scenario, workdir, postgres))
+        result = Result(self.name, outcome.verdict == "exact", outcome.seconds, outcome.defects)
+        result.log = str(workdir)
+        return result
+
+
+class Activity(Case):
+    name = "activity into sqlite"
+
+    def run(self, workdir: Path, postgres: Any) -> Result:
+        from slipstream.tools.generators import activity as generator
+        from slipstream.tools.generators.streams import generate
+        from tests.helpers import landed_batches
+        from tests.spark.pipelines.test_activity import SPEC, check_every_output
+
+        result = Result(self.name)
+        users = generator.Users(users=40, bursty=2, idle=timedelta(minutes=45), seed=SPEC.seed)
+        report = generate(SPEC, users, workdir / "landing")
+        batches = landed_batches(workdir / "landing", "actions")
+        command = [
+            sys.executable, "-m", "slipstream", "run", "activity",
+            "--input", str(workdir / "landing"), "--trigger", "available-now",
+            "--sink", "sqlite", "--state-dir", str(workdir / "state"), "--master", "local[2]",
+        ]  # fmt: skip
+        started = time.monotonic()
+        done = subprocess.run(
+            command, env=cli_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT_S
+        )
+        result.seconds = time.monotonic() - started
+        result.log = done.stdout + done.stderr
+        again = result.log.count("starting again from the checkpoint")
+        if again:
+            result.notes.append(f"a query started again {again} times (a slow Python worker)")
+        if done.returncode != 0:
+            result.fail(f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
+            return result
+        database = workdir / "state" / "slipstream.db"
+        with sqlite3.connect(database) as conn:
+            got: dict[str, Any] = {
+                name: pd.read_sql_query(f"SELECT * FROM {name}", conn).to_dict("records")
+                for name in ("user_status", "user_alerts", "user_sessions")
+            }
+        try:
+            check_every_output(got, [[line for b in batches for line in b]], report.info["bursty"])
+        except AssertionError as exc:
+            result.fail(f"a table differs from the replay: {exc}"[:500])
+        return result
+
+
+@dataclass
+class Crash(Case):
+    """A crash-suite pipeline (tests/e2e/crash/test_crash.py: trending, iot_steps, mobile) run
+    once over its generated files, one micro-batch each, with no kill: the table against the
+    suite's pandas computation."""
+
+    pipeline: str
+    sink: str
+    files: int = 8
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"{self.pipeline} into {self.sink}"
+
+    @property
+    def needs_postgres(self) -> bool:  # type: ignore[override]
+        return self.sink == "postgresql"
+
+    def run(self, workdir: Path, postgres: Any) -> Result:
+        import random
+
+        from tests.chaos.outputs import read_sqlite
+        from tests.e2e.crash.test_crash import CASES as CRASH_CASES
+        from tests.e2e.crash.test_crash import Chain, read_pg
+
+        case = CRASH_CASES[self.pipeline]
+        table = self.pipeline
+        if self.sink == "sqlite":
+            db = workdir / "results.db"
+            args = ["--sink", f"sqlite:{db}", "--table", table, "--mode", "update"]
+            read = lambda: read_sqlite(db, table)  # noqa: E731
+        else:
+            database = postgres.create_database(
+                f"load_{self.pipeline}_{workdir.name}".replace("-", "_")
+            )
+            args = ["--sink", f"{postgres.url(database)}?parallel_rows=0", "--table", table,
+                    "--mode", "update"]  # fmt: skip
+            read = lambda: read_pg(postgres, database, table)  # noqa: E731
+        chain = Chain(case, self.name, args, workdir, random.Random(f"load-{self.pipeline}"))
+        result = Result(self.name)
+        started = time.monotonic()
+        chain.land(self.files)
+        code = chain.wait(chain.start(), timeout=RUN_TIMEOUT_S)
+        result.seconds = time.monotonic() - started
+        result.log = chain.output_text()
+        if code != 0:
+            result.fail(f"exit {code}; see {chain.logs[-1]}")
+            return result
+        try:
+            pd.testing.assert_frame_equal(
+                case.normalise(read()), case.expected_table(chain.files), obj=self.name
+            )
+        except AssertionError as exc:
+            result.fail(str(exc)[:500])
+        return result
+
+
+#: every case `make stress` runs; the suite's set is tests/e2e/load/
+CASES: dict[str, Case] = {
+    c.name: c
+    for c in (
+        Activity(),
+        Chaos("mobile", "postgresql"),
+        Chaos("mobile", "sqlite"),
+        Chaos("mobile", "parquet"),
+        Chaos("wordcount", "sqlite"),
+        Crash("trending", "postgresql"),
+        Crash("iot_steps", "sqlite"),
+    )
+}

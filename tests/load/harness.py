@@ -1,0 +1,54 @@
+"""Cases run one after another under a CPU pressure, and the report (Markdown)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from tests.load.cases import CASES, Case, Result
+from tests.load.pressure import CpuPressure
+
+
+def run_cases(
+    names: Iterable[str],
+    factor: int,
+    root: Path,
+    postgres: Any = None,
+    keep: bool = False,
+    together: bool = False,
+) -> tuple[list[Result], str]:
+    """Each case in `root/<factor>x-<n>` while `factor` x the cores spin, one after another, or
+    all at once (`together`: the suite's way, a shorter time under pressure); the results and
+    how the pressure measured (hogs, load)."""
+    cases: list[tuple[Case, Path]] = []
+    for n, name in enumerate(names):
+        workdir = root / f"{factor}x-{n}"
+        shutil.rmtree(workdir, ignore_errors=True)
+        workdir.mkdir(parents=True)
+        cases.append((CASES[name], workdir))
+    with CpuPressure(factor) as pressure:
+        if together:
+            with ThreadPoolExecutor(len(cases)) as pool:
+                results = list(pool.map(lambda c: c[0].run(c[1], postgres), cases))
+        else:
+            results = [case.run(workdir, postgres) for case, workdir in cases]
+    for result, (_, workdir) in zip(results, cases, strict=True):
+        if result.exact and not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return results, pressure.describe()
+
+
+def report(rows: list[tuple[str, Result]], command: str) -> str:
+    lines = [
+        f"`{command}`",
+        "",
+        "| pressure | case | time | outcome |",
+        "|---|---|---|---|",
+    ]
+    for pressure, r in rows:
+        outcome = ("exact" if r.exact else "FAILED") + "".join(f"; {n}" for n in r.notes)
+        lines.append(f"| {pressure} | {r.case} | {r.seconds:.0f} s | {outcome} |")
+    return "\n".join(lines) + "\n"
