@@ -32,7 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from slipstream.core.specs import SinkSpec
+from slipstream.core.specs import DeltaFolder, SinkSpec
 from slipstream.errors import ConfigError, ValidationError
 
 #: --conf keys a Connect client can set: session settings (the server owns the rest)
@@ -104,6 +104,13 @@ def start_query(writer: Any, attempts: int = 3, start: Callable[[Any], Any] | No
 
 def absolute(path: Path | None) -> Path | None:
     return None if path is None else Path(path).absolute()
+
+
+def absolute_folder(where: Path | DeltaFolder | None) -> Path | DeltaFolder | None:
+    """`absolute` of a records folder, a `delta:DIR` one too."""
+    if isinstance(where, DeltaFolder):
+        return DeltaFolder(where.path.absolute())
+    return absolute(where)
 
 
 def absolute_sink(spec: SinkSpec) -> SinkSpec:
