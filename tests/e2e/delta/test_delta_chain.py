@@ -6,8 +6,6 @@ pandas over mobile's original input."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -15,17 +13,16 @@ import pytest
 
 from slipstream.tools.demo import copy_samples
 from tests.e2e.delta.test_delta_sink import lines_of, txn_versions
-from tests.helpers import REPO, mobile_counts
+from tests.helpers import REPO, cli_env, mobile_counts, slipstream
 
 pytestmark = [pytest.mark.delta, pytest.mark.spark, pytest.mark.slow]
 
 
 def run(args: list[str], state: Path) -> None:
-    command = [sys.executable, "-m", "slipstream", "run", *args]
-    command += ["--state-dir", str(state), "--trigger", "available-now"]
     # src for slipstream, the checkout's root for examples.action_totals
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    env = cli_env(PYTHONPATH=os.pathsep.join([str(REPO / "src"), str(REPO)]))
+    command = ["run", *args, "--state-dir", str(state), "--trigger", "available-now"]
+    done = slipstream(*command, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
