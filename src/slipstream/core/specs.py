@@ -86,6 +86,18 @@ TRIGGER_HELP = (
 
 
 @dataclass(frozen=True)
+class DeltaFolder:
+    """`--quarantine delta:DIR`, `--dead-letter delta:DIR`: the records kept as Delta tables
+    (one per input, one per output) under `path`, written as the Delta sink writes
+    (sinks/delta.py), on the Spark line Delta runs on (core/spark_line.py)."""
+
+    path: Path
+
+    def __str__(self) -> str:
+        return f"delta:{self.path}"
+
+
+@dataclass(frozen=True)
 class TriggerSpec:
     kind: TriggerKind = "default"
     interval: timedelta | None = None

@@ -58,8 +58,9 @@ def output_account(query: str, t: dict[str, Any]) -> str:
     return line
 
 
-def quarantine_account(query: str, t: dict[str, Any], folder: Path | None) -> str:
-    """`summary Q: N batches, R records read: Q quarantined (written to DIR), V left valid`."""
+def quarantine_account(query: str, t: dict[str, Any], folder: Path | str | None) -> str:
+    """`summary Q: N batches, R records read: Q quarantined (written to DIR), V left valid`
+    (`delta:DIR` for a Delta quarantine)."""
     read, quarantined = t["rows"], t["quarantined"]
     where = f" (written to {folder})" if folder is not None else ""
     return (

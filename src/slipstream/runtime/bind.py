@@ -15,6 +15,7 @@ from typing import Any
 from slipstream.analysis.validate import settings_violations
 from slipstream.api.pipeline import Input, Output, Params
 from slipstream.checkpoint.lifecycle import query_checkpoint
+from slipstream.core import spark_line
 from slipstream.core.kafka_url import KafkaTopic
 from slipstream.core.spark_format import SparkFormat
 from slipstream.core.specs import SinkSpec, sink_kinds
@@ -49,6 +50,8 @@ def prepare(
     if settings.pipeline != pipeline.name:  # `module:Class`: its state goes under its name
         settings = settings.with_(pipeline=pipeline.name)
     params = pipeline.for_trigger(pipeline.parse_params(settings.params), settings.trigger.kind)
+    if settings.late_delta:
+        spark_line.require_delta()  # the quarantine's: its Delta sink's, when it is made
     _refuse_unknown(pipeline, settings.input, "input", "--input")
     streams = pipeline.stream_inputs()
     if "" in settings.input and len(streams) != 1:
@@ -84,7 +87,7 @@ def prepare(
             name = f"{QUARANTINE}.{bound_input.name}"
             outputs[name] = BoundOutput(
                 None,
-                make_sink(SinkSpec("json", str(bound_input.quarantine)), Path()),
+                make_sink(quarantine_spec(settings, bound_input.quarantine), Path()),
                 _ctx(pipeline, settings, name, QUARANTINE, (), "append"),
                 reads=(bound_input.name,),
                 kind=QueryKind.QUARANTINE,
@@ -245,6 +248,12 @@ def _bind_input(
     if parses and spec.event_time is not None:
         guard = EventTimeGuard(spec.event_time, settings.max_future, settings.max_past)
     return BoundInput(spec, binding, source, quarantine, rules, guard, options)
+
+
+def quarantine_spec(settings: Settings, folder: Path) -> SinkSpec:
+    """An input's quarantine query writes JSON files into `folder`, or with `--quarantine
+    delta:DIR` a Delta table (exactly-once as any Delta sink: sinks/delta.py)."""
+    return SinkSpec("delta" if settings.quarantine_delta else "json", str(folder))
 
 
 def _check_table_path(spec: Input, binding: Binding) -> None:

@@ -130,9 +130,10 @@ def uses_kafka(prepared: Prepared) -> bool:
 
 def uses_delta(prepared: Prepared) -> bool:
     """Whether a run reads or writes a Delta table (its session needs Delta Lake)."""
-    return any(b.source is not None and b.source.delta for b in prepared.inputs.values()) or any(
-        o.sink.delta for o in prepared.outputs.values()
-    )
+    inputs = any(b.source is not None and b.source.delta for b in prepared.inputs.values())
+    # the session is made before the build finds which outputs have late rows
+    late = prepared.settings.late_delta and prepared.settings.late_rows
+    return inputs or late or any(o.sink.delta for o in prepared.outputs.values())
 
 
 def jdbc_drivers(prepared: Prepared) -> tuple[JdbcDriver, ...]:

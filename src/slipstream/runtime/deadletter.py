@@ -12,7 +12,9 @@ re-reads those files with Spark, with Q's own parse, event-time guard (at the ba
 `drop` expectations, so a quarantined record is never also late, and keeps the rows the first
 stateful operator's rule drops (late_plan.py). One line per late record: the raw record, the
 input, the file, the reason (`late: ts 10:01:00Z <= watermark 10:05:00Z`), the event time, the
-watermark (ISO UTC) and the batch.
+watermark (ISO UTC) and the batch. With `--dead-letter delta:DIR` each output's late records
+are rows of a Delta table instead (same columns), a batch appended once with Delta's
+`txnAppId` (the output's query id) and `txnVersion` (the batch).
 
 It runs on the driver, in a thread of its own woken by each progress event of Q, and catches up
 on every committed batch it has not handled (after a restart or a crash too): a batch file is
@@ -55,12 +57,18 @@ from slipstream.checkpoint.logs import (
 from slipstream.runtime.ingest_stage import bronze_dir
 from slipstream.runtime.late_rows import kafka_late_rows, kafka_ranges, late_rows
 from slipstream.sinks.base import local_rows
+from slipstream.sinks.delta import append_once, committed_batch
 
 if TYPE_CHECKING:
     from slipstream.runtime.bound import BoundOutput, Prepared
 
 log = logging.getLogger(__name__)
 
+#: a late record, as a line of `batch-N.jsonl` and a row of a `--dead-letter delta:DIR` table
+LATE_SCHEMA = (
+    "raw STRING, input STRING, source STRING, reason STRING, event_time STRING, "
+    "watermark STRING, batch BIGINT, output STRING"
+)
 MARK = ".slipstream-late"  # the folder is slipstream's: `reset --outputs` may delete it
 DONE = ".done"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -135,6 +143,7 @@ class Covered:
     output: BoundOutput
     plan: LatePlan
     folder: Path
+    delta: bool = False  # `--dead-letter delta:DIR`: `folder` is a Delta table
 
     def done(self) -> tuple[str | None, int]:
         try:
@@ -245,6 +254,9 @@ class DeadLetter:
             target = cover.folder / f"batch-{batch}.jsonl"
             if dropped == 0:
                 self.skipped += 1  # no operator dropped a row: nothing can be late
+            elif cover.delta:
+                self.reread += 1
+                self.written += self._append_batch(cover, batch, qid)
             elif not target.exists():
                 self.reread += 1
                 self.written += self._write_batch(cover, batch, target)
@@ -253,6 +265,25 @@ class DeadLetter:
         with self._seen:  # a progress that came after its batch was handled
             for key in [k for k in self._dropped if k[0] == name and k[1] <= last]:
                 del self._dropped[key]
+
+    def _append_batch(self, cover: Covered, batch: int, qid: str) -> int:
+        """`--dead-letter delta:DIR`: the batch's late records appended to the output's Delta
+        table once (`txnAppId` the output's query id, `txnVersion` the batch), through a
+        JSON-lines file beside it, written and read as the files' dead-letter is (not a hidden
+        name: Spark reads nothing of a file whose name starts with '.' or '_')."""
+        held = committed_batch(cover.folder, qid)
+        if held is not None and batch <= held:
+            return 0  # appended before a crash that came before `.done`
+        staging = cover.folder.parent / f"staging-{cover.folder.name}-batch-{batch}.jsonl"
+        try:
+            count = self._write_batch(cover, batch, staging)
+            if count:
+                reader = self.spark.read.schema(LATE_SCHEMA).option("maxStringLen", str(2**31 - 1))
+                rows = reader.json(str(staging.resolve()))
+                append_once(rows, cover.folder, qid, batch)
+            return count
+        finally:
+            staging.unlink(missing_ok=True)
 
     def _write_batch(self, cover: Covered, batch: int, target: Path) -> int:
         checkpoint = cover.output.ctx.checkpoint
@@ -350,7 +381,8 @@ def dead_letter(spark: SparkSession, prepared: Prepared) -> DeadLetter:
     plans by `runtime.build`; none with `--late-rows false`). Its folders are made 0700 and
     marked as slipstream's."""
     covered = []
-    root = prepared.settings.late_root
+    settings = prepared.settings
+    root = settings.late_root
     for name, found in prepared.late.items():
         if not found.rules or not prepared.settings.late_rows:
             continue
@@ -359,7 +391,7 @@ def dead_letter(spark: SparkSession, prepared: Prepared) -> DeadLetter:
             _private_dir(made)
         if not (root / MARK).is_file():
             _write_private(root / MARK, iter(["slipstream late-row dead-letter"]))
-        covered.append(Covered(prepared.outputs[name], found, folder))
+        covered.append(Covered(prepared.outputs[name], found, folder, settings.late_delta))
     return DeadLetter(spark, prepared, covered)
 
 

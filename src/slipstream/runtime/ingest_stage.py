@@ -61,6 +61,7 @@ from slipstream.ingest.parse import RAW, REASON
 from slipstream.ingest.quarantine import QUALITY_METRICS, rejected
 from slipstream.runtime.bound import QueryKind
 from slipstream.sinks.base import FAULT_ENV
+from slipstream.sinks.delta import append_once
 
 if TYPE_CHECKING:
     from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared
@@ -173,6 +174,9 @@ class IngestBatch:
     bronze: Path
     quarantine: Path
     one_file: bool = False  # `per_batch`: batch N is one Parquet file (from the cache)
+    #: `--quarantine delta:DIR`: the quarantine is a Delta table, batch N appended once
+    #: (Delta's txnAppId/txnVersion, the app being the input's ingest stage)
+    delta_app: str | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         self.bronze.mkdir(parents=True, exist_ok=True)
@@ -190,7 +194,9 @@ class IngestBatch:
                 valid.write.parquet(str(tmp))
                 os.replace(tmp, done_bronze)
             _fault("after-bronze", batch_id)
-            if not done_quarantine.exists():
+            if self.delta_app is not None:
+                append_once(rejected(batch), self.quarantine, self.delta_app, batch_id)
+            elif not done_quarantine.exists():
                 self._quarantine(batch, batch_id, done_quarantine)
         finally:
             batch.unpersist()
@@ -214,7 +220,10 @@ def ingest_batch(settings: Settings, bound: BoundInput) -> IngestBatch:
     for where in (folder, bound.quarantine):
         if where.is_dir():
             _sweep(where, ".tmp-")
-    return IngestBatch(folder, bound.quarantine, per_batch(bound))
+    app = None
+    if settings.quarantine_delta:
+        app = f"slipstream.ingest.{settings.pipeline}.{bound.name}"
+    return IngestBatch(folder, bound.quarantine, per_batch(bound), app)
 
 
 def quality(parsed: DataFrame) -> DataFrame:

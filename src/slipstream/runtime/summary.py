@@ -29,7 +29,9 @@ def summary(run_: Run, out: TextIO) -> None:
         output = by_query.get(query)
         if output is not None and not output.is_output:  # a quarantine (or ingest) query
             bound = prepared.inputs.get(output.reads[0]) if output.reads else None
-            print(quarantine_account(query, t, bound.quarantine if bound else None), file=out)
+            folder = bound.quarantine if bound else None
+            shown = f"delta:{folder}" if folder is not None and s.quarantine_delta else folder
+            print(quarantine_account(query, t, shown), file=out)
         else:
             print(output_account(query, t), file=out)
         warning = mostly_quarantined(t["quarantined"], t.get("checked", 0), t.get("reason"))
@@ -56,7 +58,7 @@ def summary(run_: Run, out: TextIO) -> None:
     if late is not None and late.written:
         print(
             f"dead-letter: {count(late.written, 'late record')} (dropped by the watermark) "
-            f"written by this run to {s.late_root}",
+            f"written by this run to {s.dead_letter if s.late_delta else s.late_root}",
             file=out,
         )
 

@@ -30,9 +30,15 @@ from typing import Any
 from slipstream.core.kafka_url import KafkaTopic
 from slipstream.core.options import Option
 from slipstream.core.spark_format import SparkFormat
-from slipstream.core.specs import DEFAULT_MAX_FUTURE, OutputMode, SinkSpec, TriggerSpec
+from slipstream.core.specs import (
+    DEFAULT_MAX_FUTURE,
+    DeltaFolder,
+    OutputMode,
+    SinkSpec,
+    TriggerSpec,
+)
 from slipstream.errors import ConfigError
-from slipstream.settings.connect import absolute, absolute_sink, check_remote
+from slipstream.settings.connect import absolute, absolute_folder, absolute_sink, check_remote
 from slipstream.settings.options import (
     DEFAULT_DASHBOARD_PORT,
     FILE_FORMATS,
@@ -78,8 +84,8 @@ class Settings:
     quarantine_trigger: TriggerSpec | None = None  # None: as `trigger`
     checkpoint: Path | None = None
     state_dir: Path = Path("state")
-    quarantine: Path | None = None
-    dead_letter: Path | None = None  # None: follows the checkpoint (late_root)
+    quarantine: Path | DeltaFolder | None = None
+    dead_letter: Path | DeltaFolder | None = None  # None: follows the checkpoint (late_root)
     from_checkpoint: Path | None = None  # a new checkpoint starts where this one stands
     duration: timedelta | None = None
     stop_when_idle: timedelta | None = None  # runtime/idle.py
@@ -105,7 +111,19 @@ class Settings:
 
     @property
     def quarantine_root(self) -> Path:
+        if isinstance(self.quarantine, DeltaFolder):
+            return self.quarantine.path
         return self.quarantine or self.state_dir / "quarantine" / self.pipeline
+
+    @property
+    def quarantine_delta(self) -> bool:
+        """`--quarantine delta:DIR`: one Delta table per input under `quarantine_root`."""
+        return isinstance(self.quarantine, DeltaFolder)
+
+    @property
+    def late_delta(self) -> bool:
+        """`--dead-letter delta:DIR`: one Delta table per output under `late_root`."""
+        return isinstance(self.dead_letter, DeltaFolder)
 
     @property
     def bronze_root(self) -> Path:
@@ -118,6 +136,8 @@ class Settings:
         `dead_letter` given, else it follows the checkpoint, as a dead-letter belongs to the
         checkpoint whose batches it records: STATE_DIR/late/PIPELINE for the default checkpoint,
         STATE_DIR/late/NAME for a `--checkpoint .../NAME` (a new checkpoint, a new dead-letter)."""
+        if isinstance(self.dead_letter, DeltaFolder):
+            return self.dead_letter.path
         if self.dead_letter is not None:
             return self.dead_letter
         return (
@@ -317,8 +337,8 @@ def load_settings(
             },
             checkpoint=absolute(settings.checkpoint),
             state_dir=absolute(settings.state_dir),
-            quarantine=absolute(settings.quarantine),
-            dead_letter=absolute(settings.dead_letter),
+            quarantine=absolute_folder(settings.quarantine),
+            dead_letter=absolute_folder(settings.dead_letter),
             from_checkpoint=absolute(settings.from_checkpoint),
             sink={name: absolute_sink(spec) for name, spec in settings.sink.items()},
         )

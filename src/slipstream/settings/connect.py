@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from slipstream.core.backoff import SlowWorker
-from slipstream.core.specs import SinkSpec
+from slipstream.core.specs import DeltaFolder, SinkSpec
 from slipstream.errors import ConfigError, ValidationError
 
 #: --conf keys a Connect client can set: session settings (the server owns the rest)
@@ -105,6 +105,13 @@ def start_query(
 
 def absolute(path: Path | None) -> Path | None:
     return None if path is None else Path(path).absolute()
+
+
+def absolute_folder(where: Path | DeltaFolder | None) -> Path | DeltaFolder | None:
+    """`absolute` of a records folder, a `delta:DIR` one too."""
+    if isinstance(where, DeltaFolder):
+        return DeltaFolder(where.path.absolute())
+    return absolute(where)
 
 
 def absolute_sink(spec: SinkSpec) -> SinkSpec:

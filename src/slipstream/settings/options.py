@@ -17,6 +17,7 @@ from slipstream.core.specs import (
     MAX_DURATION,
     OUTPUT_MODES,
     TRIGGER_HELP,
+    DeltaFolder,
     SinkSpec,
     TriggerSpec,
     parse_duration,
@@ -43,6 +44,14 @@ def query_name(value: object) -> str:
 def source_kind(value: object) -> str:
     """A source's kind: of one in sources/ or one registered since (sources/registry.py)."""
     return values.choice(*sources())(value)
+
+
+def records_folder(value: object) -> Path | DeltaFolder:
+    """Where rejected or late records go: a folder of files, or `delta:DIR` for Delta tables."""
+    text = str(value).strip()
+    if text.startswith("delta:"):
+        return DeltaFolder(values.path(text.removeprefix("delta:")))
+    return values.path(text)
 
 
 def _source_kinds() -> str:
@@ -169,17 +178,20 @@ RUN_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "quarantine",
-        values.path,
-        "where rejected records go (default: STATE_DIR/quarantine/PIPELINE; one folder per input)",
-        "a directory",
+        records_folder,
+        "where rejected records go (default: STATE_DIR/quarantine/PIPELINE; one folder of JSON "
+        "files per input), or delta:DIR for one Delta table per input (the Spark 4.2 line, "
+        "docs/howto/delta.md)",
+        "a directory, or delta:DIR",
         metavar="DIR",
     ),
     Option(
         "dead_letter",
-        values.path,
-        "where late rows go, one folder per output (default: STATE_DIR/late/PIPELINE, or "
-        "STATE_DIR/late/NAME beside a --checkpoint DIR named NAME)",
-        "a directory",
+        records_folder,
+        "where late rows go, one folder of JSON-lines files per output (default: "
+        "STATE_DIR/late/PIPELINE, or STATE_DIR/late/NAME beside a --checkpoint DIR named NAME), "
+        "or delta:DIR for one Delta table per output (the Spark 4.2 line, docs/howto/delta.md)",
+        "a directory, or delta:DIR",
         metavar="DIR",
     ),
     Option(

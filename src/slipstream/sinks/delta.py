@@ -155,6 +155,19 @@ class DeltaSink(BatchSink):
         return [str(folder)]
 
 
+def append_once(frame: DataFrame, table: Path, app_id: str, batch_id: int) -> bool:
+    """Append `frame` to the Delta table in `table` as batch `batch_id` of the writer `app_id`
+    (`txnAppId`/`txnVersion`), unless the table holds that batch already (a replay); whether it
+    wrote. The quarantine of a staged input and the late-row dead-letter write so."""
+    held = committed_batch(table, app_id)
+    if held is not None and batch_id <= held:
+        return False
+    frame.write.format("delta").mode("append").option("txnAppId", app_id).option(
+        "txnVersion", str(batch_id)
+    ).save(str(table.resolve()))
+    return True
+
+
 def committed_batch(table: Path, app_id: str) -> int | None:
     """The last `txnVersion` (batch id) Delta holds for the application `app_id` in `table`'s
     log; None when it holds none. Read the way Delta does: the commits' JSON newest first (a

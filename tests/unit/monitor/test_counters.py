@@ -52,6 +52,8 @@ def _fake_run(totals: RunTotals, *, plans: dict[str, Plan] | None = None, mode: 
         checkpoint_root=Path("state/checkpoints/trending"),
         quarantine_root=Path("state/quarantine/trending"),
         late_root=Path("state/late/trending"),
+        quarantine_delta=False,
+        late_delta=False,
     )
     views = SimpleNamespace(
         spec=object(), name="views", reads=(), is_output=True,

@@ -118,3 +118,37 @@ def test_a_delta_run_binds_the_delta_source_and_asks_for_delta(
     with pytest.raises(ConfigError) as refused:
         runner.prepare(load_settings("mobile", flags, environ={}))
     assert refused.value.code == "CONFIG_BAD_VALUE" and "_delta_log" in str(refused.value)
+
+
+@pytest.mark.parametrize("flag", ["quarantine", "dead_letter"])
+def test_delta_records_are_refused_off_the_42_line(
+    flag: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`--quarantine delta:DIR`, `--dead-letter delta:DIR` on the 4.3 line: DELTA_UNAVAILABLE
+    when the run is prepared, before a JVM starts; a plain folder is taken as before."""
+    from slipstream.runtime import runner
+    from slipstream.runtime.bound import uses_delta
+    from slipstream.settings.config import load_settings
+
+    monkeypatch.setattr(spark_line, "version", lambda: "4.3.0")
+    flags = {"input": str(tmp_path), "state_dir": str(tmp_path / "state")}
+    settings = load_settings("mobile", {**flags, flag: f"delta:{tmp_path}/records"}, environ={})
+    assert (settings.quarantine_delta, settings.late_delta) == (
+        flag == "quarantine",
+        flag == "dead_letter",
+    )
+    assert (settings.late_root if flag == "dead_letter" else settings.quarantine_root) == (
+        tmp_path / "records"
+    )
+    monkeypatch.setattr(spark_line, "version", lambda: "4.2.0")  # Delta's line: bound to Delta
+    prepared = runner.prepare(settings)
+    assert uses_delta(prepared)
+    quarantine = prepared.outputs["quarantine.actions"].sink
+    assert quarantine.kind == ("delta" if flag == "quarantine" else "json")
+    monkeypatch.setattr(spark_line, "version", lambda: "4.3.0")
+    with pytest.raises(ConfigError) as refused:
+        runner.prepare(settings)
+    assert refused.value.code == "DELTA_UNAVAILABLE"
+    plain = load_settings("mobile", {**flags, flag: str(tmp_path / "records")}, environ={})
+    assert not (plain.quarantine_delta or plain.late_delta)
+    assert not uses_delta(runner.prepare(plain))  # no Delta: prepared as before
