@@ -89,6 +89,7 @@ from slipstream.settings.connect import session_conf
 from slipstream.settings.delta_package import delta_conf
 from slipstream.settings.jdbc_drivers import JdbcDriver, driver_conf
 from slipstream.settings.kafka_connector import connector_conf
+from slipstream.settings.python_workers import python_for_workers
 
 DEFAULT_MASTER = "local[*]"
 #: Spark's log configuration for every JVM started here (see the module docstring)
@@ -229,11 +230,14 @@ def build_session(
     master = master or submitted or DEFAULT_MASTER
     if is_local(master):
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
-    # Python workers run the driver's interpreter (its packages: psycopg, pandas, slipstream),
-    # not whatever `python3` is first on PATH. Set PYSPARK_PYTHON to choose another.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     cores = cores_of(master)
     settings = {**streaming_defaults(cores, master), **dict(conf or {})}
+    # Python workers run the driver's interpreter (its packages: psycopg, pandas, slipstream),
+    # not whatever `python3` is first on PATH; locally through a launcher that lets the
+    # workers Spark waits 10 s for connect back before they import (python_workers.py). Set
+    # PYSPARK_PYTHON or spark.pyspark.python to choose another.
+    local_python = python_for_workers(settings) if is_local(master) else None
+    os.environ.setdefault("PYSPARK_PYTHON", local_python or sys.executable)
     settings["spark.jars"] = with_parser_jar(settings.get("spark.jars", ""))
     if kafka:
         settings.update(connector_conf(settings))
