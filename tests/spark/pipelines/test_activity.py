@@ -183,7 +183,7 @@ WATERMARK, INACTIVE, GAP, BURST = timedelta(minutes=10), HOUR, timedelta(minutes
 SPEC = StreamSpec(
     duration=timedelta(hours=2),
     seed=12,
-    file_every=timedelta(minutes=8),
+    file_every=timedelta(minutes=15),
     watermark=WATERMARK,
     out_of_order=0.05,
     late=0.02,

@@ -105,7 +105,7 @@ def outcome_rows(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
 
 def test_the_generated_stream_against_pandas(spark: SparkSession, tmp_path: Path) -> None:
     spec = replace(generator.DEFAULTS, duration=timedelta(hours=6),
-                   file_every=timedelta(minutes=30), malformed=0.01, duplicates=0.01)  # fmt: skip
+                   file_every=timedelta(hours=1), malformed=0.01, duplicates=0.01)  # fmt: skip
     workload = generator.Ads(rate=0.2, ads=6, users=300, ctr=0.2, seed=8)
     generate(spec, workload, tmp_path / "landing")
     catalog = workload.write_catalog(tmp_path / "catalog.csv")
@@ -185,26 +185,27 @@ def test_the_buffers_follow_the_watermarks_and_the_bound_in_the_plan(
         assert (right.column, right.own, right.held) == ("click_time", 40 * minutes, 90 * minutes)
 
 
-STEPS = 14  # batches of the steady stream: levelled from the ninth on
+STEPS = 8  # batches of the steady stream, an hour of event time each: levelled from the fifth on
 
 
 def test_the_joins_buffered_state_stops_growing_as_the_watermarks_move_on(
     spark: SparkSession, tmp_path: Path, catalog: Path
 ) -> None:
-    """Seven hours of a steady stream, 30 minutes of event time per batch: 6 impressions and 3
-    clicks (10 minutes after theirs) each. An impression is held about 4 hours and a click
-    about 3 (check's arithmetic), so the join's rows level off near (4 x 12 + 3 x 6) from the
-    ninth batch on while the input keeps growing: the total read from progress after each
-    batch, each side from the checkpoint's state (Spark's state reader) over the last
+    """Eight hours of a steady stream, an hour of event time per batch: 6 impressions and 3
+    clicks (10 minutes after theirs) each half hour. An impression is held about 4 hours and
+    a click about 3 (check's arithmetic), so the join's rows level off near (4 x 12 + 3 x 6)
+    from the fifth batch on while the input keeps growing: the total read from progress after
+    each batch, each side from the checkpoint's state (Spark's state reader) over the last
     batches."""
     settings = {"sink": "sqlite", "catalog": catalog, "max_files_per_trigger": 1}
     join_rows, sides, fed = [], [], 0
     with PipelineHarness(spark, "ads", tmp_path, **settings) as h:
         checkpoint = str(h.prepared.outputs["ad_clicks_attributed"].ctx.checkpoint)
         for step in range(STEPS):
-            base = 30 * step
-            imps = [impression(f"i{step}-{n}", base + 5 * n) for n in range(6)]
-            clicks = [click(f"c{step}-{n}", f"i{step}-{n}", base + 5 * n + 10) for n in range(3)]
+            halves = [(f"{step}-{half}", 60 * step + 30 * half) for half in range(2)]
+            imps = [impression(f"i{k}-{n}", base + 5 * n) for k, base in halves for n in range(6)]
+            clicks = [click(f"c{k}-{n}", f"i{k}-{n}", base + 5 * n + 10)
+                      for k, base in halves for n in range(3)]  # fmt: skip
             h.step(impressions=imps, clicks=clicks)
             fed += len(imps) + len(clicks)
             progress = h.run.queries["ad_clicks_attributed"].lastProgress  # type: ignore[union-attr]
@@ -215,22 +216,22 @@ def test_the_joins_buffered_state_stops_growing_as_the_watermarks_move_on(
                     if "Join" in o["operatorName"]
                 )  # fmt: skip
             )
-            if step >= STEPS - 5 and step % 2 == 1:  # the last batches, where it has levelled
+            if step >= STEPS - 3:  # the last batches, where it has levelled
                 sides.append(
                     tuple(_join_side_rows(spark, checkpoint, s) for s in ("left", "right"))
                 )
-        attributed = h.results("ad_clicks_attributed")
-    assert len(attributed) == 3 * STEPS  # every click matched, none lost to the eviction
-    tail = join_rows[-5:]  # the input grows by 45 rows over these batches
-    assert max(tail) <= 4 * 12 + 3 * 6 + 9, join_rows  # about 4h of impressions, 3h of clicks
-    assert max(tail) - min(tail) <= 9, join_rows  # level: one batch's rows at most
-    assert fed == 9 * STEPS and max(tail) < 0.6 * fed
+    attributed = h.results("ad_clicks_attributed")
+    assert len(attributed) == 6 * STEPS  # every click matched, none lost to the eviction
+    tail = join_rows[-4:]  # the input grows by 54 rows over these batches
+    assert max(tail) <= 4 * 12 + 3 * 6 + 18, join_rows  # about 4h of impressions, 3h of clicks
+    assert max(tail) - min(tail) <= 18, join_rows  # level: one batch's rows at most
+    assert fed == 18 * STEPS and max(tail) < 0.6 * fed
     impressions_held, clicks_held = zip(*sides, strict=True)
     assert sum(sides[-1]) == join_rows[-1], (sides, join_rows)  # the same rows, side by side
-    assert max(impressions_held) <= 4 * 12 + 6, sides  # 4h of impressions and one batch
-    assert max(clicks_held) <= 3 * 6 + 3, sides  # 3h of clicks and one batch
-    assert max(impressions_held) - min(impressions_held) <= 6, sides  # level
-    assert max(clicks_held) - min(clicks_held) <= 3, sides
+    assert max(impressions_held) <= 4 * 12 + 12, sides  # 4h of impressions and one batch
+    assert max(clicks_held) <= 3 * 6 + 6, sides  # 3h of clicks and one batch
+    assert max(impressions_held) - min(impressions_held) <= 12, sides  # level
+    assert max(clicks_held) - min(clicks_held) <= 6, sides
     assert min(clicks_held) > 2 * 6, sides  # held longer than the seed's 2h: Spark's one watermark
 
 

@@ -33,7 +33,7 @@ def test_each_window_is_written_once_in_the_first_batch_whose_watermark_reaches_
     spark: SparkSession, tmp_path: Path
 ) -> None:
     spec = StreamSpec(
-        duration=timedelta(minutes=50), seed=9, file_every=timedelta(minutes=1),
+        duration=timedelta(minutes=50), seed=9, file_every=timedelta(minutes=2),
         out_of_order=0.1, late=0.05, duplicates=0.0, malformed=0.03,
     )  # fmt: skip
     report = generate(spec, iot.Devices(rate=1.0), tmp_path / "landing")

@@ -28,7 +28,7 @@ WINDOW, WATERMARK = timedelta(minutes=5), timedelta(minutes=10)
 SPEC = StreamSpec(
     duration=timedelta(minutes=40),
     seed=5,
-    file_every=timedelta(minutes=2),
+    file_every=timedelta(minutes=4),
     watermark=WATERMARK,
     window=WINDOW,
     out_of_order=0.08,
@@ -79,7 +79,8 @@ def _run(
 @pytest.fixture(scope="module")
 def dirty(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One run over 40 minutes of readings from 12 sensors (2 noisy, 2 drifting, 2 erroring),
-    one file per two minutes of arrival and one file per batch, all outputs to SQLite."""
+    one file per four minutes of arrival and one file per batch (12 batches), all outputs to
+    SQLite."""
     fleet = sensors_generator.Sensors(12, 2, 2, 2, seed=SPEC.seed)
     return _run(spark, tmp_path_factory.mktemp("sensors"), SPEC, fleet)
 
@@ -205,10 +206,10 @@ def test_sliding_windows_under_another_watermark_equal_an_independent_computatio
     spark: SparkSession, tmp_path: Path
 ) -> None:
     """--window 6m --slide 2m --watermark 4m: each reading counts in three windows; late,
-    out-of-order, duplicate and malformed readings over 25 batches."""
+    out-of-order, duplicate and malformed readings over 13 batches."""
     window, slide, watermark = timedelta(minutes=6), timedelta(minutes=2), timedelta(minutes=4)
     spec = replace(SPEC, duration=timedelta(minutes=24), seed=8, watermark=watermark,
-                   window=window)  # fmt: skip
+                   window=window, file_every=timedelta(minutes=2))  # fmt: skip
     run = _run(
         spark, tmp_path, spec, sensors_generator.Sensors(8, 1, 1, 1, seed=spec.seed),
         watermark, window="6m", slide="2m", watermark="4m",
@@ -269,12 +270,12 @@ def _state_rows(h: PipelineHarness, output: str) -> list[int]:
 def test_update_drops_window_state_once_the_watermark_passes_and_complete_keeps_it(
     spark: SparkSession, tmp_path: Path, mode: str
 ) -> None:
-    """Sensors a and b report once a minute, c twice, for 60 minutes, one file per 5 minutes.
+    """Sensors a and b report once a minute, c twice, for 60 minutes, one file per 10 minutes.
     sensor_baseline runs in the same mode: not time-based, its state is one row per sensor."""
     modes = {"sensor_stats": mode, "sensor_baseline": mode}
     with PipelineHarness(spark, "sensors", tmp_path, mode=modes, max_files_per_trigger=1) as h:
-        for start in range(0, 60, 5):
-            h.feed([_reading(s, m, second, value=m % 7) for m in range(start, start + 5)
+        for start in range(0, 60, 10):
+            h.feed([_reading(s, m, second, value=m % 7) for m in range(start, start + 10)
                     for s, second in (("a", 0), ("b", 0), ("c", 0), ("c", 30))])  # fmt: skip
         h.process()
         state = _state_rows(h, "sensor_stats")
@@ -295,11 +296,12 @@ def test_update_drops_window_state_once_the_watermark_passes_and_complete_keeps_
     ]
     assert list(alerts[0]) == ["window_start", "window_end", "sensor_id", "readings", "expected"]
     assert all(r["expected"] == 5.0 for r in alerts)
-    assert len(state) == 12
-    if mode == "complete":  # every window of every sensor, for ever
-        assert state == [3 * (k + 1) for k in range(12)]
-    else:  # the watermark (10m) keeps at most 3 windows a sensor: state stops growing
-        assert max(state) <= 3 * 4 and state[-6:] == [state[-1]] * 6
+    assert len(state) == 6
+    if mode == "complete":  # every window of every sensor, for ever: two more a file
+        assert state == [3 * 2 * (k + 1) for k in range(6)]
+    else:  # a batch evicts by the watermark before it (newest - 10m): at most the windows
+        # of the last 15 minutes and of its own 10 a sensor, so state stops growing
+        assert max(state) <= 3 * 5 and state[-4:] == [state[-1]] * 4
 
 
 def test_check_warns_that_complete_mode_keeps_all_window_state(

@@ -107,9 +107,9 @@ def test_a_temperature_without_load_is_written_once_when_the_watermark_passes_it
 def test_the_generated_stream_joins_as_pandas_does_and_the_buffers_stop_growing(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    # 9 hours in 15-minute files, with out-of-order and malformed rows
+    # 9 hours in 30-minute files (18 batches), with out-of-order and malformed rows
     spec = replace(
-        generator.DEFAULTS, duration=timedelta(hours=9), file_every=timedelta(minutes=15)
+        generator.DEFAULTS, duration=timedelta(hours=9), file_every=timedelta(minutes=30)
     )
     report = generate(spec, generator.Locations(6), tmp_path / "landing")
     files = {
