@@ -55,9 +55,10 @@ Streaming defaults, each deliberate (see docs/design.md and docs/benchmarks.md):
   takes only the session-level (`spark.sql.*`, `spark.hadoop.*`) defaults above, minus the
   static retention ones; memory, UI, retention and log level belong to the server's start
   (see slipstream.settings.connect).
-- Python workers use the driver's interpreter (PYSPARK_PYTHON defaults to `sys.executable`), so
-  code that runs on executors sees the same packages as the driver. On a cluster whose hosts
-  keep Python elsewhere, set `spark.pyspark.python` (it wins over PYSPARK_PYTHON).
+- Python workers use the driver's interpreter (PYSPARK_PYTHON defaults to `sys.executable`; on
+  a local master to a launcher of it, settings/python_workers.py), so code that runs on
+  executors sees the same packages as the driver. On a cluster whose hosts keep Python
+  elsewhere, set `spark.pyspark.python` (it wins over PYSPARK_PYTHON).
 - Where the driver listens (docs/scaling.md). A `local` master binds the driver to 127.0.0.1
   (`spark.driver.host`, `spark.driver.bindAddress`, SPARK_LOCAL_IP): nothing outside this host
   needs to reach it. Any other master (`spark://`, `yarn`, `k8s://`) needs executors on other
