@@ -8,13 +8,14 @@ import os
 import subprocess
 import sys
 import threading
-from types import TracebackType
+
+from slipstream.core.closing import StartStop
 
 #: a hog: spin until its deadline (it never sleeps: that is the point)
 HOG = "import time\nend = time.monotonic() + {limit}\nwhile time.monotonic() < end:\n    pass\n"
 
 
-class CpuPressure:
+class CpuPressure(StartStop):
     def __init__(self, factor: int, limit_s: float = 1800.0) -> None:
         self.factor = factor
         self.hogs = factor * (os.cpu_count() or 1)
@@ -27,7 +28,7 @@ class CpuPressure:
         while not self._stop.wait(5.0):
             self.loads.append(os.getloadavg()[0])
 
-    def __enter__(self) -> CpuPressure:
+    def start(self) -> CpuPressure:
         code = HOG.format(limit=self.limit_s)
         for _ in range(self.hogs):
             self._procs.append(
@@ -41,12 +42,7 @@ class CpuPressure:
         threading.Thread(target=self._sample, daemon=True).start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def stop(self) -> None:
         self._stop.set()
         for proc in self._procs:
             proc.kill()
