@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -29,6 +30,8 @@ from tests.helpers import cli_env
 
 #: a run under 8x pressure takes several times its quiet time: the bound on one run
 RUN_TIMEOUT_S = 1800
+#: cases run together create their PostgreSQL databases (and the app's role) one at a time
+DATABASES = threading.Lock()
 
 
 @dataclass
@@ -71,7 +74,9 @@ class Chaos(IntoSink):
         scenario = Scenario(self.seed, self.pipeline, self.sink, files=8, data_seed=self.seed)
         # the campaign's bound on a run is for a machine that is not held busy
         chaos_execute.PROCESS_TIMEOUT_S = RUN_TIMEOUT_S
-        outcome = chaos_execute.execute(scenario, workdir, make_sink(scenario, workdir, postgres))
+        with DATABASES:
+            sink = make_sink(scenario, workdir, postgres)
+        outcome = chaos_execute.execute(scenario, workdir, sink)
         result = Result(self.name, outcome.verdict == "exact", outcome.seconds, outcome.defects)
         result.log = str(workdir)
         return result
@@ -142,9 +147,10 @@ class Crash(IntoSink):
             args = ["--sink", f"sqlite:{db}", "--table", table, "--mode", "update"]
             read = lambda: read_sqlite(db, table)  # noqa: E731
         else:
-            database = postgres.create_database(
-                f"load_{self.pipeline}_{workdir.name}".replace("-", "_")
-            )
+            with DATABASES:
+                database = postgres.create_database(
+                    f"load_{self.pipeline}_{workdir.name}".replace("-", "_")
+                )
             args = ["--sink", f"{postgres.url(database)}?parallel_rows=0", "--table", table,
                     "--mode", "update"]  # fmt: skip
             read = lambda: read_pg(postgres, database, table)  # noqa: E731
