@@ -74,8 +74,12 @@ services:
 # two pytest workers, a test file each at a time (its module fixtures run once), in the files'
 # order: the slow end-to-end files first, the short unit files last to even out the end
 TEST_WORKERS ?= 2
+# then the load harness's small set alone (its CPU hogs would slow the other worker's tests past
+# their bounds), then the Spark 4.2 leg
+LOAD_SET := tests/e2e/load
 test: venv check-java lint services
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --ignore=$(LOAD_SET)
+	$(PY) -m pytest -p no:cacheprovider $(LOAD_SET)
 	$(MAKE) test-delta
 
 # the second Spark line (core/spark_line.py): .venv-delta holds slipstream[delta], which brings
