@@ -23,7 +23,7 @@ from slipstream.checkpoint.lifecycle import (
 from slipstream.errors import CheckpointError
 from slipstream.runtime.bind import prepare
 from slipstream.runtime.bound import Prepared
-from slipstream.runtime.deadletter import late_is_ours, reset_late
+from slipstream.runtime.late_folder import late_is_ours, reset_late
 from slipstream.runtime.ownership import outputs_to_reset
 from slipstream.settings.config import Settings
 

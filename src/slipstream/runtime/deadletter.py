@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import shutil
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,7 +45,6 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import DataFrame, SparkSession
 
 from slipstream.analysis.late import LatePlan, LateRule
-from slipstream.checkpoint.lifecycle import not_ours
 from slipstream.checkpoint.logs import (
     batch_files,
     batch_offsets,
@@ -55,6 +52,7 @@ from slipstream.checkpoint.logs import (
     query_id,
 )
 from slipstream.runtime.ingest_stage import bronze_dir
+from slipstream.runtime.late_folder import MARK, private_dir, write_private
 from slipstream.runtime.late_rows import kafka_late_rows, kafka_ranges, late_rows
 from slipstream.sinks.base import local_rows
 from slipstream.sinks.delta import append_once, committed_batch
@@ -69,7 +67,6 @@ LATE_SCHEMA = (
     "raw STRING, input STRING, source STRING, reason STRING, event_time STRING, "
     "watermark STRING, batch BIGINT, output STRING"
 )
-MARK = ".slipstream-late"  # the folder is slipstream's: `reset --outputs` may delete it
 DONE = ".done"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -97,45 +94,6 @@ def reason(rule: LateRule, at: int, judged: int, watermark_ms: int) -> str:
     return f"late: {rule.column} {iso(at)} <= watermark {mark}"
 
 
-def _private_dir(folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(folder, 0o700)
-
-
-def _write_private(path: Path, lines: Iterator[str]) -> int:
-    """Write `lines` to `path` whole (a temporary file, then rename), 0600; the line count."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    count = 0
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        for line in lines:
-            handle.write(line + "\n")
-            count += 1
-    os.replace(tmp, path)
-    return count
-
-
-def late_is_ours(root: Path) -> bool:
-    """Absent, empty, or holding the dead-letter's mark."""
-    root = Path(root)
-    if not root.exists():
-        return True
-    return root.is_dir() and (not any(root.iterdir()) or (root / MARK).is_file())
-
-
-def reset_late(root: Path) -> list[str]:
-    """Delete a pipeline's dead-letter (`reset --outputs`, the demos' fresh start), if it is
-    slipstream's (RESET_NOT_OURS otherwise)."""
-
-    root = Path(root)
-    if not root.exists():
-        return []
-    if not late_is_ours(root):
-        raise not_ours(root, "late-row dead-letter")
-    shutil.rmtree(root)
-    return [str(root)]
-
-
 @dataclass
 class Covered:
     """One output's dead-letter: its folder and its rules."""
@@ -153,7 +111,7 @@ class Covered:
             return None, -1
 
     def mark_done(self, qid: str, batch: int) -> None:
-        _write_private(self.folder / DONE, iter([json.dumps({"query_id": qid, "batch": batch})]))
+        write_private(self.folder / DONE, iter([json.dumps({"query_id": qid, "batch": batch})]))
 
 
 class DeadLetter:
@@ -328,7 +286,7 @@ class DeadLetter:
         first = next(lines, None)
         if first is None:
             return 0
-        return _write_private(target, _chain(first, lines))
+        return write_private(target, _chain(first, lines))
 
     def _lines(
         self,
@@ -388,9 +346,9 @@ def dead_letter(spark: SparkSession, prepared: Prepared) -> DeadLetter:
             continue
         folder = root / name
         for made in (root.parent, root, folder):
-            _private_dir(made)
+            private_dir(made)
         if not (root / MARK).is_file():
-            _write_private(root / MARK, iter(["slipstream late-row dead-letter"]))
+            write_private(root / MARK, iter(["slipstream late-row dead-letter"]))
         covered.append(Covered(prepared.outputs[name], found, folder, settings.late_delta))
     return DeadLetter(spark, prepared, covered)
 

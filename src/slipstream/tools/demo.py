@@ -23,9 +23,9 @@ from slipstream.monitor.listener import ConsoleReporter
 from slipstream.pipelines import get_pipeline, pipelines
 from slipstream.runtime.bind import prepare
 from slipstream.runtime.bound import Prepared
-from slipstream.runtime.deadletter import reset_late
 from slipstream.runtime.explain import explain
 from slipstream.runtime.interrupt import EXIT_INTERRUPTED, CtrlC, ctrl_c
+from slipstream.runtime.late_folder import reset_late
 from slipstream.runtime.launch import launch
 from slipstream.settings.config import DEFAULT_DASHBOARD_PORT, load_settings
 from slipstream.sinks.sqlite import read_table
