@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -256,3 +257,55 @@ _counter = iter(range(1, 10**9))
 def unique() -> int:
     """A fresh number for checkpoint and query names within this process."""
     return next(_counter)
+
+
+def cpu_seconds(spark: SparkSession) -> float:
+    """CPU seconds used so far by the session's JVM and by this process."""
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    mine = os.times()
+    return (int(fields[11]) + int(fields[12])) / ticks + mine.user + mine.system
+
+
+def bare_outputs(
+    spark: SparkSession,
+    pipeline: str,
+    paths: Mapping[str, Path],
+    options: Mapping[str, str] | None = None,
+) -> dict[str, tuple[DataFrame, str]]:
+    """A pipeline's outputs as a user of plain PySpark runs them (the engine's own cost, issue
+    40): the pipeline's own `build` over Spark's readers (`readStream.schema(S).json`, rows
+    with the required fields present; a static input read as a table), default parameters,
+    each output with its first mode. No slipstream parser, quarantine, event-time guard or
+    late-row count. `options`: the stream readers' (maxFilesPerTrigger, ...)."""
+    from slipstream.pipelines.registry import get_pipeline
+
+    declared = get_pipeline(pipeline)
+    frames: dict[str, DataFrame] = {}
+    for spec in declared.inputs:
+        reader: Any = spark.read if spec.static else spark.readStream.options(**(options or {}))
+        if spec.schema is not None:
+            reader = reader.schema(spec.schema)
+        if spec.format == "csv":
+            reader = reader.option("header", True)
+        frame = reader.format(spec.format).load(str(paths[spec.name]))
+        frames[spec.name] = frame.dropna(subset=list(spec.required)) if spec.required else frame
+    params = declared.for_trigger(declared.parse_params({}), "available-now")
+    built = declared.build(spark, frames, params)
+    return {o.name: (built[o.name], o.modes[0]) for o in declared.outputs}
+
+
+def start_bare(
+    spark: SparkSession,
+    pipeline: str,
+    paths: Mapping[str, Path],
+    scratch: Path,
+    options: Mapping[str, str] | None = None,
+) -> list[StreamingQuery]:
+    """`bare_outputs` started to noop, available-now, one checkpoint each under `scratch`."""
+    return [
+        start_noop(frame, None, scratch / name, mode, available_now=True)
+        for name, (frame, mode) in bare_outputs(spark, pipeline, paths, options).items()
+    ]

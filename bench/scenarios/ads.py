@@ -8,12 +8,19 @@ Variants, alternated:
   after each), `ingest_stage=False`: each output and each quarantine reads and parses;
 - **slipstream, ingest stage**: the same with `ingest_stage=True` (issue 26): one ingest query
   per stream reads and parses it once; the outputs read its typed rows (Parquet, "bronze");
+- **bare streaming query**: the engine's own cost (issue 40): the pipeline's three outputs (its
+  own `build`: the same joins, watermarks and deduplication) as plain PySpark streaming queries
+  over `readStream.schema(S).json` with the required fields present (`inproc.bare_outputs`),
+  the same files per batch, each to noop; Spark's own (HDFS-backed) state store; no
+  quarantine, no event-time guard, no late-row count;
 - **batch**: `spark.read.schema(S).json` of both streams, required fields present, deduplicated,
   the same inner and left outer joins (same condition) and the catalog join, written to noop.
 
-events/s = (impressions + clicks) / wall time. The state plateau is the join operator's rows
-(`numRowsTotal`) over the last third of the batches against its maximum: a join whose
-watermarks bound its state levels off instead of growing with the input."""
+events/s = (impressions + clicks) / wall time; CPU seconds = the JVM's and this process's.
+The streaming variants run with the shuffle partitions slipstream's CLI chooses for the run.
+The state plateau is the join operator's rows (`numRowsTotal`) over the last third of the
+batches against its maximum: a join whose watermarks bound its state levels off instead of
+growing with the input."""
 
 from __future__ import annotations
 
@@ -25,11 +32,12 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from bench import inproc
-from bench.core import Comparison, Context, Result, Stopwatch
+from bench.core import Comparison, Context, Result, Stopwatch, paired_ratios, summarize_ratio
 
 NAME = "ads"
 TITLE = "ads: impressions joined to clicks, streaming vs a Spark batch join, and its state"
 SLIP, STAGED = "slipstream (no stage)", "slipstream, ingest stage"
+BARE = "bare streaming query"
 
 
 def write_stream(folder: Path, impressions: int) -> tuple[int, Path]:
@@ -73,39 +81,68 @@ def batch_join(spark: Any, streams: Path, catalog: Path) -> list[Any]:
     return [attributed, outcome]
 
 
+def flags(streams: Path, catalog: Path, files: int, staged: bool = False) -> dict[str, Any]:
+    return {
+        "input": [f"impressions={streams / 'impressions'}", f"clicks={streams / 'clicks'}",
+                  f"catalog={catalog}"],
+        "sink": "noop", "trigger": "available-now", "max_files_per_trigger": files,
+        "ingest_stage": staged,
+    }  # fmt: skip
+
+
+def cli_conf(streams: Path, catalog: Path, files: int) -> dict[str, str]:
+    """The shuffle partitions slipstream's CLI chooses for this available-now run of ads."""
+    from slipstream.runtime import partitions, runner
+    from slipstream.settings.config import load_settings
+
+    settings = load_settings("ads", flags(streams, catalog, files), environ={})
+    return partitions.choose(runner.prepare(settings)).conf()
+
+
 def measure(
     ctx: Context, variant: str, streams: Path, catalog: Path, events: int, files: int
 ) -> dict[str, Any]:
     spark = inproc.session()
-    scratch = ctx.scratch("ads") / f"{variant}-{inproc.unique()}"
-    watch = Stopwatch()
-    out: dict[str, Any] = {}
-    if variant in (SLIP, STAGED):
-        run = inproc.start_run(
-            spark,
-            "ads",
-            {
-                "input": [f"impressions={streams / 'impressions'}", f"clicks={streams / 'clicks'}",
-                          f"catalog={catalog}"],
-                "sink": "noop", "trigger": "available-now", "state_dir": scratch,
-                "max_files_per_trigger": files, "ingest_stage": variant == STAGED,
-            },
-        )  # fmt: skip
-        run.wait()
-        query = run.queries["ad_clicks_attributed"]
-        rows = [
-            sum(o["numRowsTotal"] for o in p["stateOperators"] if "Join" in o["operatorName"])
-            for p in query.recentProgress
-            if p["numInputRows"] > 0
-        ]
-        if rows:
-            tail = rows[len(rows) * 2 // 3 :]
-            out.update(state_max=max(rows), state_plateau=_median(tail), batches=len(rows))
-    else:
+    scratch = ctx.scratch("ads") / f"{variant.replace(' ', '-')}-{inproc.unique()}"
+    conf = {} if variant == "batch" else cli_conf(streams, catalog, files)
+    if variant == BARE:  # Spark's own state store, as a plain PySpark job gets
+        conf = {**conf, inproc.PROVIDER_KEY: inproc.HDFS_PROVIDER}
+    with inproc.sql_conf(spark, conf):
+        cpu = inproc.cpu_seconds(spark)
+        watch = Stopwatch()
+        out = run_variant(spark, variant, streams, catalog, files, scratch)
+        seconds = watch.seconds()
+        cpu = inproc.cpu_seconds(spark) - cpu
+    return {"seconds": seconds, "cpu_s": cpu, "events_per_s": events / seconds, **out}
+
+
+def run_variant(
+    spark: Any, variant: str, streams: Path, catalog: Path, files: int, scratch: Path
+) -> dict[str, Any]:
+    if variant == "batch":
         for frame in batch_join(spark, streams, catalog):
             frame.write.format("noop").mode("overwrite").save()
-    seconds = watch.seconds()
-    return {"seconds": seconds, "events_per_s": events / seconds, **out}
+        return {}
+    if variant == BARE:
+        paths = {"impressions": streams / "impressions", "clicks": streams / "clicks",
+                 "catalog": catalog}  # fmt: skip
+        options = {"maxFilesPerTrigger": str(files)}
+        for query in inproc.start_bare(spark, "ads", paths, scratch, options):
+            query.awaitTermination()
+        return {}
+    settings = {**flags(streams, catalog, files, variant == STAGED), "state_dir": scratch}
+    run = inproc.start_run(spark, "ads", settings)
+    run.wait()
+    query = run.queries["ad_clicks_attributed"]
+    rows = [
+        sum(o["numRowsTotal"] for o in p["stateOperators"] if "Join" in o["operatorName"])
+        for p in query.recentProgress
+        if p["numInputRows"] > 0
+    ]
+    if not rows:
+        return {}
+    tail = rows[len(rows) * 2 // 3 :]
+    return {"state_max": max(rows), "state_plateau": _median(tail), "batches": len(rows)}
 
 
 def run(ctx: Context) -> Result:
@@ -119,17 +156,22 @@ def run(ctx: Context) -> Result:
     result.params = {"impressions": impressions, "events (both streams)": events,
                      "files per stream per batch": files, "repetitions": reps,
                      "watermarks": "2h impressions, 3h clicks", "within": "1h"}  # fmt: skip
-    variants = [SLIP, STAGED, "batch"]
+    variants = [SLIP, STAGED, BARE, "batch"]
     variants = [v for v in variants if v in ctx.param("variants", variants, variants)]
 
     def one(variant: str, rep: int) -> dict[str, Any]:
         return measure(ctx, variant, root / "streams", catalog, events, files)
 
-    metrics = {"seconds": "seconds", "events_per_s": "events_per_s", "state_max": "state_max",
-               "state_plateau": "state_plateau", "batches": "batches"}  # fmt: skip
-    pairs = [(SLIP, "batch"), (STAGED, "batch"), (STAGED, SLIP)]
+    metrics = {"seconds": "seconds", "events_per_s": "events_per_s", "cpu_s": "cpu_s",
+               "state_max": "state_max", "state_plateau": "state_plateau",
+               "batches": "batches"}  # fmt: skip
+    pairs = [(SLIP, "batch"), (STAGED, "batch"), (BARE, "batch"), (SLIP, BARE), (STAGED, SLIP)]
     by = Comparison(metrics, "events_per_s", pairs, "events/s", warmup=False)
-    by.run(ctx, result, variants, one, reps, events=events)
+    runs = by.run(ctx, result, variants, one, reps, events=events)
+    for a, b in ((SLIP, BARE), (STAGED, BARE), (BARE, "batch"), (SLIP, "batch")):
+        if a in variants and b in variants:
+            cpu = paired_ratios(runs, "cpu_s", a, b)
+            result.headline[f"{a} / {b}, CPU s"] = summarize_ratio(cpu)
     result.notes.append(
         "slipstream without the stage runs five queries (three outputs, two quarantines), each "
         "reading and parsing its inputs; with the ingest stage two ingest queries parse each "

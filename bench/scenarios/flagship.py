@@ -40,6 +40,7 @@ from pyspark.sql import functions as F
 
 from bench import inproc
 from bench.core import Context, Result, Stopwatch, alternate, median, paired_ratios, summarize_ratio
+from bench.inproc import cpu_seconds
 from bench.workloads import TrendingInput, generate_trending, land_all
 
 NAME = "flagship"
@@ -114,18 +115,6 @@ def with_titles(spark: SparkSession, counts: DataFrame, catalog: Path) -> DataFr
         "views",
         F.coalesce("in_catalog", F.lit(False)).alias("in_catalog"),
     )
-
-
-def cpu_seconds(spark: SparkSession) -> float:
-    """CPU seconds used so far by the session's JVM and by this process."""
-    import os
-
-    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    mine = os.times()
-    return (int(fields[11]) + int(fields[12])) / ticks + mine.user + mine.system
 
 
 def table_rows(db: Path) -> set[tuple[Any, ...]]:

@@ -11,11 +11,18 @@ Variants, alternated:
 - **batch**: `spark.read.schema(S).json`, required fields present, deduplicated, cached once,
   then the three tables written to noop: Spark's own reader, no quarantine, no reasons, one
   read and one parse for all three;
+- **bare streaming query**: the engine's own cost (issue 40): the pipeline's three outputs
+  (its own `build`, the same deduplication, windows and aggregations) as three plain PySpark
+  streaming queries over `readStream.schema(S).json` with the required fields present
+  (`inproc.bare_outputs`), each to noop; Spark's own (HDFS-backed) state store; no quarantine,
+  no event-time guard, no late-row count;
 - **parse once**: one streaming query doing only what each of slipstream's four does first
   (read the text, parse strictly, keep the valid rows) to noop. `4 x parse once / slipstream`
   is the share of slipstream's time spent reading and parsing the input once per query.
 
-events/s = readings / wall time of the whole run (session shared, started before)."""
+events/s = readings / wall time of the whole run (session shared, started before); CPU
+seconds = the JVM's and this process's. Every streaming variant runs with the shuffle
+partitions slipstream's CLI chooses for the run (runtime/partitions.py)."""
 
 from __future__ import annotations
 
@@ -34,6 +41,7 @@ from bench.core import (
     Stopwatch,
     median,
     paired_ratios,
+    summarize_ratio,
 )
 from slipstream.pipelines.sensors import SCHEMA
 
@@ -42,6 +50,7 @@ TITLE = "sensors: three outputs from one input vs a Spark batch job, same readin
 REQUIRED = ("sensor_id", "event_time", "value")
 QUERIES = 4  # three outputs and the quarantine, each reading and parsing the input
 SLIP, STAGED = "slipstream (no stage)", "slipstream, ingest stage"
+BARE = "bare streaming query"
 
 
 def write_readings(folder: Path, readings: int) -> int:
@@ -77,15 +86,39 @@ def batch_tables(spark: Any, folder: Path) -> list[DataFrame]:
     return [stats, alerts, baseline, readings]
 
 
+def cli_conf(folder: Path) -> dict[str, str]:
+    """The shuffle partitions slipstream's CLI chooses for an available-now run of sensors."""
+    from slipstream.runtime import partitions, runner
+    from slipstream.settings.config import load_settings
+
+    flags = {"input": folder, "sink": "noop", "trigger": "available-now", "ingest_stage": False}
+    return partitions.choose(runner.prepare(load_settings("sensors", flags, environ={}))).conf()
+
+
 def measure(ctx: Context, variant: str, folder: Path, readings: int) -> dict[str, Any]:
     spark = inproc.session()
     scratch = ctx.scratch("sensors") / f"{variant.replace(' ', '-')}-{inproc.unique()}"
-    watch = Stopwatch()
+    conf = {} if variant == "batch" else cli_conf(folder)
+    if variant == BARE:  # Spark's own state store, as a plain PySpark job gets
+        conf = {**conf, inproc.PROVIDER_KEY: inproc.HDFS_PROVIDER}
+    with inproc.sql_conf(spark, conf):
+        cpu = inproc.cpu_seconds(spark)
+        watch = Stopwatch()
+        run_variant(spark, variant, folder, scratch)
+        seconds = watch.seconds()
+        cpu = inproc.cpu_seconds(spark) - cpu
+    return {"seconds": seconds, "cpu_s": cpu, "events_per_s": readings / seconds}
+
+
+def run_variant(spark: Any, variant: str, folder: Path, scratch: Path) -> None:
     if variant in (SLIP, STAGED):
         flags = {"input": folder, "sink": "noop", "trigger": "available-now",
                  "ingest_stage": variant == STAGED}  # fmt: skip
         run = inproc.start_run(spark, "sensors", {**flags, "state_dir": scratch})
         run.wait()
+    elif variant == BARE:
+        for query in inproc.start_bare(spark, "sensors", {"readings": folder}, scratch):
+            query.awaitTermination()
     elif variant == "batch":
         *tables, cached = batch_tables(spark, folder)
         for table in tables:
@@ -95,8 +128,6 @@ def measure(ctx: Context, variant: str, folder: Path, readings: int) -> dict[str
         records = inproc.parsed_lines(spark, folder, SCHEMA, REQUIRED, stream=True)
         query = inproc.start_noop(records, None, scratch / "cp", "append", available_now=True)
         query.awaitTermination()
-    seconds = watch.seconds()
-    return {"seconds": seconds, "events_per_s": readings / seconds}
 
 
 def run(ctx: Context) -> Result:
@@ -108,16 +139,20 @@ def run(ctx: Context) -> Result:
     readings = write_readings(folder, int(target))
     result.params = {"readings": readings, "repetitions": reps, "sensors": 500,
                      "window": "5m tumbling", "watermark": "10m"}  # fmt: skip
-    variants = [SLIP, STAGED, "batch", "parse once"]
+    variants = [SLIP, STAGED, BARE, "batch", "parse once"]
     variants = [v for v in variants if v in ctx.param("variants", variants, variants)]
 
     def one(variant: str, rep: int) -> dict[str, Any]:
         return measure(ctx, variant, folder, readings)
 
-    metrics = {"seconds": "seconds", "events_per_s": "events_per_s"}
-    pairs = [(SLIP, "batch"), (STAGED, "batch"), (STAGED, SLIP)]
+    metrics = {"seconds": "seconds", "events_per_s": "events_per_s", "cpu_s": "cpu_s"}
+    pairs = [(SLIP, "batch"), (STAGED, "batch"), (BARE, "batch"), (SLIP, BARE), (STAGED, SLIP)]
     by = Comparison(metrics, "events_per_s", pairs, "events/s")
     runs = by.run(ctx, result, variants, one, reps, readings=readings)
+    for a, b in ((SLIP, BARE), (STAGED, BARE), (BARE, "batch"), (SLIP, "batch")):
+        if a in variants and b in variants:
+            cpu = paired_ratios(runs, "cpu_s", a, b)
+            result.headline[f"{a} / {b}, CPU s"] = summarize_ratio(cpu)
     shares = [QUERIES / r for r in paired_ratios(runs, "seconds", SLIP, "parse once")]
     result.headline["reading and parsing, 4 queries x parse once / slipstream, seconds"] = (
         f"{median(shares):.2f} ({min(shares):.2f}-{max(shares):.2f}, {len(shares)} pairs)"
