@@ -10,6 +10,7 @@ Time line of a run (all on this process's monotonic clock):
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,6 +182,23 @@ class LiveRun:
             "processing_rows_per_s": rows / busy if busy else float("nan"),
             "busy_share": busy / (until - since) if until > since else float("nan"),
         }
+
+
+@dataclass
+class BareLiveRun(LiveRun):
+    """The same live run for the bare PySpark query of trending's shape (bench/bare_trending.py,
+    the engine's own cost): the same files, the same table and poller."""
+
+    def command(self) -> list[str]:
+        return [
+            sys.executable, "-m", "bench.bare_trending", str(self.landing),
+            str(self.data.catalog), str(self.db),
+        ]  # fmt: skip
+
+    def spark_rates(self, since: float, until: float) -> dict[str, Any]:
+        nan = float("nan")  # no batch lines on its terminal
+        keys = ("batches", "rows_per_batch", "batch_s_p50", "processing_rows_per_s", "busy_share")
+        return dict.fromkeys(keys, nan)
 
 
 @dataclass

@@ -3,7 +3,9 @@
 For each input rate, files of `rate` events land in the landing folder once a second (event
 time advances one second per file, like a live feed) while `slipstream run trending --input
 DIR --catalog FILE --ingest-stage false|true` runs in a subprocess with its defaults otherwise
-(default trigger, SQLite sink); each variant names the ingest stage (issue 26).
+(default trigger, SQLite sink); each variant names the ingest stage (issue 26). The variant
+`bare` is the engine's own cost (issue 40): the bare PySpark query of the same shape
+(bench/bare_trending.py) over the same files into the same table, run the same way.
 
 - **keeps up?** Every landed file's counts become visible before the drain deadline and the
   latency of the last third of the files is not drifting up: its p50 at most 1 s (or 10%) above
@@ -24,12 +26,13 @@ from __future__ import annotations
 from typing import Any
 
 from bench.core import Context, Result
-from bench.live import LiveRun, latency_row
+from bench.live import BareLiveRun, LiveRun, latency_row
 from bench.stage import cli_args
 
 NAME = "sustained"
 TITLE = "sustained rate and latency: trending, default trigger, files landing every second"
 IN_PROCESS = False
+BARE = "bare"  # the bare PySpark query (bench/bare_trending.py)
 
 
 def variant_args(variant: str) -> tuple[str, ...]:
@@ -71,7 +74,11 @@ def one_rate(
     label = f"{rate:,} events/s, {variant}"
     ctx.log(f"  {label}: generating {seconds + 1} files")
     safe = variant.replace("=", "-").replace(",", "+")
-    live = LiveRun.prepare(ctx.scratch(f"rate-{rate}-{safe}"), rate, seconds, variant_args(variant))
+    work = ctx.scratch(f"rate-{rate}-{safe}")
+    if variant == BARE:
+        live: LiveRun = BareLiveRun.prepare(work, rate, seconds)
+    else:
+        live = LiveRun.prepare(work, rate, seconds, variant_args(variant))
     run = live.measure(seconds, drain, ctx.log, label)
     spark = live.spark_rates(run.began, run.drained_at)
     began, ended = run.began, run.ended
@@ -94,7 +101,7 @@ def one_rate(
 def run(ctx: Context) -> Result:
     result = Result(NAME, TITLE)
     rates = ctx.param("rates", [1_000, 10_000], [1_000, 10_000, 50_000])
-    both = [f"ingest-stage={on}" for on in ("false", "true")]
+    both = [*(f"ingest-stage={on}" for on in ("false", "true")), BARE]
     variants = list(ctx.param("variants", both, both))
     base = variants[0]  # the ratios' denominator, and the variant run alone at other rates
     variant_rates = ctx.param("variant_rates", rates, [1_000, 10_000])
