@@ -28,7 +28,7 @@ HEAP_SETTINGS = ("spark.driver.memory", "spark.executor.memory")
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)i?b?\s*$", re.IGNORECASE)
 _POWER = {"k": -1, "m": 0, "": 0, "g": 1, "t": 2, "p": 3}
-_REFUSED = re.compile(r"INVALID_(DRIVER|EXECUTOR)_MEMORY[.\w]*\]")
+_REFUSED = re.compile(r"\[INVALID_(DRIVER|EXECUTOR)_MEMORY[.\w]*\]")
 
 
 def size_mib(text: str) -> float | None:

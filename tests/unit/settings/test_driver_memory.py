@@ -51,6 +51,7 @@ def test_the_session_refuses_it_before_a_jvm_starts(monkeypatch: pytest.MonkeyPa
 def test_the_jvms_refusal_is_said_with_the_code_and_the_setting() -> None:
     error = memory_refusal(JVM_TEXT)
     assert error is not None and error.code == "CONFIG_BAD_VALUE"
+    assert "gives: [INVALID_DRIVER_MEMORY.SYSTEM_MEMORY] Insufficient" in error.message
     assert "spark.driver.memory" in error.message and "466092032" in error.message
     assert "--conf spark.driver.memory=512m" in error.fix and "\tat " not in error.render()
     executor = memory_refusal("[INVALID_EXECUTOR_MEMORY] Executor memory 1 must be at least 4")

@@ -110,7 +110,12 @@ def test_a_failed_querys_own_log_lines_are_off_without_verbose() -> None:
         in java_log_options("WARN", {})["spark.driver.extraJavaOptions"]
     )
     text = LOG4J2.read_text()
-    for logger in ("TaskSetManager", "FileFormatWriter", "runtime.MicroBatchExecution"):
+    for logger in (
+        "TaskSetManager",
+        "FileFormatWriter",
+        "runtime.MicroBatchExecution",
+        "SparkContext",
+    ):
         name = next(line for line in text.splitlines() if line.endswith(logger))
         level = name.replace(".name = ", ".level = ").rsplit(" = ", 1)[0] + " = "
         assert level + "${sys:slipstream.log.failures:-ERROR}" in text, logger
