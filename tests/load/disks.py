@@ -80,6 +80,7 @@ class SlowDisk(StartStop):
         self.group: Path | None = None
         self.home: Path | None = None  # the cgroup this process leaves, and returns to
         self.how = ""  # which controller throttles, for the report
+        self.served = ""  # the I/O it throttled, read as it stops
 
     def start(self) -> SlowDisk:
         self.path.mkdir(parents=True, exist_ok=True)
@@ -115,6 +116,20 @@ class SlowDisk(StartStop):
             raise DiskRefused("no block I/O controller: neither cgroup v2's io nor v1's blkio")
         (self.group / "cgroup.procs").write_text(str(os.getpid()))
 
+    def _served(self) -> str:
+        """The I/O that went through the throttle: cgroup v1's `Total` lines (operations,
+        bytes), or v2's io.stat line."""
+        assert self.group is not None
+        if (self.group / "io.stat").is_file():
+            return (self.group / "io.stat").read_text().strip()
+        said = []
+        for name, unit in (("io_serviced", "operations"), ("io_service_bytes", "bytes")):
+            text = (self.group / f"blkio.throttle.{name}").read_text()
+            lines = text.splitlines()
+            total = next((ln.split()[-1] for ln in lines if ln.startswith("Total")), "0")
+            said.append(f"{int(total):,} {unit}")
+        return " and ".join(said) + " through the throttle"
+
     @staticmethod
     def _v1_home() -> Path:
         for line in Path("/proc/self/cgroup").read_text().splitlines():
@@ -125,6 +140,7 @@ class SlowDisk(StartStop):
 
     def stop(self) -> None:
         if self.group is not None and self.home is not None:
+            self.served = self._served()
             (self.home / "cgroup.procs").write_text(str(os.getpid()))
             with contextlib.suppress(OSError):  # a process of the case still in it
                 self.group.rmdir()

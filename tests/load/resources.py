@@ -159,7 +159,7 @@ class SlowDisk(Case):
             outcome = Outcome(scenario)
             chaos_execute.judge(runner, outcome)
             quiet(runner, outcome, "the slow disk's run")
-        return verdict(self.name, outcome, [disk.how], started)
+        return verdict(self.name, outcome, [disk.how, disk.served], started)
 
 
 #: the cases of memory and disk pressure, beside cases.py's (`make stress` runs them all)
