@@ -45,6 +45,14 @@ def sqlite_runner(scenario: Scenario, workdir: Path, disk: Path | None = None) -
     return Runner(scenario, workdir, sink, disk=disk)
 
 
+def refused_disk(name: str, exc: disks.DiskRefused, started: float) -> Result:
+    """A case whose file system the system refused: failed, saying what refused (mounting
+    needs root, as CI runs)."""
+    result = Result(name, seconds=time.monotonic() - started)
+    result.fail(f"its file system could not be made (this case needs root): {exc}")
+    return result
+
+
 def verdict(name: str, outcome: Outcome, notes: list[str], started: float) -> Result:
     result = Result(name, outcome.verdict != "defect", time.monotonic() - started)
     result.notes += outcome.defects
@@ -110,6 +118,12 @@ class FullDisk(Case):
     def run(self, workdir: Path, postgres: Any) -> Result:
         started = time.monotonic()
         scenario = Scenario(self.seed, "mobile", "sqlite", self.files, data_seed=self.seed)
+        try:
+            return self.fill_then_grow(scenario, workdir, started)
+        except disks.DiskRefused as exc:
+            return refused_disk(self.name, exc, started)
+
+    def fill_then_grow(self, scenario: Scenario, workdir: Path, started: float) -> Result:
         notes: list[str] = []
         with disks.SmallDisk(workdir / "disk", self.kib) as disk:
             runner = sqlite_runner(scenario, workdir, disk.path)
@@ -154,11 +168,14 @@ class SlowDisk(Case):
     def run(self, workdir: Path, postgres: Any) -> Result:
         started = time.monotonic()
         scenario = Scenario(self.seed, "mobile", "sqlite", self.files, data_seed=self.seed)
-        with disks.SlowDisk(workdir / "disk", workdir / "disk.img") as disk:
-            runner = sqlite_runner(scenario, workdir, disk.path)
-            outcome = Outcome(scenario)
-            chaos_execute.judge(runner, outcome)
-            quiet(runner, outcome, "the slow disk's run")
+        try:
+            with disks.SlowDisk(workdir / "disk", workdir / "disk.img") as disk:
+                runner = sqlite_runner(scenario, workdir, disk.path)
+                outcome = Outcome(scenario)
+                chaos_execute.judge(runner, outcome)
+                quiet(runner, outcome, "the slow disk's run")
+        except disks.DiskRefused as exc:
+            return refused_disk(self.name, exc, started)
         return verdict(self.name, outcome, [disk.how, disk.served], started)
 
 
