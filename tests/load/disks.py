@@ -141,8 +141,13 @@ class SlowDisk(StartStop):
     def stop(self) -> None:
         if self.group is not None and self.home is not None:
             self.served = self._served()
-            (self.home / "cgroup.procs").write_text(str(os.getpid()))
-            with contextlib.suppress(OSError):  # a process of the case still in it
+            # this process, and any started meanwhile that still lives (a JVM on its way out,
+            # another case's run when cases run together): home, so the group can go
+            pids = [str(os.getpid()), *(self.group / "cgroup.procs").read_text().split()]
+            for pid in pids:
+                with contextlib.suppress(OSError):  # it ended meanwhile
+                    (self.home / "cgroup.procs").write_text(pid)
+            with contextlib.suppress(OSError):  # one started in between: left, empty soon
                 self.group.rmdir()
             self.group = None
         unmount(self.path)
