@@ -117,7 +117,8 @@ chaos: venv check-java services
 	$(PY) -m tests.chaos --seeds $(SEEDS) --first $(FIRST) --report chaos-report.md
 
 # the load harness (tests/load/, docs/reliability.md): every case at 4x and 8x the cores of
-# busy-looping processes, each table judged against its independent model
+# busy-looping processes, each table judged against its independent model; the memory and disk
+# cases (the smallest heap, a full tmpfs, a throttled loop device) mount as root, as CI runs
 stress: venv check-java services
 	$(PY) -m tests.load --pressure 4 8 --report stress-report.md
 

@@ -5,6 +5,7 @@ wording), a message naming the problem, and a fix a person can act on."""
 
 from __future__ import annotations
 
+import os
 import re
 
 # code -> one-line rule. The catalog doubles as documentation (`slipstream check --rules`).
@@ -222,13 +223,19 @@ _FULL_PATH = re.compile(r"\[Errno 28\] [^:\n]*: '([^'\n]+)'")
 
 
 def disk_full(text: str, state_dir: object | None = None) -> SlipstreamError | None:
-    """DISK_FULL, naming the file being written when the text says it (Python's OSError does)
-    and the state dir, when `text` (an error, or a failed query's) says a disk is full."""
+    """DISK_FULL when `text` (an error, or a failed query's) says a disk is full: naming the
+    file being written when the text says it (Python's OSError does), else the state dir and
+    the room left on its disk (a write's OSError and Java's IOException name no file)."""
     match = _DISK_FULL.search(text or "")
     if match is None:
         return None
     path = _FULL_PATH.search(text)
-    where = f" writing {path.group(1)}" if path else ""
+    if path:
+        where = f" writing {path.group(1)}"
+    elif state_dir is not None:
+        where = f" that holds {state_dir}{room_left(state_dir)}"
+    else:
+        where = ""
     disk = f"the disk that holds {state_dir}" if state_dir is not None else "that disk"
     return SlipstreamError(
         "DISK_FULL",
@@ -237,6 +244,27 @@ def disk_full(text: str, state_dir: object | None = None) -> SlipstreamError | N
         "--state-dir on a disk with room; then run the same command: the batch that failed "
         "was not committed, and is read again from the checkpoint",
     )
+
+
+def room_left(path: object) -> str:
+    """` (N KiB free of M KiB)` for the disk that holds `path` (its nearest existing folder);
+    empty when the system cannot say."""
+    folder = os.path.abspath(str(path))
+    while not os.path.isdir(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    try:
+        stat = os.statvfs(folder)
+    except OSError:
+        return ""
+    free, total = stat.f_bavail * stat.f_frsize, stat.f_blocks * stat.f_frsize
+    return f" ({_kib(free)} free of {_kib(total)})"
+
+
+def _kib(size: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if size >= 10 * scale:
+            return f"{size // scale:,} {unit}"
+    return f"{size // 1024:,} KiB"
 
 
 def query_failure(

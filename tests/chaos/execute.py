@@ -90,12 +90,19 @@ class Runner:
     """`slipstream run` over and over on one checkpoint (the crash suite's Chain, with faults
     of every kind)."""
 
-    def __init__(self, scenario: Scenario, workdir: Path, sink: Sink) -> None:
+    def __init__(
+        self, scenario: Scenario, workdir: Path, sink: Sink, disk: Path | None = None
+    ) -> None:
+        """`disk`: where the run writes (checkpoint, state dir); `workdir` unless given (the
+        load harness's small or slow file systems)."""
         self.scenario, self.workdir, self.sink = scenario, workdir, sink
         self.workload: Workload = WORKLOADS[scenario.pipeline]
         self.input = workdir / "input"
         self.input.mkdir(parents=True, exist_ok=True)
-        self.checkpoint = workdir / "checkpoint"
+        self.checkpoint = (disk or workdir) / "checkpoint"
+        self.state = (disk or workdir) / "state"
+        self.env: dict[str, str] = {}  # the environment of every run (beside cli_env's)
+        self.args: list[str] = []  # flags of every run (beside the workload's and the sink's)
         self.output = self.checkpoint / "counts"  # both pipelines' output is `counts`
         staged = workdir / "generated"
         self.staged = self.workload.generate(staged, scenario.files, scenario.data_seed)
@@ -122,13 +129,13 @@ class Runner:
         return [
             sys.executable, "-m", "slipstream", verb, self.scenario.pipeline,
             "--input", str(self.input), "--checkpoint", str(self.checkpoint),
-            "--state-dir", str(self.workdir / "state"), "--trigger", "available-now",
+            "--state-dir", str(self.state), "--trigger", "available-now",
             "--max-files-per-trigger", "1", *SPARK_ARGS, *self.workload.args, *self.sink.args,
-            *extra,
+            *self.args, *extra,
         ]  # fmt: skip
 
     def start(self, fault: str = "", extra: tuple[str, ...] = (), verb: str = "run") -> Any:
-        env = cli_env(**({"SLIPSTREAM_FAULT": fault} if fault else {}))
+        env = cli_env(**self.env, **({"SLIPSTREAM_FAULT": fault} if fault else {}))
         log = self.workdir / f"run-{len(self.logs) + 1:02d}-{verb}.log"
         self.logs.append(log)
         with open(log, "w") as out:
@@ -320,8 +327,12 @@ def cut(path: Path, how: str) -> None:
 def judge(runner: Runner, outcome: Outcome) -> None:
     """The run to completion, then the sink, the quarantine and the summary against the model."""
     runner.land_rest()
-    if not expect_clean(runner, outcome, runner.run(), "the final run"):
-        return
+    if expect_clean(runner, outcome, runner.run(), "the final run"):
+        compare(runner, outcome)
+
+
+def compare(runner: Runner, outcome: Outcome) -> None:
+    """After the final run: the sink, the quarantine and the summary against the model."""
     model: Model = runner.workload.model(runner.landed)
     outcome.model = Counter(lines=model.lines, malformed=model.quarantined, late=model.late)
     frame = runner.sink.read()
@@ -338,7 +349,7 @@ def judge(runner: Runner, outcome: Outcome) -> None:
         )
     quarantine = runner.workload.quarantine
     if quarantine:
-        folder = runner.workdir / "state" / "quarantine" / runner.scenario.pipeline / quarantine
+        folder = runner.state / "quarantine" / runner.scenario.pipeline / quarantine
         held = outputs.quarantined_lines(folder)
         if held != model.quarantined:
             outcome.defect(f"quarantine holds {held} lines, the model {model.quarantined}")

@@ -9,20 +9,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.load.cases import CASES
-from tests.load.harness import report, run_cases
+from tests.load.harness import ALL_CASES, report, run_cases
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.load", description=__doc__)
     parser.add_argument("--pressure", type=int, nargs="+", default=[4, 8],
                         help="hogs per core, one round of cases each (4 8)")  # fmt: skip
-    parser.add_argument("--case", action="append", choices=sorted(CASES), help="(all)")
+    parser.add_argument("--case", action="append", choices=sorted(ALL_CASES), help="(all)")
     parser.add_argument("--report", type=Path, help="write the report (Markdown)")
     parser.add_argument("--keep", action="store_true", help="keep every case's folder")
     parser.add_argument("--together", action="store_true", help="a round's cases all at once")
     args = parser.parse_args(argv)
-    names = args.case or list(CASES)
+    names = args.case or list(ALL_CASES)
     root = Path(tempfile.mkdtemp(prefix="slipstream-load-"))
     rows = []
     from tests.services import running_postgres

@@ -10,6 +10,10 @@ from typing import Any
 
 from tests.load.cases import CASES, Case, Result
 from tests.load.pressure import CpuPressure
+from tests.load.resources import RESOURCE_CASES
+
+#: every case: CPU pressure alone (cases.py), and memory and disk pressure (resources.py)
+ALL_CASES: dict[str, Case] = {**CASES, **RESOURCE_CASES}
 
 
 def run_cases(
@@ -28,7 +32,7 @@ def run_cases(
         workdir = root / f"{factor}x-{n}"
         shutil.rmtree(workdir, ignore_errors=True)
         workdir.mkdir(parents=True)
-        cases.append((CASES[name], workdir))
+        cases.append((ALL_CASES[name], workdir))
     with CpuPressure(factor) as pressure:
         if together:
             with ThreadPoolExecutor(len(cases)) as pool:

@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from pyspark.sql.streaming import StreamingQueryListener
 
+from slipstream.errors import disk_full, find_error
 from slipstream.monitor.events import batch_executed, observed_sums
 from slipstream.monitor.kafka_lag import total_lag
 
@@ -25,6 +26,20 @@ Handler = Callable[[Record], None]
 
 def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+def handler_failure(exc: Exception) -> str:
+    """A handler's failure in a line: a full disk by its code (the event log's write names no
+    file), anything else as the exception."""
+    full = disk_full(str(exc))
+    return f"[{full.code}] {full.message}" if full else repr(exc)
+
+
+def failure_said(exception: str) -> str:
+    """A failed query's error in the batch lines' one line: a full disk or our own error by
+    its code, else the first line of Spark's text (the launch's last line gives the fix)."""
+    ours = disk_full(exception) or find_error(exception)
+    return f"[{ours.code}] {ours.message}" if ours else exception.splitlines()[0]
 
 
 class RunListener(StreamingQueryListener):
@@ -40,6 +55,7 @@ class RunListener(StreamingQueryListener):
         self.named = dict(named or {})
         # idle/terminated events carry no name; the runner registers ids as queries start
         self._names: dict[str, str] = {}
+        self._failures: set[str] = set()  # each handler failure is said once
 
     def _mine(self, name: str | None) -> bool:
         return bool(name) and (name in self.named or str(name).startswith(self.pipeline + "."))
@@ -49,7 +65,10 @@ class RunListener(StreamingQueryListener):
             try:
                 handler(record)
             except Exception as exc:  # a monitoring failure must never stop the query
-                print(f"slipstream: monitor handler failed: {exc!r}", file=sys.stderr)
+                said = handler_failure(exc)
+                if said not in self._failures:  # a full disk fails every record after it
+                    self._failures.add(said)
+                    print(f"slipstream: monitor handler failed: {said}", file=sys.stderr)
 
     def _base(self, event: str, name: str | None, qid: Any, run_id: Any) -> Record:
         return {
@@ -185,7 +204,7 @@ class ConsoleReporter:
     def __call__(self, record: Record) -> None:
         if record["event"] == "terminated" and record.get("exception"):
             print(
-                f"{record['query']}: FAILED: {record['exception'].splitlines()[0]}",
+                f"{record['query']}: FAILED: {failure_said(record['exception'])}",
                 file=self.stream,
                 flush=True,
             )

@@ -24,9 +24,10 @@ Streaming defaults, each deliberate (see docs/design.md and docs/benchmarks.md):
   here reads the package's `log4j2.properties` (`-Dlog4j2.configurationFile`, which must reach
   the JVM's command line, so it is set in `spark.driver.extraJavaOptions` before the JVM starts;
   the user's own options follow ours and win). Its level is the command's: ERROR, WARN with
-  `--verbose`. The JVM's standard error passes through a filter that drops the one line no
-  option turns off, the module system's `WARNING: Using incubator modules` (Spark 4 adds the
-  vector module); every other line passes.
+  `--verbose`; a failed query's own ERROR lines (its task, stage, file job, query) only with
+  `--verbose`, since the run says the failure once, with its code. The JVM's standard error
+  passes through a filter that drops the one line no option turns off, the module system's
+  `WARNING: Using incubator modules` (Spark 4 adds the vector module); every other line passes.
 - `spark.sql.debug.maxToStringFields` 1000 (Spark: 25): slipstream reads each output's shape from
   the analyzed plan's text, which Spark would otherwise cut ("Truncated the string
   representation of a plan") for a wide record.
@@ -34,7 +35,9 @@ Streaming defaults, each deliberate (see docs/design.md and docs/benchmarks.md):
   executors): a quarter of physical RAM, at least 1 GiB and at most 8 GiB (6 GiB on a 24 GiB
   machine instead of Spark's 1 GiB). It must be set before the JVM starts, so it applies only to
   the session that launches the JVM; `--conf spark.driver.memory=4g` overrides it. Clusters keep
-  Spark's default (the driver runs no tasks there).
+  Spark's default (the driver runs no tasks there). A heap under Spark's floor (450 MiB) is
+  refused before the JVM starts, and the JVM's own refusal is said with a code
+  (settings/driver_memory.py).
 - Tungsten pages of 4 MiB (`spark.buffer.pageSize`) and a cleaner GC every 5 minutes
   (`spark.cleaner.periodicGC.interval`, Spark: 30 min). Spark sizes pages from the heap: 64 MiB
   with a 6 GiB heap, and every broadcast hash relation takes at least one page, even for a
@@ -88,6 +91,7 @@ from slipstream.errors import SlipstreamError
 from slipstream.jvm import required_jar
 from slipstream.settings.connect import session_conf
 from slipstream.settings.delta_package import delta_conf
+from slipstream.settings.driver_memory import memory_refusal, refuse_small_heap
 from slipstream.settings.jdbc_drivers import JdbcDriver, driver_conf
 from slipstream.settings.kafka_connector import connector_conf
 from slipstream.settings.python_workers import python_for_workers
@@ -248,11 +252,18 @@ def build_session(
     settings |= java_log_options(log_level, settings)
     builder = SparkSession.builder.appName(app_name)
     if not submitted:  # spark-submit's own master stands as it is
+        refuse_small_heap(settings)  # before the JVM; driver_memory.py
         builder = builder.master(master)
         launch_jvm({**settings, "spark.master": master, "spark.app.name": app_name})
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:
+        refused = memory_refusal(str(exc))  # a heap the collector left under Spark's floor
+        if refused is None:
+            raise
+        raise refused from None
     spark.sparkContext.setLogLevel(log_level)
     return spark
 
@@ -270,9 +281,10 @@ def java_log_options(log_level: str, settings: Mapping[str, str]) -> dict[str, s
     `log_level`, before the options `settings` already holds (a -D given twice: the last wins,
     so a user's own -Dlog4j2.configurationFile stands)."""
     stack = "none" if log_level == "ERROR" else "full"  # Java stacks with --verbose only
+    failures = "OFF" if log_level == "ERROR" else log_level  # a failed query's own lines
     ours = (
         f"-Dlog4j2.configurationFile={LOG4J2.as_uri()} -Dslipstream.log.level={log_level} "
-        f"-Dslipstream.log.stack={stack}"
+        f"-Dslipstream.log.stack={stack} -Dslipstream.log.failures={failures}"
     )
     theirs = settings.get("spark.driver.extraJavaOptions", "").strip()
     return {"spark.driver.extraJavaOptions": f"{ours} {theirs}".strip()}

@@ -56,3 +56,13 @@ def test_an_oserror_enospc_anywhere_in_a_command_is_disk_full_not_internal_error
     assert code == 1, said
     assert "[DISK_FULL]" in said and str(where) in said and "fix:" in said
     assert "INTERNAL_ERROR" not in said and "Traceback" not in said
+
+
+def test_a_full_disk_that_names_no_file_names_the_state_dir_and_its_room(tmp_path: Path) -> None:
+    """A write's OSError (`[Errno 28] No space left on device`, no file) and Java's IOException
+    name no file: the message names the state dir (or its nearest existing folder's disk)."""
+    for text in ("[Errno 28] No space left on device", SPARK_TEXT):
+        error = disk_full(text, tmp_path / "state" / "not-yet")
+        assert error is not None
+        assert f"that holds {tmp_path / 'state' / 'not-yet'} (" in error.message
+        assert " free of " in error.message

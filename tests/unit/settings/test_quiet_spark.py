@@ -95,3 +95,27 @@ def test_a_default_run_shows_no_spark_log_line(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     for never in ("TRIM", "Truncated the string representation", "incubator", "NativeCodeLoader"):
         assert never not in result.stderr, result.stderr
+
+
+def test_a_failed_querys_own_log_lines_are_off_without_verbose() -> None:
+    """A full disk's run showed `ERROR TaskSetManager`, `FileFormatWriter: Aborting job` and
+    `MicroBatchExecution: Query ... terminated with error` though the run said DISK_FULL itself
+    (issue 45 item 2): their loggers follow -Dslipstream.log.failures, OFF unless --verbose."""
+    assert (
+        "-Dslipstream.log.failures=OFF"
+        in java_log_options("ERROR", {})["spark.driver.extraJavaOptions"]
+    )
+    assert (
+        "-Dslipstream.log.failures=WARN"
+        in java_log_options("WARN", {})["spark.driver.extraJavaOptions"]
+    )
+    text = LOG4J2.read_text()
+    for logger in (
+        "TaskSetManager",
+        "FileFormatWriter",
+        "runtime.MicroBatchExecution",
+        "SparkContext",
+    ):
+        name = next(line for line in text.splitlines() if line.endswith(logger))
+        level = name.replace(".name = ", ".level = ").rsplit(" = ", 1)[0] + " = "
+        assert level + "${sys:slipstream.log.failures:-ERROR}" in text, logger
