@@ -186,6 +186,11 @@ def judge(runner: Runner, outcome: Outcome) -> None:
         held = outputs.quarantined_lines(folder)
         if held != model.quarantined:
             outcome.defect(f"quarantine holds {held} lines, the model {model.quarantined}")
+    if runner.workload.dead_letter:  # late rows are kept, each once (runtime/deadletter.py)
+        folder = runner.workdir / "state" / "late" / runner.scenario.pipeline / "counts"
+        late = outputs.dead_letter_lines(folder)
+        if late != model.late:
+            outcome.defect(f"the dead-letter holds {late} late records, the model {model.late}")
     check_summary(runner, outcome)
     logs = "\n".join(log.read_text(errors="replace") for log in runner.logs)
     if runner.sink.secret and runner.sink.secret in logs:

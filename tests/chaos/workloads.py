@@ -45,6 +45,7 @@ class Workload:
     pattern: str  # the generated files' glob
     key: tuple[str, ...]
     quarantine: str | None = None  # the stream input whose quarantine folder is checked
+    dead_letter = False  # its output drops late rows into STATE_DIR/late/PIPELINE/counts
     args: tuple[str, ...] = ()  # flags of every run
 
     def generate(self, out: Path, files: int, seed: int) -> list[Path]:
@@ -64,6 +65,7 @@ class Mobile(Workload):
     pattern = "actions-*.jsonl"
     key = ("window_start", "action")
     quarantine = "actions"
+    dead_letter = True
     args = ("--window", "20s", "--watermark", "20s")
 
     def generate(self, out: Path, files: int, seed: int) -> list[Path]:
