@@ -187,7 +187,8 @@ def judge(runner: Runner, outcome: Outcome) -> None:
         if held != model.quarantined:
             outcome.defect(f"quarantine holds {held} lines, the model {model.quarantined}")
     if runner.workload.dead_letter:  # late rows are kept, each once (runtime/deadletter.py)
-        folder = runner.workdir / "state" / "late" / runner.scenario.pipeline / "counts"
+        # STATE_DIR/late/NAME for a `--checkpoint .../NAME` (settings/config.py, late_root)
+        folder = runner.workdir / "state" / "late" / runner.checkpoint.name / "counts"
         late = outputs.dead_letter_lines(folder)
         if late != model.late:
             outcome.defect(f"the dead-letter holds {late} late records, the model {model.late}")

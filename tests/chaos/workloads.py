@@ -45,7 +45,7 @@ class Workload:
     pattern: str  # the generated files' glob
     key: tuple[str, ...]
     quarantine: str | None = None  # the stream input whose quarantine folder is checked
-    dead_letter = False  # its output drops late rows into STATE_DIR/late/PIPELINE/counts
+    dead_letter = False  # its output keeps late rows in a dead-letter (runtime/deadletter.py)
     args: tuple[str, ...] = ()  # flags of every run
 
     def generate(self, out: Path, files: int, seed: int) -> list[Path]:
