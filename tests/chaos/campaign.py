@@ -93,7 +93,11 @@ def started(stack: contextlib.ExitStack, service: str) -> Any:
 
 def report(found: list[Outcome], command: str) -> str:
     """The campaign's report, in Markdown."""
-    combos = Counter(f"{o.scenario.pipeline} into {o.scenario.sink}" for o in found)
+    combos = Counter(
+        f"{o.scenario.pipeline}{' from kafka' if o.scenario.input == 'kafka' else ''} into "
+        f"{o.scenario.sink}"
+        for o in found
+    )
     records = sum((o.model for o in found), Counter())
     lines = [
         f"- command: `{command}`",
