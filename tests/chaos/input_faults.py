@@ -11,7 +11,6 @@ command resume, a run that outlived the client's timeouts stopping with KAFKA_UN
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import time
@@ -50,11 +49,7 @@ def append(runner: Runner, fault: Fault, outcome: Outcome) -> None:
     if not committed(runner, outcome):
         return
     path = runner.landed[0]
-    with open(path, "a") as out:
-        out.write("".join(f"{line}\n" for line in appended_lines(runner.scenario.pipeline,
-                                                                  runner.batches())))  # fmt: skip
-    runner.stamp += 1
-    os.utime(path, (runner.stamp, runner.stamp))
+    runner.append_to(path, appended_lines(runner.scenario.pipeline, runner.batches()))
     outcome.injected.append("append")
     if not expect_clean(runner, outcome, runner.run(), "the run after the append"):
         return

@@ -129,3 +129,34 @@ def test_the_summary_refusals_and_noise_are_read_from_a_runs_text() -> None:
     for noise in ("Traceback (most recent", "26/11/29 07:01:02 WARN Shell: x",
                   "ERROR Inbox: Ignoring error", "[Stage 2:>      (0 + 1) / 1]"):  # fmt: skip
         assert NOISE.search("ok\n" + noise), noise
+
+
+def test_a_late_file_lands_after_its_successors_and_the_model_reads_it_there(
+    tmp_path: Path,
+) -> None:
+    """The runner's landing, without Spark: a file held back lands once LATE_AFTER files
+    landed after it (modification times in landing order: Spark's order), the model counts
+    an appended file as its batch read it, and after `reset --outputs` as it is now."""
+    from tests.chaos.runner import Runner, Sink
+    from tests.chaos.scenario import LATE_AFTER, Scenario
+
+    runner = Runner(Scenario(9, "mobile", "sqlite", 8, 5), tmp_path, Sink([], dict, False))
+    staged = list(runner.pending)
+    runner.land(1)
+    runner.held, runner.hold_for = runner.pending.pop(0), LATE_AFTER
+    runner.land(LATE_AFTER - 1)
+    assert [p.name for p in runner.landed] == [p.name for p in staged[:1] + staged[2:5]]
+    runner.land(1)
+    order = [staged[0], *staged[2:6], staged[1]]
+    assert [p.name for p in runner.landed] == [p.name for p in order]
+    by_mtime = sorted(runner.landed, key=lambda p: p.stat().st_mtime)
+    assert by_mtime == runner.landed
+    assert runner.batches() == [p.read_text().splitlines() for p in order]
+
+    first = runner.landed[0]
+    runner.append_to(first, ["appended"])
+    assert runner.batches()[0] == staged[0].read_text().splitlines()  # as read
+    runner.read_again()
+    assert runner.batches()[-1][-1] == "appended"  # whole, at its new modification time
+    runner.land_rest()
+    assert sorted(p.name for p in runner.landed) == sorted(p.name for p in staged)
