@@ -34,8 +34,8 @@ DAMAGE_TARGETS = ("offsets", "commits", "sources", "build-record")
 DAMAGE_HOW = ("empty", "header-only", "garbled")
 
 #: drawn from the second stream: append: lines appended to a file a committed batch read
-#: (files only); late-file: a file held back until LATE_AFTER later ones landed (produced, from
-#: Kafka), so that its records are older than the watermark; broker: the Kafka broker stopped
+#: (files only); late-file: a file held back until LATE_AFTER later ones landed, so that its
+#: records are older than the watermark (mobile, files); broker: the Kafka broker stopped
 #: and started again (kafka only), `between` runs, `during` one (down for a drawn while, the run
 #: lives on), or `kill` (the run SIGKILLed while the broker is down, then the broker back)
 INPUT_FAULTS = ("append", "late-file", "broker")
@@ -131,6 +131,11 @@ def extend(scenario: Scenario) -> Scenario:
     faults = list(scenario.faults)
     at = rng.randint(0, len(faults))
     land = 1 if sum(f.land for f in faults) + 1 < scenario.files else 0
+    if (
+        kind == "late-file"
+        and scenario.files - sum(f.land for f in faults[:at]) - land <= LATE_AFTER
+    ):
+        at = 0  # a file held back is late by LATE_AFTER files: that many must follow it
     how = rng.choice(BROKER_HOW) if kind == "broker" else ""
     delay = round(rng.uniform(0.5, 5.0), 2) if how == "during" else 0.0
     faults.insert(at, Fault(kind, land, delay_s=delay, how=how))

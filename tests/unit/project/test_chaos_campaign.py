@@ -12,7 +12,7 @@ from tests.chaos.execute import NOISE, SUMMARY, cut
 from tests.chaos.input_faults import UNREACHABLE, appended_lines
 from tests.chaos.outputs import committed_files
 from tests.chaos.runner import REFUSED
-from tests.chaos.scenario import BROKER_HOW, FAULTS, INPUT_FAULTS, NEED_HISTORY, plan
+from tests.chaos.scenario import BROKER_HOW, FAULTS, INPUT_FAULTS, LATE_AFTER, NEED_HISTORY, plan
 from tests.chaos.workloads import WORKLOADS
 
 
@@ -32,8 +32,9 @@ def test_a_plan_is_a_pure_function_of_its_seed() -> None:
 
 
 def test_the_input_faults_fit_their_input() -> None:
-    """A broker restart comes with (and only with) a Kafka input; an appended file with files;
-    a late file with mobile (the pipeline with a watermark), on either input."""
+    """A broker restart comes with (and only with) a Kafka input; an appended file or a late
+    one with files; a late file with mobile (the pipeline with a watermark), with at least
+    LATE_AFTER files landing after it."""
     plans = [plan(seed) for seed in range(1, 401)]
     kafka = [p for p in plans if p.input == "kafka"]
     assert 0.15 < len(kafka) / len(plans) < 0.4
@@ -43,6 +44,9 @@ def test_the_input_faults_fit_their_input() -> None:
         assert (p.input == "kafka") == ("broker" in kinds)
         assert "append" not in kinds or p.input == "files"
         assert "late-file" not in kinds or p.pipeline == "mobile"
+        if "late-file" in kinds:
+            at = kinds.index("late-file")
+            assert p.files - sum(f.land for f in p.faults[: at + 1]) > LATE_AFTER
     hows = {f.how for p in kafka for f in p.faults if f.kind == "broker"}
     assert hows == set(BROKER_HOW)
     for p in kafka:
