@@ -109,8 +109,9 @@ test-fast: venv lint
 	$(PY) -m pytest -m "$(FAST)"
 
 # the randomized fault campaign (tests/chaos/, docs/reliability.md): seeds FIRST..FIRST+SEEDS-1,
-# each a pipeline, generated input, a sink and 1-3 faults, judged against an independent model;
-# a defect prints the one command that reproduces it (`python -m tests.chaos --seed N`)
+# each a pipeline, generated input (files or a Kafka topic), a sink and 1-4 faults, judged against
+# an independent model; PostgreSQL and a Kafka broker start when a seed needs them; a defect
+# prints the one command that reproduces it (`python -m tests.chaos --seed N`)
 SEEDS ?= 20
 FIRST ?= 1
 chaos: venv check-java services

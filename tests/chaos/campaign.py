@@ -3,6 +3,7 @@ faults injected by kind, the outcomes, and every defect with the command that re
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import tempfile
@@ -12,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.chaos import outputs
-from tests.chaos.execute import Outcome, Sink, execute, reproduce
+from tests.chaos.execute import execute
+from tests.chaos.runner import Outcome, Sink, reproduce
 from tests.chaos.scenario import Scenario, plan
 
 
@@ -39,45 +41,63 @@ def make_sink(scenario: Scenario, workdir: Path, postgres: Any) -> Sink:
     )
 
 
-def run_seed(seed: int, root: Path, postgres: Any = None, keep: bool = False) -> Outcome:
+def run_seed(
+    seed: int, root: Path, postgres: Any = None, keep: bool = False, kafka: Any = None
+) -> Outcome:
     """One scenario in `root/seed-N` (deleted after an outcome other than a defect, unless
-    `keep`). `postgres`: a tests.services.PostgresServer, needed by the seeds that draw it."""
+    `keep`). `postgres`: a tests.services.PostgresServer, `kafka`: a started KafkaBroker, needed
+    by the seeds that draw them."""
     scenario = plan(seed)
     workdir = root / f"seed-{seed}"
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     if scenario.sink == "postgresql" and postgres is None:
         raise RuntimeError(f"seed {seed} writes into PostgreSQL; none is running")
-    outcome = execute(scenario, workdir, make_sink(scenario, workdir, postgres))
+    if scenario.input == "kafka" and kafka is None:
+        raise RuntimeError(f"seed {seed} reads a Kafka topic; no broker is running")
+    outcome = execute(scenario, workdir, make_sink(scenario, workdir, postgres), kafka)
     if outcome.verdict != "defect" and not keep:
         shutil.rmtree(workdir, ignore_errors=True)
     return outcome
 
 
 def run_seeds(seeds: Iterable[int], root: Path | None = None, keep: bool = False) -> list[Outcome]:
-    """Seeds one after the other, with a throwaway PostgreSQL started once when one needs it."""
-    from tests.services import running_postgres
-
+    """Seeds one after the other, with a throwaway PostgreSQL and a Kafka broker (and Spark's
+    Kafka connector) started once when one needs them."""
     seeds = list(seeds)
     root = root or Path(tempfile.mkdtemp(prefix="slipstream-chaos-"))
     found: list[Outcome] = []
-    if not any(plan(s).sink == "postgresql" for s in seeds):
+    with contextlib.ExitStack() as stack:
+        postgres = kafka = None
+        if any(plan(s).sink == "postgresql" for s in seeds):
+            postgres = started(stack, "postgres")
+        if any(plan(s).input == "kafka" for s in seeds):
+            kafka = started(stack, "kafka")
         for seed in seeds:
-            found.append(run_seed(seed, root, keep=keep))
-            print(found[-1].line(), flush=True)
-        return found
-    with running_postgres() as server:
-        if isinstance(server, str):
-            raise RuntimeError(f"PostgreSQL could not start: {server}")
-        for seed in seeds:
-            found.append(run_seed(seed, root, server, keep))
+            found.append(run_seed(seed, root, postgres, keep, kafka))
             print(found[-1].line(), flush=True)
     return found
 
 
+def started(stack: contextlib.ExitStack, service: str) -> Any:
+    """A throwaway service of tests/services.py, stopped when `stack` closes."""
+    from tests.services import kafka_connector, running_kafka, running_postgres
+
+    server = stack.enter_context(running_postgres() if service == "postgres" else running_kafka())
+    if isinstance(server, str):
+        raise RuntimeError(f"{service} could not start: {server}")
+    if service == "kafka" and (reason := kafka_connector()) is not None:
+        raise RuntimeError(f"Spark's Kafka connector cannot be had: {reason}")
+    return server
+
+
 def report(found: list[Outcome], command: str) -> str:
     """The campaign's report, in Markdown."""
-    combos = Counter(f"{o.scenario.pipeline} into {o.scenario.sink}" for o in found)
+    combos = Counter(
+        f"{o.scenario.pipeline}{' from kafka' if o.scenario.input == 'kafka' else ''} into "
+        f"{o.scenario.sink}"
+        for o in found
+    )
     records = sum((o.model for o in found), Counter())
     lines = [
         f"- command: `{command}`",

@@ -10,24 +10,16 @@ from __future__ import annotations
 
 import re
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from slipstream.core.files import write_atomically
-from tests.chaos import outputs
+from tests.chaos import input_faults, outputs
+from tests.chaos.runner import Outcome, Runner, Sink, committed, expect_clean, refused_code
 from tests.chaos.scenario import Fault, Scenario
-from tests.chaos.workloads import OTHER_WINDOW, WORKLOADS, Model, Workload
-from tests.helpers import REPO, cli_env
+from tests.chaos.workloads import OTHER_WINDOW, Model
 
-PROCESS_TIMEOUT_S = 300
-SPARK_ARGS = ["--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=2"]
-REFUSED = re.compile(r"slipstream: (?:refused|failed) \[([A-Z][A-Z_]+)\]")
 SUMMARY = re.compile(
     r"summary (\S+): .*?([\d,]+) records? read = ([\d,]+) valid \+ ([\d,]+) quarantined"
     r" \+ ([\d,]+) late(?: \([^)]*\))?(?: \+ ([\d,]+) duplicates)?"
@@ -38,158 +30,7 @@ NOISE = re.compile(r"Traceback|^(?:\S+ ){0,2}(?:ERROR|WARN) |\[Stage \d+:", re.M
 WAY_OUT = {"CHECKPOINT_DAMAGED": "reset --outputs", "STATE_INCOMPATIBLE": "revert the change"}
 
 
-def reproduce(seed: int) -> str:
-    return f"cd {REPO} && {sys.executable} -m tests.chaos --seed {seed}"
-
-
-@dataclass
-class Outcome:
-    scenario: Scenario
-    verdict: str = "exact"
-    injected: list[str] = field(default_factory=list)  # fault kinds that happened
-    missed: list[str] = field(default_factory=list)  # planned, did not happen (and why)
-    refusals: list[str] = field(default_factory=list)  # codes, each followed by its way out
-    defects: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    runs: int = 0
-    seconds: float = 0.0
-    model: Counter[str] = field(default_factory=Counter)  # records landed, malformed, late
-
-    def defect(self, text: str) -> None:
-        self.defects.append(text)
-        self.verdict = "defect"
-
-    def line(self) -> str:
-        parts = [f"{self.verdict}: {self.scenario.describe()}"]
-        parts.append(f"{self.runs} runs, {self.seconds:.0f}s")
-        if self.injected:
-            parts.append("injected " + ", ".join(self.injected))
-        if self.missed:
-            parts.append("not injected " + ", ".join(self.missed))
-        if self.refusals:
-            parts.append("refused " + ", ".join(self.refusals))
-        text = "; ".join(parts)
-        for defect in self.defects:
-            text += f"\n  DEFECT {defect}"
-        if self.defects:
-            text += f"\n  reproduce: {reproduce(self.scenario.seed)}"
-        return text
-
-
-@dataclass
-class Sink:
-    """Where a scenario writes, the flags that say so, and how to read it back."""
-
-    args: list[str]
-    read: Callable[[], Any]
-    final_only: bool  # append mode: the windows the watermark closed
-    secret: str | None = None
-
-
-class Runner:
-    """`slipstream run` over and over on one checkpoint (the crash suite's Chain, with faults
-    of every kind)."""
-
-    def __init__(
-        self, scenario: Scenario, workdir: Path, sink: Sink, disk: Path | None = None
-    ) -> None:
-        """`disk`: where the run writes (checkpoint, state dir); `workdir` unless given (the
-        load harness's small or slow file systems)."""
-        self.scenario, self.workdir, self.sink = scenario, workdir, sink
-        self.workload: Workload = WORKLOADS[scenario.pipeline]
-        self.input = workdir / "input"
-        self.input.mkdir(parents=True, exist_ok=True)
-        self.checkpoint = (disk or workdir) / "checkpoint"
-        self.state = (disk or workdir) / "state"
-        self.env: dict[str, str] = {}  # the environment of every run (beside cli_env's)
-        self.args: list[str] = []  # flags of every run (beside the workload's and the sink's)
-        self.output = self.checkpoint / "counts"  # both pipelines' output is `counts`
-        staged = workdir / "generated"
-        self.staged = self.workload.generate(staged, scenario.files, scenario.data_seed)
-        self.landed: list[Path] = []
-        self.logs: list[Path] = []
-        self.stamp = 0.0
-
-    # --- input -----------------------------------------------------------------------------
-
-    def land(self, count: int) -> None:
-        """The next `count` generated files, each with a later modification time (Spark takes
-        new files in that order)."""
-        for source in self.staged[len(self.landed) : len(self.landed) + count]:
-            self.stamp = max(time.time(), self.stamp + 1)
-            lines = source.read_text().splitlines()
-            self.landed.append(write_atomically(self.input, source.name, lines, mtime=self.stamp))
-
-    def land_rest(self) -> None:
-        self.land(len(self.staged) - len(self.landed))
-
-    # --- runs ------------------------------------------------------------------------------
-
-    def command(self, verb: str = "run", extra: tuple[str, ...] = ()) -> list[str]:
-        return [
-            sys.executable, "-m", "slipstream", verb, self.scenario.pipeline,
-            "--input", str(self.input), "--checkpoint", str(self.checkpoint),
-            "--state-dir", str(self.state), "--trigger", "available-now",
-            "--max-files-per-trigger", "1", *SPARK_ARGS, *self.workload.args, *self.sink.args,
-            *self.args, *extra,
-        ]  # fmt: skip
-
-    def start(self, fault: str = "", extra: tuple[str, ...] = (), verb: str = "run") -> Any:
-        env = cli_env(**self.env, **({"SLIPSTREAM_FAULT": fault} if fault else {}))
-        log = self.workdir / f"run-{len(self.logs) + 1:02d}-{verb}.log"
-        self.logs.append(log)
-        with open(log, "w") as out:
-            return subprocess.Popen(
-                self.command(verb, extra), stdout=out, stderr=subprocess.STDOUT, env=env,
-                stdin=subprocess.DEVNULL, cwd=self.workdir,
-            )  # fmt: skip
-
-    def wait(self, proc: Any) -> int | None:
-        """The exit code, or None when the run hung past the bound (it is killed)."""
-        try:
-            return int(proc.wait(timeout=PROCESS_TIMEOUT_S))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            return None
-
-    def run(self, extra: tuple[str, ...] = (), verb: str = "run") -> int | None:
-        return self.wait(self.start(extra=extra, verb=verb))
-
-    def text(self, index: int = -1) -> str:
-        return self.logs[index].read_text(errors="replace")
-
-    def last(self, log: str) -> int:
-        folder = self.output / log
-        ids = [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if folder.is_dir() else []
-        return max(ids, default=-1)
-
-    def until(self, proc: Any, condition: Callable[[], bool]) -> bool:
-        """Bounded poll on the checkpoint while the run lives: True once `condition` holds,
-        False if the run ended first."""
-        deadline = time.monotonic() + PROCESS_TIMEOUT_S
-        while not condition():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
-
-
 # --- faults --------------------------------------------------------------------------------------
-
-
-def refused_code(text: str) -> str | None:
-    found = REFUSED.search(text)
-    return found.group(1) if found else None
-
-
-def expect_clean(runner: Runner, outcome: Outcome, code: int | None, what: str) -> bool:
-    """A run that should have finished: exit 0, else a defect (a refusal is not expected)."""
-    if code == 0:
-        return True
-    said = refused_code(runner.text()) or "no code"
-    outcome.defect(f"{what}: exit {code} ({said}); see {runner.logs[-1]}")
-    return False
 
 
 def kill_random(runner: Runner, fault: Fault, outcome: Outcome) -> None:
@@ -238,14 +79,6 @@ def sigint(runner: Runner, fault: Fault, outcome: Outcome) -> None:
     outcome.missed.append("sigint (the run ended first)")
 
 
-def committed(runner: Runner, outcome: Outcome) -> bool:
-    """A checkpoint that has committed a batch, for the faults that need one: when a kill
-    before landed inside the first batch, a run to completion first."""
-    if runner.last("commits") >= 0:
-        return True
-    return expect_clean(runner, outcome, runner.run(), "the run before the fault")
-
-
 def damage(runner: Runner, fault: Fault, outcome: Outcome) -> None:
     if not committed(runner, outcome):
         return
@@ -262,6 +95,7 @@ def damage(runner: Runner, fault: Fault, outcome: Outcome) -> None:
     if refused(runner, outcome, code, "CHECKPOINT_DAMAGED"):
         # the way out its fix line gives: start over from the landed files
         reset = runner.run(("--outputs", "--yes"), verb="reset")
+        runner.read_again()  # the rebuild reads every file as it is now
         if expect_clean(runner, outcome, reset, "reset --outputs"):
             expect_clean(runner, outcome, runner.run(), "the run after reset")
 
@@ -296,6 +130,9 @@ FAULT_RUNS: dict[str, Callable[[Runner, Fault, Outcome], None]] = {
     "sigint": sigint,
     "damage": damage,
     "window": change_window,
+    "append": input_faults.append,
+    "late-file": input_faults.late_file,
+    "broker": input_faults.broker_restart,
 }
 
 
@@ -333,7 +170,7 @@ def judge(runner: Runner, outcome: Outcome) -> None:
 
 def compare(runner: Runner, outcome: Outcome) -> None:
     """After the final run: the sink, the quarantine and the summary against the model."""
-    model: Model = runner.workload.model(runner.landed)
+    model: Model = runner.workload.model(runner.batches())
     outcome.model = Counter(lines=model.lines, malformed=model.quarantined, late=model.late)
     frame = runner.sink.read()
     got = runner.workload.rows(frame)
@@ -353,6 +190,12 @@ def compare(runner: Runner, outcome: Outcome) -> None:
         held = outputs.quarantined_lines(folder)
         if held != model.quarantined:
             outcome.defect(f"quarantine holds {held} lines, the model {model.quarantined}")
+    if runner.workload.dead_letter:  # late rows are kept, each once (runtime/deadletter.py)
+        # STATE_DIR/late/NAME for a `--checkpoint .../NAME` (settings/config.py, late_root)
+        folder = runner.state / "late" / runner.checkpoint.name / "counts"
+        late = outputs.dead_letter_lines(folder)
+        if late != model.late:
+            outcome.defect(f"the dead-letter holds {late} late records, the model {model.late}")
     check_summary(runner, outcome)
     logs = "\n".join(log.read_text(errors="replace") for log in runner.logs)
     if runner.sink.secret and runner.sink.secret in logs:
@@ -376,10 +219,11 @@ def check_summary(runner: Runner, outcome: Outcome) -> None:
         outcome.defect(f"summary: {read} records read != {' + '.join(map(str, terms))}")
 
 
-def execute(scenario: Scenario, workdir: Path, sink: Sink) -> Outcome:
+def execute(scenario: Scenario, workdir: Path, sink: Sink, broker: object = None) -> Outcome:
+    """`broker`: a started slipstream.tools.kafka_broker.KafkaBroker, for a Kafka input."""
     started = time.monotonic()
     outcome = Outcome(scenario)
-    runner = Runner(scenario, workdir, sink)
+    runner = Runner(scenario, workdir, sink, broker)
     try:
         for fault in scenario.faults:
             runner.land(fault.land)

@@ -55,3 +55,9 @@ def read_parquet_sink(folder: Path) -> pd.DataFrame:
 def quarantined_lines(folder: Path) -> int:
     """Records in a quarantine folder (JSON lines, one record each), committed files only."""
     return sum(len(f.read_text().splitlines()) for f in committed_files(folder))
+
+
+def dead_letter_lines(folder: Path) -> int:
+    """Late records in an output's dead-letter (`batch-N.jsonl` files, written whole, one
+    record a line); a missing folder holds none."""
+    return sum(len(f.read_text().splitlines()) for f in folder.glob("batch-*.jsonl"))

@@ -1,11 +1,17 @@
 """A scenario is a pure function of its seed: `plan(seed)` draws the pipeline, the sink, the
 input's size and dirt, and 1-3 faults, each after a few more files landed, from
-`random.Random(seed)` alone. Running it is execute.py's job."""
+`random.Random(seed)` alone. Running it is execute.py's job.
+
+The input's kind and the faults that came with it (a Kafka topic and a broker restart, a file
+appended after its batch read it, a file landed late) are drawn after that, from a second stream
+of the same seed (`random.Random(f"{seed}:input")`): the first stream draws exactly what it drew
+before they existed, so a seed whose second draw adds nothing keeps its plan (about half of
+them, the suite's fixed seed among them), and the others keep theirs with one fault more."""
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 #: what each pipeline can write into (parquet is an append-mode file sink: mobile's finalised
 #: windows; wordcount has no watermark, so no append mode)
@@ -27,6 +33,18 @@ NEED_HISTORY = ("damage", "window")
 DAMAGE_TARGETS = ("offsets", "commits", "sources", "build-record")
 DAMAGE_HOW = ("empty", "header-only", "garbled")
 
+#: drawn from the second stream: append: lines appended to a file a committed batch read
+#: (files only); late-file: a file held back until LATE_AFTER later ones landed, so that its
+#: records are older than the watermark (mobile, files); broker: the Kafka broker stopped
+#: and started again (kafka only), `between` runs, `during` one (down for a drawn while, the run
+#: lives on), or `kill` (the run SIGKILLed while the broker is down, then the broker back)
+INPUT_FAULTS = ("append", "late-file", "broker")
+BROKER_HOW = ("between", "during", "kill")
+LATE_AFTER = 4
+#: the second stream's choices: nothing added (the plan of before), Kafka input with a broker
+#: restart, an appended file, a file landed late
+EXTRAS = {"none": 10, "kafka": 5, "append": 3, "late-file": 2}
+
 
 @dataclass(frozen=True)
 class Fault:
@@ -35,7 +53,7 @@ class Fault:
     delay_s: float = 0.0  # kill-random: after the batch started
     ahead: int = 0  # kill-in-sink/after-write: this many batches after the next
     target: str = ""  # damage: which file of the output's checkpoint
-    how: str = ""  # damage: empty, header-only, garbled
+    how: str = ""  # damage: empty, header-only, garbled; broker: between, during, kill
 
     def describe(self) -> str:
         detail = {
@@ -44,6 +62,9 @@ class Fault:
             "kill-after-write": f" at the next batch + {self.ahead}",
             "damage": f" {self.target} {self.how}",
             "window": " 40s instead of 20s",
+            "append": " to a file read",
+            "late-file": f" held back for {LATE_AFTER} files",
+            "broker": f" {self.how}" + (f" down {self.delay_s:.2f}s" if self.delay_s else ""),
         }.get(self.kind, "")
         return f"{self.kind}{detail} (after {self.land} more files)"
 
@@ -56,10 +77,15 @@ class Scenario:
     files: int  # files generated in all; those no fault landed come before the final run
     data_seed: int
     faults: tuple[Fault, ...] = field(default_factory=tuple)
+    input: str = "files"  # or kafka: the files' records produced to a topic instead
 
     def describe(self) -> str:
         steps = "; ".join(f.describe() for f in self.faults)
-        return f"seed {self.seed}: {self.pipeline} into {self.sink}, {self.files} files; {steps}"
+        source = " from kafka" if self.input == "kafka" else ""
+        return (
+            f"seed {self.seed}: {self.pipeline}{source} into {self.sink}, {self.files} files; "
+            f"{steps}"
+        )
 
 
 def plan(seed: int) -> Scenario:
@@ -89,7 +115,32 @@ def plan(seed: int) -> Scenario:
                 how=rng.choice(DAMAGE_HOW) if kind == "damage" else "",
             )
         )
-    return Scenario(seed, pipeline, sink, files, data_seed, tuple(faults))
+    return extend(Scenario(seed, pipeline, sink, files, data_seed, tuple(faults)))
+
+
+def extend(scenario: Scenario) -> Scenario:
+    """The second stream's draw: the input's kind, and one input fault inserted at a drawn
+    place of the first stream's schedule (landing one more file when the budget allows)."""
+    rng = random.Random(f"{scenario.seed}:input")
+    extra = rng.choices(list(EXTRAS), list(EXTRAS.values()))[0]
+    if extra == "none":
+        return scenario
+    if extra == "late-file" and scenario.pipeline != "mobile":
+        extra = "append"  # wordcount has no watermark: a late file is only a file
+    kind = "broker" if extra == "kafka" else extra
+    faults = list(scenario.faults)
+    at = rng.randint(0, len(faults))
+    land = 1 if sum(f.land for f in faults) + 1 < scenario.files else 0
+    if (
+        kind == "late-file"
+        and scenario.files - sum(f.land for f in faults[:at]) - land <= LATE_AFTER
+    ):
+        at = 0  # a file held back is late by LATE_AFTER files: that many must follow it
+    how = rng.choice(BROKER_HOW) if kind == "broker" else ""
+    delay = round(rng.uniform(0.5, 5.0), 2) if how == "during" else 0.0
+    faults.insert(at, Fault(kind, land, delay_s=delay, how=how))
+    source = "kafka" if extra == "kafka" else "files"
+    return replace(scenario, faults=tuple(faults), input=source)
 
 
 def _fits(kind: str, pipeline: str, sink: str) -> bool:

@@ -45,12 +45,14 @@ class Workload:
     pattern: str  # the generated files' glob
     key: tuple[str, ...]
     quarantine: str | None = None  # the stream input whose quarantine folder is checked
+    dead_letter = False  # its output keeps late rows in a dead-letter (runtime/deadletter.py)
     args: tuple[str, ...] = ()  # flags of every run
 
     def generate(self, out: Path, files: int, seed: int) -> list[Path]:
         raise NotImplementedError
 
-    def model(self, landed: list[Path]) -> Model:
+    def model(self, batches: list[list[str]]) -> Model:
+        """Over every landed file's lines as its batch read them, in the order read."""
         raise NotImplementedError
 
     def rows(self, frame: Any) -> dict[tuple[Any, ...], int]:
@@ -63,6 +65,7 @@ class Mobile(Workload):
     pattern = "actions-*.jsonl"
     key = ("window_start", "action")
     quarantine = "actions"
+    dead_letter = True
     args = ("--window", "20s", "--watermark", "20s")
 
     def generate(self, out: Path, files: int, seed: int) -> list[Path]:
@@ -74,8 +77,7 @@ class Mobile(Workload):
         generate(spec, mobile_generator.Phones(devices=20, rate=2.0), out)
         return sorted(out.glob(self.pattern))
 
-    def model(self, landed: list[Path]) -> Model:
-        batches = [p.read_text().splitlines() for p in landed]
+    def model(self, batches: list[list[str]]) -> Model:
         kept, stats = ref.counted(batches, ref.mobile_action, "ts", None, WATERMARK, WINDOW)
         table = Counter((ref.iso(ref.window_start(r["ts"], WINDOW)), r["action"]) for r in kept)
         watermark = stats["watermark"]
@@ -114,8 +116,8 @@ class WordCount(Workload):
             assert main(argv) == 0
         return sorted(out.glob(self.pattern))
 
-    def model(self, landed: list[Path]) -> Model:
-        lines = [line for p in landed for line in p.read_text().splitlines()]
+    def model(self, batches: list[list[str]]) -> Model:
+        lines = [line for batch in batches for line in batch]
         table = Counter((word,) for line in lines for word in line.split())
         return Model(dict(table), dict(table), 0, len(lines), 0)
 

@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.chaos.execute import NOISE, REFUSED, SUMMARY, cut
+from tests.chaos.execute import NOISE, SUMMARY, cut
+from tests.chaos.input_faults import UNREACHABLE, appended_lines
 from tests.chaos.outputs import committed_files
-from tests.chaos.scenario import FAULTS, NEED_HISTORY, plan
+from tests.chaos.runner import REFUSED
+from tests.chaos.scenario import BROKER_HOW, FAULTS, INPUT_FAULTS, LATE_AFTER, NEED_HISTORY, plan
+from tests.chaos.workloads import WORKLOADS
 
 
 def test_a_plan_is_a_pure_function_of_its_seed() -> None:
@@ -18,12 +21,68 @@ def test_a_plan_is_a_pure_function_of_its_seed() -> None:
     assert plans == [plan(seed) for seed in range(1, 301)]
     assert len({p.describe().split(":", 1)[1] for p in plans}) > 250
     drawn = {f.kind for p in plans for f in p.faults}
-    assert drawn == set(FAULTS)
+    assert drawn == set(FAULTS) | set(INPUT_FAULTS)
     for p in plans:
-        assert 1 <= len(p.faults) <= 3 and p.faults[0].kind not in NEED_HISTORY
+        first = [f for f in p.faults if f.kind not in INPUT_FAULTS]  # the first stream's
+        assert 1 <= len(first) <= 3 and first[0].kind not in NEED_HISTORY
+        assert len(p.faults) - len(first) <= 1
         assert sum(f.land for f in p.faults) < p.files  # files are left for the final run
         assert p.sink != "parquet" or p.pipeline == "mobile"
         assert not any(f.kind == "window" for f in p.faults) or p.pipeline == "mobile"
+
+
+def test_the_input_faults_fit_their_input() -> None:
+    """A broker restart comes with (and only with) a Kafka input; an appended file or a late
+    one with files; a late file with mobile (the pipeline with a watermark), with at least
+    LATE_AFTER files landing after it."""
+    plans = [plan(seed) for seed in range(1, 401)]
+    kafka = [p for p in plans if p.input == "kafka"]
+    assert 0.15 < len(kafka) / len(plans) < 0.4
+    assert {p.pipeline for p in kafka} == {"mobile", "wordcount"}
+    for p in plans:
+        kinds = [f.kind for f in p.faults]
+        assert (p.input == "kafka") == ("broker" in kinds)
+        assert "append" not in kinds or p.input == "files"
+        assert "late-file" not in kinds or p.pipeline == "mobile"
+        if "late-file" in kinds:
+            at = kinds.index("late-file")
+            assert p.files - sum(f.land for f in p.faults[: at + 1]) > LATE_AFTER
+    hows = {f.how for p in kafka for f in p.faults if f.kind == "broker"}
+    assert hows == set(BROKER_HOW)
+    for p in kafka:
+        (broker,) = (f for f in p.faults if f.kind == "broker")
+        assert (broker.delay_s > 0) == (broker.how == "during") and broker.delay_s <= 5
+    assert any("late-file" in (f.kind for f in p.faults) for p in plans)
+
+
+def test_the_second_stream_leaves_the_first_streams_plans_alone() -> None:
+    """A seed's first stream draws what it drew before the input faults existed: the suite's
+    fixed seed keeps its plan word for word, and about half the seeds draw nothing more."""
+    fixed = plan(1271)
+    assert fixed.input == "files"
+    assert fixed.describe() == (
+        "seed 1271: mobile into sqlite, 8 files; kill-random 1.15s into a batch (after 1 more "
+        "files); damage sources empty (after 1 more files); window 40s instead of 20s (after 1 "
+        "more files)"
+    )
+    unchanged = [
+        s for s in range(1, 201) if not set(INPUT_FAULTS) & {f.kind for f in plan(s).faults}
+    ]
+    assert len(unchanged) > 80
+
+
+def test_appended_lines_are_records_that_would_count() -> None:
+    """The appended mobile lines are valid actions at the newest event time (never late, so a
+    wrong read shows in the table); the model counts each of them when they are given to it."""
+    batch = ['{"id":"p1","action":"open","ts":"2026-01-01T00:00:01Z"}', "not json",
+             '{"id":"p2","action":"swipe","ts":"2026-01-01T00:00:19Z"}']  # fmt: skip
+    lines = appended_lines("mobile", [batch])
+    assert all(json.loads(x)["ts"] == "2026-01-01T00:00:19Z" for x in lines)
+    before = WORKLOADS["mobile"].model([batch])
+    after = WORKLOADS["mobile"].model([batch + lines])
+    assert sum(after.table.values()) == sum(before.table.values()) + len(lines)
+    words = WORKLOADS["wordcount"].model([appended_lines("wordcount", [])])
+    assert words.lines == len(appended_lines("wordcount", [])) and words.table
 
 
 def test_the_damage_empties_cuts_or_garbles_a_file(tmp_path: Path) -> None:
@@ -68,7 +127,40 @@ def test_the_summary_refusals_and_noise_are_read_from_a_runs_text() -> None:
                          "late (dropped by the watermark) + 2 duplicates dropped")  # fmt: skip
     assert dup and dup.group(6) == "2"
     assert (m := REFUSED.search(text)) and m.group(1) == "CHECKPOINT_DAMAGED"
+    stopped = "slipstream: the query failed [KAFKA_UNREACHABLE] the broker 127.0.0.1:9 ..."
+    assert UNREACHABLE.search("x\n" + stopped) and not UNREACHABLE.search(text)
     assert not NOISE.search(text)
     for noise in ("Traceback (most recent", "26/11/29 07:01:02 WARN Shell: x",
                   "ERROR Inbox: Ignoring error", "[Stage 2:>      (0 + 1) / 1]"):  # fmt: skip
         assert NOISE.search("ok\n" + noise), noise
+
+
+def test_a_late_file_lands_after_its_successors_and_the_model_reads_it_there(
+    tmp_path: Path,
+) -> None:
+    """The runner's landing, without Spark: a file held back lands once LATE_AFTER files
+    landed after it (modification times in landing order: Spark's order), the model counts
+    an appended file as its batch read it, and after `reset --outputs` as it is now."""
+    from tests.chaos.runner import Runner, Sink
+    from tests.chaos.scenario import LATE_AFTER, Scenario
+
+    runner = Runner(Scenario(9, "mobile", "sqlite", 8, 5), tmp_path, Sink([], dict, False))
+    staged = list(runner.pending)
+    runner.land(1)
+    runner.held, runner.hold_for = runner.pending.pop(0), LATE_AFTER
+    runner.land(LATE_AFTER - 1)
+    assert [p.name for p in runner.landed] == [p.name for p in staged[:1] + staged[2:5]]
+    runner.land(1)
+    order = [staged[0], *staged[2:6], staged[1]]
+    assert [p.name for p in runner.landed] == [p.name for p in order]
+    by_mtime = sorted(runner.landed, key=lambda p: p.stat().st_mtime)
+    assert by_mtime == runner.landed
+    assert runner.batches() == [p.read_text().splitlines() for p in order]
+
+    first = runner.landed[0]
+    runner.append_to(first, ["appended"])
+    assert runner.batches()[0] == staged[0].read_text().splitlines()  # as read
+    runner.read_again()
+    assert runner.batches()[-1][-1] == "appended"  # whole, at its new modification time
+    runner.land_rest()
+    assert sorted(p.name for p in runner.landed) == sorted(p.name for p in staged)

@@ -1,0 +1,244 @@
+"""A scenario's runs and its input: `slipstream run` over and over on one checkpoint, the
+generated files landed in a folder or produced to a Kafka topic, and what each run did
+(`Outcome`). The faults are execute.py's and input_faults.py's."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slipstream.core.files import write_atomically
+from tests.chaos.scenario import Scenario
+from tests.chaos.workloads import WORKLOADS, Workload
+from tests.helpers import REPO, cli_env
+
+PROCESS_TIMEOUT_S = 300
+SPARK_ARGS = ["--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=2"]
+REFUSED = re.compile(r"slipstream: (?:refused|failed) \[([A-Z][A-Z_]+)\]")
+#: a Kafka input's batch: about one generated file (a mobile file holds 30-45 records)
+KAFKA_BATCH = 40
+
+
+def reproduce(seed: int) -> str:
+    return f"cd {REPO} && {sys.executable} -m tests.chaos --seed {seed}"
+
+
+@dataclass
+class Outcome:
+    scenario: Scenario
+    verdict: str = "exact"
+    injected: list[str] = field(default_factory=list)  # fault kinds that happened
+    missed: list[str] = field(default_factory=list)  # planned, did not happen (and why)
+    refusals: list[str] = field(default_factory=list)  # codes, each followed by its way out
+    defects: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    runs: int = 0
+    seconds: float = 0.0
+    model: Counter[str] = field(default_factory=Counter)  # records landed, malformed, late
+
+    def defect(self, text: str) -> None:
+        self.defects.append(text)
+        self.verdict = "defect"
+
+    def line(self) -> str:
+        parts = [f"{self.verdict}: {self.scenario.describe()}"]
+        parts.append(f"{self.runs} runs, {self.seconds:.0f}s")
+        if self.injected:
+            parts.append("injected " + ", ".join(self.injected))
+        if self.missed:
+            parts.append("not injected " + ", ".join(self.missed))
+        if self.refusals:
+            parts.append("refused " + ", ".join(self.refusals))
+        text = "; ".join(parts)
+        for defect in self.defects:
+            text += f"\n  DEFECT {defect}"
+        if self.defects:
+            text += f"\n  reproduce: {reproduce(self.scenario.seed)}"
+        return text
+
+
+@dataclass
+class Sink:
+    """Where a scenario writes, the flags that say so, and how to read it back."""
+
+    args: list[str]
+    read: Callable[[], Any]
+    final_only: bool  # append mode: the windows the watermark closed
+    secret: str | None = None
+
+
+class Runner:
+    """`slipstream run` over and over on one checkpoint (the crash suite's Chain, with faults
+    of every kind)."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        workdir: Path,
+        sink: Sink,
+        broker: Any = None,
+        disk: Path | None = None,
+    ) -> None:
+        """`disk`: where the run writes (checkpoint, state dir); `workdir` unless given (the
+        load harness's small or slow file systems)."""
+        self.scenario, self.workdir, self.sink = scenario, workdir, sink
+        self.workload: Workload = WORKLOADS[scenario.pipeline]
+        self.input = workdir / "input"
+        self.input.mkdir(parents=True, exist_ok=True)
+        self.checkpoint = (disk or workdir) / "checkpoint"
+        self.state = (disk or workdir) / "state"
+        self.env: dict[str, str] = {}  # the environment of every run (beside cli_env's)
+        self.args: list[str] = []  # flags of every run (beside the workload's and the sink's)
+        self.output = self.checkpoint / "counts"  # both pipelines' output is `counts`
+        staged = workdir / "generated"
+        self.pending = self.workload.generate(staged, scenario.files, scenario.data_seed)
+        self.landed: list[Path] = []
+        #: each landed file as its batch read it: (the order Spark reads it in, its lines)
+        self.read_as: dict[Path, tuple[float, list[str]]] = {}
+        self.held: Path | None = None  # late-file: landed once `hold_for` more files landed
+        self.hold_for = 0
+        self.logs: list[Path] = []
+        self.stamp = 0.0
+        self.broker = broker
+        self.topic = ""
+        if scenario.input == "kafka":
+            self.topic = broker.create_topic(f"chaos-{scenario.seed}-{time.time_ns()}", 1)
+
+    # --- input -----------------------------------------------------------------------------
+
+    def land(self, count: int) -> None:
+        """The next `count` generated files, each with a later modification time (Spark takes
+        new files in that order), or their records produced to the topic; a file held back
+        lands once `hold_for` files landed after it."""
+        for _ in range(min(count, len(self.pending))):
+            self.land_one(self.pending.pop(0))
+            self.hold_for -= 1
+            if self.held is not None and self.hold_for <= 0:
+                self.land_one(self.held)
+                self.held = None
+
+    def land_one(self, source: Path) -> None:
+        self.stamp = max(time.time(), self.stamp + 1)
+        lines = source.read_text().splitlines()
+        if self.topic:
+            from tests.services import produce
+
+            produce(self.broker.bootstrap, self.topic, lines)
+            self.landed.append(source)
+        else:
+            self.landed.append(write_atomically(self.input, source.name, lines, mtime=self.stamp))
+        self.read_as[self.landed[-1]] = (self.stamp, lines)
+
+    def append_to(self, path: Path, lines: list[str]) -> None:
+        """Lines appended to a landed file, its modification time moved on past every file's
+        (the model keeps what its batch read: `read_as` is not touched)."""
+        with open(path, "a") as out:
+            out.write("".join(f"{line}\n" for line in lines))
+        self.stamp += 1
+        os.utime(path, (self.stamp, self.stamp))
+
+    def land_rest(self) -> None:
+        self.land(len(self.pending))
+        if self.held is not None:
+            self.land_one(self.held)
+            self.held = None
+
+    def batches(self) -> list[list[str]]:
+        """What the model counts: every landed file's lines as its batch read them, in the
+        order Spark read them (modification time; a topic's: production)."""
+        return [lines for _, lines in sorted(self.read_as.values(), key=lambda e: e[0])]
+
+    def read_again(self) -> None:
+        """After `reset --outputs`, the rebuild reads every file as it is now, in the order of
+        its modification time now (an appended file whole, where its append put it)."""
+        if not self.topic:
+            for path in self.read_as:
+                self.read_as[path] = (path.stat().st_mtime, path.read_text().splitlines())
+
+    # --- runs ------------------------------------------------------------------------------
+
+    def command(self, verb: str = "run", extra: tuple[str, ...] = ()) -> list[str]:
+        source = ["--input", str(self.input), "--max-files-per-trigger", "1"]
+        if self.topic:
+            url = f"kafka://{self.broker.bootstrap}/{self.topic}?startingOffsets=earliest"
+            source = ["--input", f"{url}&maxOffsetsPerTrigger={KAFKA_BATCH}"]
+        return [
+            sys.executable, "-m", "slipstream", verb, self.scenario.pipeline, *source,
+            "--checkpoint", str(self.checkpoint), "--state-dir", str(self.state),
+            "--trigger", "available-now", *SPARK_ARGS, *self.workload.args, *self.sink.args,
+            *self.args, *extra,
+        ]  # fmt: skip
+
+    def start(self, fault: str = "", extra: tuple[str, ...] = (), verb: str = "run") -> Any:
+        env = cli_env(**self.env, **({"SLIPSTREAM_FAULT": fault} if fault else {}))
+        # the Kafka connector the campaign resolved (tests.services.kafka_connector); cli_env
+        # leaves out the SLIPSTREAM_ variables of this process
+        if os.environ.get("SLIPSTREAM_KAFKA_CONNECTOR"):
+            env["SLIPSTREAM_KAFKA_CONNECTOR"] = os.environ["SLIPSTREAM_KAFKA_CONNECTOR"]
+        log = self.workdir / f"run-{len(self.logs) + 1:02d}-{verb}.log"
+        self.logs.append(log)
+        with open(log, "w") as out:
+            return subprocess.Popen(
+                self.command(verb, extra), stdout=out, stderr=subprocess.STDOUT, env=env,
+                stdin=subprocess.DEVNULL, cwd=self.workdir,
+            )  # fmt: skip
+
+    def wait(self, proc: Any) -> int | None:
+        """The exit code, or None when the run hung past the bound (it is killed)."""
+        try:
+            return int(proc.wait(timeout=PROCESS_TIMEOUT_S))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            return None
+
+    def run(self, extra: tuple[str, ...] = (), verb: str = "run") -> int | None:
+        return self.wait(self.start(extra=extra, verb=verb))
+
+    def text(self, index: int = -1) -> str:
+        return self.logs[index].read_text(errors="replace")
+
+    def last(self, log: str) -> int:
+        folder = self.output / log
+        ids = [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if folder.is_dir() else []
+        return max(ids, default=-1)
+
+    def until(self, proc: Any, condition: Callable[[], bool]) -> bool:
+        """Bounded poll on the checkpoint while the run lives: True once `condition` holds,
+        False if the run ended first."""
+        deadline = time.monotonic() + PROCESS_TIMEOUT_S
+        while not condition():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+
+def refused_code(text: str) -> str | None:
+    found = REFUSED.search(text)
+    return found.group(1) if found else None
+
+
+def expect_clean(runner: Runner, outcome: Outcome, code: int | None, what: str) -> bool:
+    """A run that should have finished: exit 0, else a defect (a refusal is not expected)."""
+    if code == 0:
+        return True
+    said = refused_code(runner.text()) or "no code"
+    outcome.defect(f"{what}: exit {code} ({said}); see {runner.logs[-1]}")
+    return False
+
+
+def committed(runner: Runner, outcome: Outcome) -> bool:
+    """A checkpoint that has committed a batch, for the faults that need one: when a kill
+    before landed inside the first batch, a run to completion first."""
+    if runner.last("commits") >= 0:
+        return True
+    return expect_clean(runner, outcome, runner.run(), "the run before the fault")
