@@ -61,9 +61,15 @@ def run_slipstream(result: Result, args: list[str], **env: str) -> bool:
     started again); False, and the result failed, when it did not exit 0."""
     command = [sys.executable, "-m", "slipstream", "run", *args]
     started = time.monotonic()
-    done = subprocess.run(
-        command, env=cli_env(**env), capture_output=True, text=True, timeout=RUN_TIMEOUT_S
-    )
+    try:
+        done = subprocess.run(
+            command, env=cli_env(**env), capture_output=True, text=True, timeout=RUN_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired as late:  # killed: a failed case, not a failed harness
+        result.seconds = time.monotonic() - started
+        result.log = _text(late.stdout) + _text(late.stderr)
+        result.fail(f"still running after {RUN_TIMEOUT_S} s: stopped")
+        return False
     result.seconds = time.monotonic() - started
     result.log = done.stdout + done.stderr
     again = result.log.count("starting again from the checkpoint")
@@ -72,6 +78,10 @@ def run_slipstream(result: Result, args: list[str], **env: str) -> bool:
     if done.returncode != 0:
         result.fail(f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
     return done.returncode == 0
+
+
+def _text(output: bytes | str | None) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
 
 
 def summaries(log: str) -> dict[str, dict[str, int]]:

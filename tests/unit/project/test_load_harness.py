@@ -5,11 +5,15 @@ log, the report, and that every case has a name of its own."""
 from __future__ import annotations
 
 import json
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from slipstream.monitor.accounts import output_account
-from tests.load.base import Result, summaries
+from tests.load import base
+from tests.load.base import RUN_TIMEOUT_S, Result, run_slipstream, summaries
 from tests.load.cases import CASES
 from tests.load.harness import report
 from tests.load.streams import final_watermark
@@ -51,3 +55,16 @@ def test_every_case_has_its_own_name_and_a_failure_shows_in_the_report() -> None
     text = report([("4x (8 hogs)", failed), ("4x (8 hogs)", Result("ads into sqlite"))], "cmd")
     assert "| 4x (8 hogs) | sensors into sqlite | 0 s | FAILED; sensor_stats: the summary" in text
     assert "| 4x (8 hogs) | ads into sqlite | 0 s | exact |" in text
+
+
+def test_a_run_past_its_bound_is_a_failed_case_not_a_failed_harness(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def too_long(command: list[str], **_: object) -> None:
+        raise subprocess.TimeoutExpired(command, 1800, output=b"batch 6 of 8", stderr=None)
+
+    monkeypatch.setattr(base.subprocess, "run", too_long)
+    result = Result("sensors into sqlite")
+    assert run_slipstream(result, ["sensors"]) is False
+    assert not result.exact and result.notes == [f"still running after {RUN_TIMEOUT_S} s: stopped"]
+    assert result.log == "batch 6 of 8"
