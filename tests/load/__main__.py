@@ -4,10 +4,13 @@ named ones) under each CPU pressure, then the report. Exit 1 when a case is not 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from tests.load.harness import ALL_CASES, report, run_cases
 
@@ -26,11 +29,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     from tests.services import running_postgres
 
-    with running_postgres() as server:
+    with running_postgres() as server, broker(any(CASES[n].kafka for n in names)) as kafka:
         if isinstance(server, str):
             raise SystemExit(f"PostgreSQL could not start: {server}")
         for factor in args.pressure:
-            results, pressure = run_cases(names, factor, root, server, args.keep, args.together)
+            results, pressure = run_cases(
+                names, factor, root, server, args.keep, args.together, kafka
+            )
             for result in results:
                 rows.append((pressure, result))
                 print(f"{pressure}: {result.case}: {result.seconds:.0f} s, "
@@ -41,6 +46,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         args.report.write_text(text)
     return 0 if all(r.exact for _, r in rows) else 1
+
+
+@contextlib.contextmanager
+def broker(needed: bool) -> Iterator[Any]:
+    """A started Kafka broker (as the Kafka tests start theirs), with Spark's connector made
+    resolvable for the runs, when a case reads a topic; else None."""
+    if not needed:
+        yield None
+        return
+    from tests.services import kafka_connector, running_kafka
+
+    reason = kafka_connector()
+    if reason:
+        raise SystemExit(f"Spark's Kafka connector cannot be had: {reason}")
+    with running_kafka() as server:
+        if isinstance(server, str):
+            raise SystemExit(f"the Kafka broker could not start: {server}")
+        yield server
 
 
 if __name__ == "__main__":

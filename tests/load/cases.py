@@ -7,16 +7,16 @@
   PostgreSQL or Parquet; the sink, the quarantine and the summary's equation are checked.
 - `Activity`: transformWithState (the state API whose driver-side Python worker must connect
   back within Spark's fixed 10 s) over the activity generator's files in one batch, its three
-  tables checked against the replay of tests/spark/pipelines/test_activity.py."""
+  tables checked against the replay of tests/spark/pipelines/test_activity.py.
+- `Crash`: the crash suite's trending and iot_steps, with no kill, against its pandas tables.
+- tests/load/streams.py: sensors from files and from a Kafka topic, ads and temperature_load.
+"""
 
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -26,51 +26,15 @@ import pandas as pd
 from tests.chaos import execute as chaos_execute
 from tests.chaos.campaign import make_sink
 from tests.chaos.scenario import Scenario
-from tests.helpers import cli_env
-
-#: a run under 8x pressure takes several times its quiet time: the bound on one run
-RUN_TIMEOUT_S = 1800
-#: cases run together create their PostgreSQL databases (and the app's role) one at a time
-DATABASES = threading.Lock()
-
-
-@dataclass
-class Result:
-    case: str
-    exact: bool = True
-    seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
-    log: str = ""
-
-    def fail(self, text: str) -> None:
-        self.exact = False
-        self.notes.append(text)
-
-
-class Case:
-    name: str
-
-    def run(self, workdir: Path, postgres: Any) -> Result:
-        raise NotImplementedError
-
-
-@dataclass
-class IntoSink(Case):
-    """A pipeline into one sink (sqlite, postgresql, parquet)."""
-
-    pipeline: str
-    sink: str
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return f"{self.pipeline} into {self.sink}"
+from tests.load.base import DATABASES, RUN_TIMEOUT_S, Case, IntoSink, Result, run_slipstream
+from tests.load.streams import IntoKafka, Joins, Sensors
 
 
 @dataclass
 class Chaos(IntoSink):
     seed: int = 45
 
-    def run(self, workdir: Path, postgres: Any) -> Result:
+    def run(self, workdir: Path, postgres: Any, kafka: Any = None) -> Result:
         scenario = Scenario(self.seed, self.pipeline, self.sink, files=8, data_seed=self.seed)
         # the campaign's bound on a run is for a machine that is not held busy
         chaos_execute.PROCESS_TIMEOUT_S = RUN_TIMEOUT_S
@@ -85,7 +49,7 @@ class Chaos(IntoSink):
 class Activity(Case):
     name = "activity into sqlite"
 
-    def run(self, workdir: Path, postgres: Any) -> Result:
+    def run(self, workdir: Path, postgres: Any, kafka: Any = None) -> Result:
         from slipstream.tools.generators import activity as generator
         from slipstream.tools.generators.streams import generate
         from tests.helpers import landed_batches
@@ -95,22 +59,11 @@ class Activity(Case):
         users = generator.Users(users=40, bursty=2, idle=timedelta(minutes=45), seed=SPEC.seed)
         report = generate(SPEC, users, workdir / "landing")
         batches = landed_batches(workdir / "landing", "actions")
-        command = [
-            sys.executable, "-m", "slipstream", "run", "activity",
-            "--input", str(workdir / "landing"), "--trigger", "available-now",
+        args = [
+            "activity", "--input", str(workdir / "landing"), "--trigger", "available-now",
             "--sink", "sqlite", "--state-dir", str(workdir / "state"), "--master", "local[2]",
         ]  # fmt: skip
-        started = time.monotonic()
-        done = subprocess.run(
-            command, env=cli_env(), capture_output=True, text=True, timeout=RUN_TIMEOUT_S
-        )
-        result.seconds = time.monotonic() - started
-        result.log = done.stdout + done.stderr
-        again = result.log.count("starting again from the checkpoint")
-        if again:
-            result.notes.append(f"a query started again {again} times (a slow Python worker)")
-        if done.returncode != 0:
-            result.fail(f"exit {done.returncode}: {done.stderr.strip().splitlines()[-1:]}")
+        if not run_slipstream(result, args):
             return result
         database = workdir / "state" / "slipstream.db"
         with sqlite3.connect(database) as conn:
@@ -133,7 +86,7 @@ class Crash(IntoSink):
 
     files: int = 8
 
-    def run(self, workdir: Path, postgres: Any) -> Result:
+    def run(self, workdir: Path, postgres: Any, kafka: Any = None) -> Result:
         import random
 
         from tests.chaos.outputs import read_sqlite
@@ -184,5 +137,9 @@ CASES: dict[str, Case] = {
         Chaos("wordcount", "sqlite"),
         Crash("trending", "postgresql"),
         Crash("iot_steps", "sqlite"),
+        Sensors("sensors", "sqlite"),
+        Joins("ads", "sqlite"),
+        Joins("temperature_load", "postgresql"),
+        IntoKafka("sensors", "sqlite"),
     )
 }

@@ -8,7 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tests.load.cases import CASES, Case, Result
+from tests.load.base import Case, Result
+from tests.load.cases import CASES
 from tests.load.pressure import CpuPressure
 from tests.load.resources import RESOURCE_CASES
 
@@ -23,10 +24,11 @@ def run_cases(
     postgres: Any = None,
     keep: bool = False,
     together: bool = False,
+    kafka: Any = None,
 ) -> tuple[list[Result], str]:
     """Each case in `root/<factor>x-<n>` while `factor` x the cores spin, one after another, or
     all at once (`together`: the suite's way, a shorter time under pressure); the results and
-    how the pressure measured (hogs, load)."""
+    how the pressure measured (hogs, load). `kafka`: the broker of the cases that read a topic."""
     cases: list[tuple[Case, Path]] = []
     for n, name in enumerate(names):
         workdir = root / f"{factor}x-{n}"
@@ -36,9 +38,9 @@ def run_cases(
     with CpuPressure(factor) as pressure:
         if together:
             with ThreadPoolExecutor(len(cases)) as pool:
-                results = list(pool.map(lambda c: c[0].run(c[1], postgres), cases))
+                results = list(pool.map(lambda c: c[0].run(c[1], postgres, kafka), cases))
         else:
-            results = [case.run(workdir, postgres) for case, workdir in cases]
+            results = [case.run(workdir, postgres, kafka) for case, workdir in cases]
     for result, (_, workdir) in zip(results, cases, strict=True):
         if result.exact and not keep:
             shutil.rmtree(workdir, ignore_errors=True)
