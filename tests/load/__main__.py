@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     from tests.services import running_postgres
 
-    with running_postgres() as server, broker(any(CASES[n].kafka for n in names)) as kafka:
+    with running_postgres() as server, broker(any(ALL_CASES[n].kafka for n in names)) as kafka:
         if isinstance(server, str):
             raise SystemExit(f"PostgreSQL could not start: {server}")
         for factor in args.pressure:

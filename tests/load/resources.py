@@ -28,7 +28,7 @@ from tests.chaos.execute import NOISE, Outcome, Runner, Sink, compare, refused_c
 from tests.chaos.scenario import Scenario
 from tests.helpers import SHORT_LIVED_JVM
 from tests.load import disks
-from tests.load.cases import RUN_TIMEOUT_S, Case, Result
+from tests.load.base import RUN_TIMEOUT_S, Case, Result
 
 #: the smallest heap Spark accepts under the JVM's default collector (settings/driver_memory.py)
 SMALLEST_HEAP = "450m"
@@ -84,7 +84,7 @@ class SmallHeap(Case):
     def name(self) -> str:  # type: ignore[override]
         return "mobile into sqlite, the smallest heap"
 
-    def run(self, workdir: Path, postgres: Any) -> Result:
+    def run(self, workdir: Path, postgres: Any, kafka: Any = None) -> Result:
         started = time.monotonic()
         scenario = Scenario(self.seed, "mobile", "sqlite", self.files, data_seed=self.seed)
         runner = sqlite_runner(scenario, workdir)
@@ -115,7 +115,7 @@ class FullDisk(Case):
     def name(self) -> str:  # type: ignore[override]
         return "mobile into sqlite, a full disk"
 
-    def run(self, workdir: Path, postgres: Any) -> Result:
+    def run(self, workdir: Path, postgres: Any, kafka: Any = None) -> Result:
         started = time.monotonic()
         scenario = Scenario(self.seed, "mobile", "sqlite", self.files, data_seed=self.seed)
         try:
@@ -165,7 +165,7 @@ class SlowDisk(Case):
     def name(self) -> str:  # type: ignore[override]
         return "mobile into sqlite, a slow disk"
 
-    def run(self, workdir: Path, postgres: Any) -> Result:
+    def run(self, workdir: Path, postgres: Any, kafka: Any = None) -> Result:
         started = time.monotonic()
         scenario = Scenario(self.seed, "mobile", "sqlite", self.files, data_seed=self.seed)
         try:
