@@ -34,6 +34,8 @@ from tests.load.base import RUN_TIMEOUT_S, Case, Result
 SMALLEST_HEAP = "450m"
 #: what a full disk's run must say: the code (the CLI's `the query failed:` line or its last net)
 DISK_FULL = re.compile(r"\[DISK_FULL\] no space left on the disk")
+#: what a full disk makes a write say; every line that says it carries DISK_FULL
+FULL_WORDS = re.compile(r"Errno 28|No space left|disk I/O error|SQLITE_FULL|SINK_WRITE_FAILED")
 
 
 def sqlite_runner(scenario: Scenario, workdir: Path, disk: Path | None = None) -> Runner:
@@ -153,6 +155,9 @@ class FullDisk(Case):
             outcome.defect(f"the full disk: exit {code}, no DISK_FULL; see {runner.logs[-1]}")
         elif str(runner.state) not in text or "fix: free space" not in text:
             outcome.defect(f"DISK_FULL names no state dir or fix; see {runner.logs[-1]}")
+        uncoded = [s for s in text.splitlines() if FULL_WORDS.search(s) and "[DISK_FULL]" not in s]
+        if uncoded:
+            outcome.defect(f"the full disk said without its code: {uncoded[0]!r}")
         quiet(runner, outcome, "the full disk's run")
 
 

@@ -51,6 +51,7 @@ from slipstream.checkpoint.logs import (
     committed,
     query_id,
 )
+from slipstream.errors import disk_full
 from slipstream.runtime.ingest_stage import bronze_dir
 from slipstream.runtime.late_folder import MARK, private_dir, write_private
 from slipstream.runtime.late_rows import kafka_late_rows, kafka_ranges, late_rows
@@ -181,8 +182,10 @@ class DeadLetter:
                 try:
                     self._catch_up(cover, live)
                 except Exception as exc:  # never the query's failure: tried again next time
+                    full = disk_full(str(exc), cover.folder)
+                    why = f"[{full.code}] {full.message}" if full else _why(exc)
                     log.warning("late-row dead-letter of %s: %s (tried again at the next "
-                                "batch)", cover.output.ctx.query_name, _why(exc))  # fmt: skip
+                                "batch)", cover.output.ctx.query_name, why)  # fmt: skip
             return self.written - before
 
     def _catch_up(self, cover: Covered, live: bool) -> None:

@@ -13,6 +13,7 @@ their JSON text."""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -26,7 +27,7 @@ from pyspark.sql.types import DataType, DateType, DecimalType, StructField, Stru
 
 from slipstream.checkpoint.lifecycle import not_ours
 from slipstream.core.specs import SinkSpec
-from slipstream.errors import SlipstreamError
+from slipstream.errors import SlipstreamError, disk_full
 from slipstream.settings.jdbc_drivers import JdbcDriver
 from slipstream.sinks.base import BatchInfo, SinkContext, local_rows, with_iso_timestamps
 from slipstream.sinks.database import LEDGER_TABLE, DatabaseSink, quote_ident, sql_type
@@ -55,6 +56,27 @@ def retry_advice(exc: sqlite3.Error) -> str:
         f"a restart will fail on this batch the same way ({name}: the data, the table or the "
         "file is refused); fix the table or the file (or reset the output) first"
     )
+
+
+#: free bytes under which SQLite's I/O error on the database's disk is taken for a full disk
+#: (SQLite says SQLITE_IOERR, not SQLITE_FULL, when a journal or page write meets ENOSPC)
+NEARLY_FULL = 64 * 1024
+
+
+def full_disk(path: Path, exc: sqlite3.Error) -> SlipstreamError | None:
+    """DISK_FULL (naming the database's folder and the room left on its disk) when SQLite's
+    error is a full disk: SQLITE_FULL, or an I/O error on a disk with almost no room left."""
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    folder = path.resolve().parent
+    if not name.startswith("SQLITE_FULL"):
+        if not name.startswith("SQLITE_IOERR"):
+            return None
+        try:
+            if shutil.disk_usage(folder).free >= NEARLY_FULL:
+                return None
+        except OSError:
+            return None
+    return disk_full(f"No space left on device ({name}: {exc})", folder)
 
 
 def _sqlite_type(data_type: DataType) -> str:
@@ -88,6 +110,9 @@ class SqliteSink(DatabaseSink):
         try:
             yield
         except sqlite3.Error as exc:
+            full = full_disk(self.path, exc)
+            if full is not None:
+                raise full from None
             raise SlipstreamError(
                 "SINK_WRITE_FAILED",
                 f"SQLite {self.path} failed while writing batch {info.batch_id} into "

@@ -59,3 +59,39 @@ def test_sqlite_errors_say_whether_a_restart_can_help(tmp_path: Path) -> None:
     assert "SQLITE_BUSY" in held.fix and "a restart retries the batch" in held.fix
     for error, name in ((refused, "SQLITE_CONSTRAINT_PRIMARYKEY"), (missing, "SQLITE_ERROR")):
         assert f"a restart will fail on this batch the same way ({name}" in error.fix
+
+
+def test_a_full_database_is_said_as_a_full_disk_naming_its_folder(tmp_path: Path) -> None:
+    # SQLite's own SQLITE_FULL, from a real write past the file's page limit
+    path = tmp_path / "out.db"
+    sink = SqliteSink(SinkSpec("sqlite", str(path)), tmp_path / "default.db")
+
+    def past_the_limit() -> None:
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE views (k TEXT)")
+            pages = conn.execute("PRAGMA page_count").fetchone()[0]
+            conn.execute(f"PRAGMA max_page_count = {pages}")
+            conn.executemany("INSERT INTO views VALUES (?)", [("x" * 1000,)] * 100)
+
+    error = _error_of(sink, past_the_limit)
+    assert error.code == "DISK_FULL", error
+    assert str(tmp_path) in error.message and "SQLITE_FULL" in error.message
+    assert "free space on the disk that holds" in error.fix
+
+
+def test_an_io_error_is_a_full_disk_only_when_the_disk_has_no_room(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sink = SqliteSink(SinkSpec("sqlite", str(tmp_path / "out.db")), tmp_path / "default.db")
+    io_error = sqlite3.OperationalError("disk I/O error")
+    io_error.sqlite_errorname = "SQLITE_IOERR_WRITE"  # type: ignore[attr-defined]
+
+    def fails() -> None:
+        raise io_error
+
+    usage = SimpleNamespace(total=400 * 1024, used=400 * 1024, free=0)
+    monkeypatch.setattr("slipstream.sinks.sqlite.shutil.disk_usage", lambda _: usage)
+    assert _error_of(sink, fails).code == "DISK_FULL"
+    roomy = SimpleNamespace(total=2**30, used=0, free=2**30)
+    monkeypatch.setattr("slipstream.sinks.sqlite.shutil.disk_usage", lambda _: roomy)
+    assert _error_of(sink, fails).code == "SINK_WRITE_FAILED"
