@@ -76,6 +76,9 @@ CODES: dict[str, str] = {
         "records of a Kafka input that the checkpoint had not read are gone (the topic deleted "
         "and re-created, records deleted or aged out); failOnDataLoss=false reads on without them"
     ),
+    "CONNECT_UNREACHABLE": (
+        "no Spark Connect server accepted connections at --remote's address within --connect-wait"
+    ),
     "CONNECT_NOT_SUPPORTED": (
         "a feature or setting that does not work from a Spark Connect client (--remote)"
     ),

@@ -72,6 +72,7 @@ def check(settings: Settings, out: TextIO, spark: SparkSession | None = None) ->
         {**s.conf, **partitions.choose(prepared).conf()},
         app_name=f"slipstream-check-{s.pipeline}",
         remote=s.remote,
+        connect_wait=s.connect_wait.total_seconds(),
         kafka=uses_kafka(prepared),
         delta=uses_delta(prepared),
     )

@@ -121,6 +121,7 @@ def _session(
         app_name=app_name or f"slipstream-{s.pipeline}",
         log_level="WARN" if s.verbose else "ERROR",
         remote=s.remote,
+        connect_wait=s.connect_wait.total_seconds(),
         kafka=uses_kafka(prepared),
         delta=uses_delta(prepared),
         jdbc=jdbc_drivers(prepared),

@@ -93,6 +93,7 @@ class Settings:
     max_past: timedelta | None = None
     master: str | None = None  # None: spark-submit's --master, else local[*] (session.py)
     remote: str | None = None  # a Spark Connect URL (sc://...): no JVM in this process
+    connect_wait: timedelta = timedelta(minutes=5)  # for a Connect server to accept (connect.py)
     conf: dict[str, str] = field(default_factory=dict)
     metrics_port: int | None = None
     dashboard: int | None = None

@@ -20,12 +20,17 @@ where, measured against the server started from the installed pyspark:
   the server's hosts, and the password travels to the server inside the pickled
   `foreachBatch` function (see sinks/postgres.py).
 
+A server that does not accept connections yet (still starting, on a busy machine minutes) is
+waited for, saying so with the time waited, for `--connect-wait` (5 minutes unless given), then
+refused with `CONNECT_UNREACHABLE`; pyspark's own client would retry silently for minutes.
+
 What is refused, with `CONNECT_NOT_SUPPORTED` and the reason: Spark settings the server owns
 (anything but `spark.sql.*` and `spark.hadoop.*`), `--master` with `--remote`, and the console
 sink (it prints on the server)."""
 
 from __future__ import annotations
 
+import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -35,7 +40,12 @@ from typing import Any
 
 from slipstream.core.backoff import SlowWorker
 from slipstream.core.specs import DeltaFolder, SinkSpec
-from slipstream.errors import ConfigError, ValidationError
+from slipstream.errors import ConfigError, SlipstreamError, ValidationError
+
+#: Spark Connect's port when the URL names none
+DEFAULT_PORT = 15002
+#: how often the wait for a server says it is still waiting
+SAY_EVERY_S = 15.0
 
 #: --conf keys a Connect client can set: session settings (the server owns the rest)
 SESSION_CONF_PREFIXES = ("spark.sql.", "spark.hadoop.")
@@ -118,3 +128,69 @@ def absolute_sink(spec: SinkSpec) -> SinkSpec:
     if spec.target is None or not spec.has_local_path:
         return spec
     return replace(spec, target=str(Path(spec.target).absolute()))
+
+
+def server_address(url: str) -> tuple[str, int]:
+    """`sc://HOST[:PORT][/;params]` -> (HOST, PORT); the parameters (a token among them) are
+    never part of it, so it may be printed."""
+    where = url.removeprefix("sc://").split("/", 1)[0]
+    if where.startswith("["):  # sc://[::1]:15002
+        host, _, rest = where[1:].partition("]")
+        port = rest.removeprefix(":")
+    else:
+        host, _, port = where.partition(":")
+    return host, int(port) if port.isdigit() else DEFAULT_PORT
+
+
+def accepts(host: str, port: int) -> bool:
+    """Whether something accepts a TCP connection at host:port (within 2 s)."""
+    try:
+        with socket.create_connection((host, port), timeout=2.0):
+            return True
+    except OSError:
+        return False
+
+
+def wait_for_server(
+    url: str,
+    patience_s: float,
+    say: Callable[[str], None],
+    *,
+    probe: Callable[[str, int], bool] = accepts,
+    wait: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
+    """Return once the Connect server at `url` accepts connections; meanwhile say so, with the
+    time waited, at the start and every SAY_EVERY_S; CONNECT_UNREACHABLE after `patience_s`."""
+    host, port = server_address(url)
+    if probe(host, port):
+        return
+    start = said = clock()
+    say(
+        f"slipstream: waiting for the Spark Connect server at {host}:{port}: it does not "
+        f"accept connections yet (waiting up to {patience_s:.0f} s, --connect-wait)"
+    )
+    pause = 0.5
+    while True:
+        waited = clock() - start
+        if waited >= patience_s:
+            raise SlipstreamError(
+                "CONNECT_UNREACHABLE",
+                f"no Spark Connect server accepted connections at {host}:{port} in {waited:.0f} s",
+                "start the server (sbin/start-connect-server.sh) or correct --remote; a server "
+                "that starts slowly (a busy machine) gets longer with --connect-wait 10m",
+            )
+        wait(min(pause, patience_s - waited))
+        pause = min(pause * 2, 5.0)
+        if probe(host, port):
+            say(
+                f"slipstream: the Spark Connect server at {host}:{port} accepts connections "
+                f"(waited {clock() - start:.0f} s)"
+            )
+            return
+        if clock() - said >= SAY_EVERY_S:
+            said = clock()
+            say(
+                f"slipstream: still waiting for the Spark Connect server at {host}:{port}: "
+                f"{said - start:.0f} s of {patience_s:.0f} s"
+            )

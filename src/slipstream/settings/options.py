@@ -7,6 +7,7 @@ with the source and gathered here; a pipeline's own parameters are declared by t
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from pathlib import Path
 
 from slipstream.core import values
@@ -255,6 +256,15 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "a Spark Connect URL such as sc://127.0.0.1:15002",
         metavar="sc://HOST:PORT",
         env="SPARK_REMOTE",
+    ),
+    Option(
+        "connect_wait",
+        parse_duration,
+        "how long to wait for a Spark Connect server (--remote) that does not accept "
+        "connections yet, saying so meanwhile (default 5m)",
+        DURATION_HELP,
+        default=timedelta(minutes=5),
+        metavar="DURATION",
     ),
     Option(
         "conf",

@@ -89,7 +89,7 @@ from pyspark.sql import SparkSession
 
 from slipstream.errors import SlipstreamError
 from slipstream.jvm import required_jar
-from slipstream.settings.connect import session_conf
+from slipstream.settings.connect import session_conf, wait_for_server
 from slipstream.settings.delta_package import delta_conf
 from slipstream.settings.driver_memory import memory_refusal, refuse_small_heap
 from slipstream.settings.jdbc_drivers import JdbcDriver, driver_conf
@@ -217,12 +217,14 @@ def build_session(
     kafka: bool = False,
     jdbc: Iterable[JdbcDriver] = (),
     delta: bool = False,
+    connect_wait: float = 300.0,
 ) -> SparkSession:
     """Build (or return the running) SparkSession with slipstream's streaming defaults.
 
     `master` None: spark-submit's `--master` when this process runs under spark-submit, else
     local[*]. `conf` wins over the defaults, so every default can be overridden with `--conf`.
-    With `remote` (sc://HOST:PORT) the session is a Spark Connect client: no JVM starts here.
+    With `remote` (sc://HOST:PORT) the session is a Spark Connect client: no JVM starts here;
+    a server that does not accept connections yet is waited for up to `connect_wait` seconds.
     `kafka`: a Kafka input or sink is used; Spark's Kafka connector joins `spark.jars.packages`
     (resolved first: CONNECTOR_UNAVAILABLE when it cannot be had; settings/kafka_connector.py).
     `jdbc`: the JDBC drivers of the sinks a real-time output writes through slipstream's JVM
@@ -230,7 +232,7 @@ def build_session(
     `delta`: a Delta input or output is used: Delta's jar joins them, with its SQL extension and
     catalog (delta_package.py; DELTA_UNAVAILABLE off the Spark 4.2 line, before the JVM)."""
     if remote is not None:
-        return remote_session(remote, conf or {})
+        return remote_session(remote, conf or {}, connect_wait)
     submitted = submitted_master() if master is None else None
     master = master or submitted or DEFAULT_MASTER
     if is_local(master):
@@ -352,10 +354,12 @@ def submitted_master() -> str | None:
     return SparkConf().get("spark.master", None)
 
 
-def remote_session(url: str, conf: Mapping[str, str]) -> SparkSession:
+def remote_session(url: str, conf: Mapping[str, str], connect_wait: float = 300.0) -> SparkSession:
     """A Spark Connect session on the server at `url` with the session-level defaults (the
     server's own settings, memory and UI included, are the server's to choose; its log level
-    too). A setting the server refuses fails here, naming it, instead of being ignored."""
+    too). A setting the server refuses fails here, naming it, instead of being ignored. A
+    server that does not accept connections yet is waited for, saying so (connect.py)."""
+    wait_for_server(url, connect_wait, lambda line: print(line, file=sys.stderr, flush=True))
 
     defaults = {k: v for k, v in streaming_defaults().items() if k not in RETENTION}
     # pyspark's builder: it also switches this process to Connect mode, which `functions`

@@ -10,9 +10,14 @@ would miss. The refusals that need no server are tested at the end."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import socket
+import sqlite3
+import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -34,6 +39,7 @@ from slipstream.tools.generators.trending import TrendingSpec, generate, write_c
 from tests.connect_server import ConnectServer, running_connect_server, unavailable
 from tests.e2e.crash.test_crash import read_pg
 from tests.helpers import MOBILE_SAMPLES, cli_env, mobile_counts, slipstream
+from tests.services import free_port
 from tests.trending_reference import article_views, counted_events, iso, parse_line, table_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -79,6 +85,74 @@ def remote_cli(server: ConnectServer, cwd: Path, *args: str) -> str:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert server.process is not None and server.process.poll() is None
     return done.stdout
+
+
+class Forwarder:
+    """A TCP forwarder from a port of its own to the server's: what makes the server "start
+    accepting" at a moment the test chooses, without a second server."""
+
+    def __init__(self, port: int, target: int) -> None:
+        self.listener = socket.create_server(("127.0.0.1", port))
+        self.target = target
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):  # closed: the test is over
+            while True:
+                client, _ = self.listener.accept()
+                upstream = socket.create_connection(("127.0.0.1", self.target))
+                for a, b in ((client, upstream), (upstream, client)):
+                    threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_run_waits_for_a_connect_server_that_does_not_accept_yet_saying_so(
+    server: ConnectServer, tmp_path: Path
+) -> None:
+    """A server that starts slowly (issue 45: a busy machine) is waited for: the client says
+    so, the server begins to accept while it waits (a forwarder opens the port then), and the
+    run completes, its table equal to pandas' counts."""
+    lines = []
+    for sample in sorted(MOBILE_SAMPLES.iterdir()):
+        lines += sample.read_text().splitlines()
+    port = free_port()
+    command = [
+        sys.executable, "-m", "slipstream", "run", "mobile", "--input", str(MOBILE_SAMPLES),
+        "--trigger", "available-now", "--state-dir", "st", "--sink", "sqlite:out.db",
+        "--remote", f"sc://127.0.0.1:{port}/;user_id=tests", "--connect-wait", "10m",
+    ]  # fmt: skip
+    run = subprocess.Popen(
+        command, cwd=tmp_path, env=no_jvm_env(), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert run.stdout is not None
+    before = []
+    while not any("waiting for the Spark Connect server" in line for line in before):
+        line = run.stdout.readline()
+        assert line, "".join(before)  # the run ended without waiting
+        before.append(line)
+    forwarder = Forwarder(port, server.port)
+    try:
+        after, _ = run.communicate(timeout=600)
+    finally:
+        forwarder.close()
+    said = "".join(before) + after
+    assert run.returncode == 0, said[-3000:]
+    assert f"the Spark Connect server at 127.0.0.1:{port} accepts connections (waited" in said
+    assert "user_id" not in said
+    with sqlite3.connect(tmp_path / "out.db") as conn:
+        got = sorted(conn.execute("SELECT window_start, action, count FROM mobile_action_counts"))
+    assert got == sorted(mobile_counts(lines).itertuples(index=False, name=None))
 
 
 def summary_of(stdout: str, query: str) -> str:
