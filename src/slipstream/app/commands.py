@@ -144,6 +144,7 @@ def _run(settings: Settings, out: TextIO, interrupt: CtrlC) -> int:
             summarise=True,
         ) as launched,
     ):
+        waiting.follow(launched.run.batch_status)
         try:
             launched.run.wait(s.duration, idle=s.stop_when_idle)
         except Exception as exc:  # noqa: BLE001 - report a failed query, exit non-zero

@@ -6,13 +6,17 @@ every `every_s` that says for how long. Quiet once every watched query finished 
 `FirstBatchWatch` decides what to say from the listener's records and a clock's readings (pure:
 the tests feed both); `FirstBatchNotice` is the handler that feeds it and prints what it says,
 from a daemon thread that wakes once a second, on a terminal only (a pipe or a test's output
-keeps the lines it has always had)."""
+keeps the lines it has always had).
+
+Later batches too (issue 45's busy machine: batches of 39-173 s where 5-26 s was usual): once a
+query has finished a batch, `LongBatchWatch` says when its next batch has processed data for
+`after_s`, and every `every_s` after that, from the queries' own status (`follow`)."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import TextIO
 
 from slipstream.monitor.console import is_terminal
@@ -21,6 +25,11 @@ from slipstream.monitor.listener import Record
 #: seconds of batch 0 before the first "running for" line, and between two of them
 FIRST_AFTER_S = 15.0
 EVERY_S = 15.0
+#: the same for a later batch: longer, since a batch of a backfill may be large by design
+LONG_AFTER_S = 30.0
+LONG_EVERY_S = 30.0
+#: a query's batch as its status says it: (processing data now, the last batch it finished)
+Status = tuple[bool, int | None]
 
 
 class FirstBatchWatch:
@@ -83,6 +92,34 @@ class FirstBatchWatch:
         return self.up_said and not self.started
 
 
+class LongBatchWatch:
+    """The lines to print about batches after the first that run long, given each query's
+    `Status` and the time now (seconds, any origin). A query that has finished no batch yet is
+    FirstBatchWatch's."""
+
+    def __init__(self, after_s: float = LONG_AFTER_S, every_s: float = LONG_EVERY_S) -> None:
+        self.after_s = after_s
+        self.every_s = every_s
+        self.running: dict[str, tuple[int, float]] = {}  # query -> (its batch, since when)
+        self.said_at: float | None = None
+
+    def due(self, now: float, statuses: Mapping[str, Status]) -> list[str]:
+        for query, (processing, last) in statuses.items():
+            batch = None if last is None or not processing else last + 1
+            if batch is None:
+                self.running.pop(query, None)
+            elif self.running.get(query, (None, 0.0))[0] != batch:
+                self.running[query] = (batch, now)
+        for query in set(self.running) - set(statuses):
+            del self.running[query]
+        long = {q: (b, now - t) for q, (b, t) in self.running.items() if now - t >= self.after_s}
+        if not long or (self.said_at is not None and now - self.said_at < self.every_s):
+            return []
+        self.said_at = now
+        each = ", ".join(f"{q} batch {b} {s:.0f} s" for q, (b, s) in sorted(long.items()))
+        return [f"still running: {each} (a busy machine, or a large batch)"]
+
+
 class FirstBatchNotice:
     """A listener handler that prints what a FirstBatchWatch says, on a terminal only (or
     `enabled=True`). Create it just before Spark starts; `close()` stops its thread."""
@@ -99,6 +136,8 @@ class FirstBatchNotice:
         self.clock = clock
         self.enabled = is_terminal(out) if enabled is None else enabled
         self.watch = FirstBatchWatch(clock(), queries)
+        self.long = LongBatchWatch()
+        self._statuses: Callable[[], Mapping[str, Status]] | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -115,12 +154,23 @@ class FirstBatchNotice:
             )
             self._thread.start()
 
+    def follow(self, statuses: Callable[[], Mapping[str, Status]]) -> None:
+        """Also say when a later batch runs long, reading the queries' status from
+        `statuses` (runtime/run.py's `Run.batch_status`) once a second."""
+        self._statuses = statuses
+
     def _tick(self) -> None:
         while not self._stop.wait(1.0):  # a wake-up for the next line, not a synchronisation
             with self._lock:
-                if self.watch.done:
+                if self.watch.done and self._statuses is None:
                     return
                 lines = self.watch.due(self.clock())
+            if self._statuses is not None:
+                try:
+                    statuses = self._statuses()
+                except Exception:  # noqa: BLE001 - a stopping session: nothing more to say
+                    return
+                lines += self.long.due(self.clock(), statuses)
             self._print(lines)
 
     def _print(self, lines: list[str]) -> None:

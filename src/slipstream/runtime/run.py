@@ -81,6 +81,21 @@ class Run:
         self._asked_reason = self._asked_reason or reason
         self._asked.set()
 
+    def batch_status(self) -> dict[str, tuple[bool, int | None]]:
+        """Each running query's batch as its status says: whether it is processing data now,
+        and the last batch it finished (the listener's), for the terminal's waiting lines."""
+        pipeline = self.prepared.pipeline.name
+        found = {}
+        for name, query in list(self.queries.items()):
+            if query.isActive:
+                status = query.status
+                processing = bool(status.get("isTriggerActive") and status.get("isDataAvailable"))
+                found[f"{pipeline}.{name}"] = (
+                    processing,
+                    self.totals.last_batch.get(f"{pipeline}.{name}"),
+                )
+        return found
+
     def process_all_available(self) -> None:
         """Block until every query has processed all input available now (tests, backfills)."""
         for name in list(self.queries):

@@ -119,6 +119,7 @@ def _demo(
         ) as launched,
     ):
         run, monitoring = launched.run, launched.monitoring
+        waiting.follow(run.batch_status)
         for source in get_pipeline("mobile").sample_files():
             if interrupt.interrupted:
                 break

@@ -66,3 +66,36 @@ def test_the_handler_prints_on_a_terminal_only() -> None:
         notice(record("started", "mobile.counts"))
         notice.close()  # its thread ends at its next wake
     assert shown.getvalue() == "Spark started in 15 s; batch 0 is running\n"
+
+
+def test_a_later_batch_that_runs_long_is_said_every_30_s_until_it_ends() -> None:
+    """Issue 45's busy machine: batch 7 of one query processes for 75 s; the other query
+    waits for data (not processing) and is never named; a query with no batch finished yet is
+    the first-batch watch's."""
+    from slipstream.monitor.first_batch import LongBatchWatch
+
+    watch = LongBatchWatch()
+    views, quarantine, fresh = "trending.views", "trending.quarantine.events", "trending.new"
+
+    def statuses(processing: bool) -> dict[str, tuple[bool, int | None]]:
+        return {views: (processing, 6), quarantine: (False, 6), fresh: (True, None)}
+
+    said = {t: watch.due(float(t), statuses(True)) for t in range(100, 176)}
+    lines = {t: x for t, x in said.items() if x}
+    assert list(lines) == [130, 160]  # after 30 s of batch 7, then every 30 s
+    assert lines[130] == ["still running: trending.views batch 7 30 s (a busy machine, "
+                          "or a large batch)"]  # fmt: skip
+    assert watch.due(176.0, statuses(False)) == []  # it ended
+    # the next batch (8) is timed from its own start, not from batch 7's
+    later = {views: (True, 7), quarantine: (False, 7)}
+    assert [t for t in range(200, 240) if watch.due(float(t), later)] == [230]
+
+
+def test_a_stopped_query_is_forgotten() -> None:
+    from slipstream.monitor.first_batch import LongBatchWatch
+
+    watch = LongBatchWatch(after_s=10, every_s=10)
+    assert watch.due(0.0, {"p.a": (True, 0)}) == []
+    assert watch.due(5.0, {}) == []  # stopped (no longer active)
+    assert watch.due(20.0, {"p.a": (True, 0)}) == []  # started again: timed afresh
+    assert watch.due(30.0, {"p.a": (True, 0)}) != []
