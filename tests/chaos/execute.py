@@ -16,7 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.chaos import input_faults, outputs
-from tests.chaos.runner import Outcome, Runner, Sink, committed, expect_clean, refused_code
+from tests.chaos.runner import (
+    PROCESS_TIMEOUT_S,
+    Outcome,
+    Runner,
+    Sink,
+    committed,
+    expect_clean,
+    refused_code,
+)
 from tests.chaos.scenario import Fault, Scenario
 from tests.chaos.workloads import OTHER_WINDOW, Model
 
@@ -219,11 +227,18 @@ def check_summary(runner: Runner, outcome: Outcome) -> None:
         outcome.defect(f"summary: {read} records read != {' + '.join(map(str, terms))}")
 
 
-def execute(scenario: Scenario, workdir: Path, sink: Sink, broker: object = None) -> Outcome:
-    """`broker`: a started slipstream.tools.kafka_broker.KafkaBroker, for a Kafka input."""
+def execute(
+    scenario: Scenario,
+    workdir: Path,
+    sink: Sink,
+    broker: object = None,
+    timeout_s: float = PROCESS_TIMEOUT_S,
+) -> Outcome:
+    """`broker`: a started slipstream.tools.kafka_broker.KafkaBroker, for a Kafka input;
+    `timeout_s`: the bound on each run."""
     started = time.monotonic()
     outcome = Outcome(scenario)
-    runner = Runner(scenario, workdir, sink, broker)
+    runner = Runner(scenario, workdir, sink, broker, timeout_s=timeout_s)
     try:
         for fault in scenario.faults:
             runner.land(fault.land)

@@ -86,10 +86,13 @@ class Runner:
         sink: Sink,
         broker: Any = None,
         disk: Path | None = None,
+        timeout_s: float = PROCESS_TIMEOUT_S,
     ) -> None:
         """`disk`: where the run writes (checkpoint, state dir); `workdir` unless given (the
-        load harness's small or slow file systems)."""
+        load harness's small or slow file systems). `timeout_s`: the bound on one run (the
+        load harness's is longer: its machine is held busy)."""
         self.scenario, self.workdir, self.sink = scenario, workdir, sink
+        self.timeout_s = timeout_s
         self.workload: Workload = WORKLOADS[scenario.pipeline]
         self.input = workdir / "input"
         self.input.mkdir(parents=True, exist_ok=True)
@@ -194,7 +197,7 @@ class Runner:
     def wait(self, proc: Any) -> int | None:
         """The exit code, or None when the run hung past the bound (it is killed)."""
         try:
-            return int(proc.wait(timeout=PROCESS_TIMEOUT_S))
+            return int(proc.wait(timeout=self.timeout_s))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -214,7 +217,7 @@ class Runner:
     def until(self, proc: Any, condition: Callable[[], bool]) -> bool:
         """Bounded poll on the checkpoint while the run lives: True once `condition` holds,
         False if the run ended first."""
-        deadline = time.monotonic() + PROCESS_TIMEOUT_S
+        deadline = time.monotonic() + self.timeout_s
         while not condition():
             if proc.poll() is not None or time.monotonic() > deadline:
                 return False

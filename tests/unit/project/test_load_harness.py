@@ -68,3 +68,32 @@ def test_a_run_past_its_bound_is_a_failed_case_not_a_failed_harness(
     assert run_slipstream(result, ["sensors"]) is False
     assert not result.exact and result.notes == [f"still running after {RUN_TIMEOUT_S} s: stopped"]
     assert result.log == "batch 6 of 8"
+
+
+def test_the_campaigns_runs_under_load_are_bound_by_the_harness_not_the_campaign(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A campaign-based case (mobile into a sink, the heap and disk cases) runs each command
+    under the harness's bound, not the campaign's 300 s, which a round of every case at once
+    outgrew (the runs were progressing: batch 0 in 140 s)."""
+    from tests.chaos import execute as chaos_execute
+    from tests.chaos.runner import PROCESS_TIMEOUT_S
+    from tests.chaos.scenario import Scenario
+    from tests.load.cases import Chaos
+    from tests.load.resources import sqlite_runner
+
+    assert RUN_TIMEOUT_S > PROCESS_TIMEOUT_S
+    runner = sqlite_runner(Scenario(45, "mobile", "sqlite", 2, data_seed=45), tmp_path / "r")
+    assert runner.timeout_s == RUN_TIMEOUT_S
+    bounds: list[float] = []
+
+    def execute(*args: object, timeout_s: float = PROCESS_TIMEOUT_S) -> object:
+        bounds.append(timeout_s)
+        raise RuntimeError("not run here")
+
+    monkeypatch.setattr(chaos_execute, "execute", execute)
+    case = CASES["mobile into sqlite"]
+    assert isinstance(case, Chaos)
+    with pytest.raises(RuntimeError, match="not run here"):
+        case.run(tmp_path / "c", None)
+    assert bounds == [RUN_TIMEOUT_S]
