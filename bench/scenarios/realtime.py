@@ -136,7 +136,9 @@ def measure(
     pg: Any = None,
     to_kafka: bool = False,
     rate: int | None = None,
+    extra: tuple[str, ...] = (),
 ) -> dict[str, Any]:
+    """`extra`: more flags for `slipstream run`."""
     topic = broker.create_topic(f"actions-{int(time.time() * 1000)}", 1)
     work = ctx.scratch(NAME) / topic
     db = work / "out.db"
@@ -161,6 +163,7 @@ def measure(
         *("--master", "local[3]", "--conf", "spark.sql.shuffle.partitions=1"),
         *("--state-dir", work / "state"),
         *param_args(ctx),
+        *extra,
     )
     proc = Proc(argv, work / "run.log", env)
     try:
