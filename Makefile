@@ -118,10 +118,11 @@ chaos: venv check-java services
 	$(PY) -m tests.chaos --seeds $(SEEDS) --first $(FIRST) --report chaos-report.md
 
 # the load harness (tests/load/, docs/reliability.md): every case at 4x and 8x the cores of
-# busy-looping processes, each table judged against its independent model; the memory and disk
-# cases (the smallest heap, a full tmpfs, a throttled loop device) mount as root, as CI runs
+# busy-looping processes, a round's cases all at once (about 30 minutes on 2 cores; one case
+# after another takes hours), each table judged against its independent model; the memory and
+# disk cases (the smallest heap, a full tmpfs, a throttled loop device) mount as root, as CI runs
 stress: venv check-java services
-	$(PY) -m tests.load --pressure 4 8 --report stress-report.md
+	$(PY) -m tests.load --pressure 4 8 --together --report stress-report.md
 
 bench: venv check-java
 	$(PY) -m pip install -q -e '.[test,bench]'

@@ -17,6 +17,7 @@ what it said."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import subprocess
 from pathlib import Path
@@ -25,6 +26,8 @@ from slipstream.core.closing import StartStop
 
 CGROUP_V2 = Path("/sys/fs/cgroup")
 CGROUP_V1_BLKIO = Path("/sys/fs/cgroup/blkio")
+#: a number for each throttled disk of this process, in its cgroup's name
+GROUPS = itertools.count(1)
 
 
 class DiskRefused(RuntimeError):
@@ -94,7 +97,9 @@ class SlowDisk(StartStop):
         return self
 
     def _throttle(self, numbers: str) -> None:
-        name = f"slipstream-load-{os.getpid()}-{Path(self.device).name}"
+        # its own name: a group an earlier disk of this process could not remove (a process
+        # of a case still in it) would otherwise refuse the next one
+        name = f"slipstream-load-{os.getpid()}-{next(GROUPS)}-{Path(self.device).name}"
         if io_controller_v2():
             self.group, self.home = CGROUP_V2 / name, CGROUP_V2
             self.group.mkdir()

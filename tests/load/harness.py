@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import traceback
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -35,12 +36,21 @@ def run_cases(
         shutil.rmtree(workdir, ignore_errors=True)
         workdir.mkdir(parents=True)
         cases.append((ALL_CASES[name], workdir))
+
+    def run(case: Case, workdir: Path) -> Result:
+        try:
+            return case.run(workdir, postgres, kafka)
+        except Exception as exc:  # noqa: BLE001 - one case's harness failure loses no other's
+            failed = Result(case.name, exact=False, log=traceback.format_exc())
+            failed.notes.append(f"the case itself failed: {exc!r}")
+            return failed
+
     with CpuPressure(factor) as pressure:
         if together:
             with ThreadPoolExecutor(len(cases)) as pool:
-                results = list(pool.map(lambda c: c[0].run(c[1], postgres, kafka), cases))
+                results = list(pool.map(lambda c: run(*c), cases))
         else:
-            results = [case.run(workdir, postgres, kafka) for case, workdir in cases]
+            results = [run(case, workdir) for case, workdir in cases]
     for result, (_, workdir) in zip(results, cases, strict=True):
         if result.exact and not keep:
             shutil.rmtree(workdir, ignore_errors=True)

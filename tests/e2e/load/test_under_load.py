@@ -1,7 +1,8 @@
 """Built-in pipelines complete, exact, on a machine held busy (issue 45): 4 busy-looping
 processes per core for as long as the runs last, while transformWithState's activity writes
-SQLite and mobile's windowed aggregation writes PostgreSQL, each judged against its independent
-model (tests/load/cases.py), both at once. `make stress` runs every case at 4x and 8x."""
+SQLite and mobile's windowed aggregation writes PostgreSQL and Parquet files (Spark's file sink),
+each judged against its independent model (tests/load/cases.py), all at once: each state API
+and each kind of sink. `make stress` runs every case at 4x and 8x."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def test_a_state_api_and_a_sink_each_complete_exact_under_4x_cpu_pressure(
     tmp_path: Path, postgres: Any
 ) -> None:
     results, pressure = run_cases(
-        ["activity into sqlite", "mobile into postgresql"],
+        ["activity into sqlite", "mobile into postgresql", "mobile into parquet"],
         4,
         tmp_path,
         postgres,

@@ -97,3 +97,30 @@ def test_the_campaigns_runs_under_load_are_bound_by_the_harness_not_the_campaign
     with pytest.raises(RuntimeError, match="not run here"):
         case.run(tmp_path / "c", None)
     assert bounds == [RUN_TIMEOUT_S]
+
+
+def test_a_case_that_raises_is_a_failed_case_and_the_rounds_other_results_stay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round of cases at once lost every result when one case's own code raised (a throttled
+    disk's cgroup left by the round before): now that case fails, with its traceback."""
+    from tests.load import harness
+
+    class Raises(base.Case):
+        name = "raises"
+
+        def run(self, workdir: Path, postgres: object, kafka: object = None) -> Result:
+            raise FileExistsError("a cgroup of that name exists")
+
+    class Passes(base.Case):
+        name = "passes"
+
+        def run(self, workdir: Path, postgres: object, kafka: object = None) -> Result:
+            return Result(self.name, seconds=1.0)
+
+    monkeypatch.setitem(harness.ALL_CASES, "raises", Raises())
+    monkeypatch.setitem(harness.ALL_CASES, "passes", Passes())
+    for together in (True, False):
+        results, _ = harness.run_cases(["raises", "passes"], 0, tmp_path, together=together)
+        assert [(r.case, r.exact) for r in results] == [("raises", False), ("passes", True)]
+        assert "FileExistsError" in results[0].notes[0] and "Traceback" in results[0].log
