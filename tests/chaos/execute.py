@@ -14,8 +14,9 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from tests.chaos import input_faults, outputs
+from tests.chaos import disk_full, input_faults, outputs
 from tests.chaos.runner import Outcome, Runner, Sink, committed, expect_clean, refused_code
 from tests.chaos.scenario import Fault, Scenario
 from tests.chaos.workloads import OTHER_WINDOW, Model
@@ -219,11 +220,15 @@ def check_summary(runner: Runner, outcome: Outcome) -> None:
         outcome.defect(f"summary: {read} records read != {' + '.join(map(str, terms))}")
 
 
-def execute(scenario: Scenario, workdir: Path, sink: Sink, broker: object = None) -> Outcome:
-    """`broker`: a started slipstream.tools.kafka_broker.KafkaBroker, for a Kafka input."""
+def execute(
+    scenario: Scenario, workdir: Path, sink: Sink, broker: object = None, disk: Any = None
+) -> Outcome:
+    """`broker`: a started slipstream.tools.kafka_broker.KafkaBroker, for a Kafka input or sink;
+    `disk`: a mounted tests.load.disks.SmallDisk that holds the state dir, for the disk-full
+    fault (disk_full.py), which ends the scenario."""
     started = time.monotonic()
     outcome = Outcome(scenario)
-    runner = Runner(scenario, workdir, sink, broker)
+    runner = Runner(scenario, workdir, sink, broker, disk=disk.path if disk else None)
     try:
         for fault in scenario.faults:
             runner.land(fault.land)
@@ -231,7 +236,10 @@ def execute(scenario: Scenario, workdir: Path, sink: Sink, broker: object = None
             if outcome.defects:
                 break
         else:
-            judge(runner, outcome)
+            if disk is None:
+                judge(runner, outcome)
+            elif disk_full.final_run(runner, outcome, disk, scenario.disk_full_kib):
+                compare(runner, outcome)
     finally:
         outcome.runs = len(runner.logs)
         outcome.seconds = time.monotonic() - started
