@@ -3,7 +3,8 @@ the plan injected between and inside runs, then a run to completion and the verd
 
 A verdict is `exact` (the sink equals the model over everything landed, the quarantine holds
 each malformed line once, and the final run's summary reconciles), `refused-then-exact` (a run
-was refused with a code, the documented way out was taken, and the end was exact), or `defect`
+was refused or stopped with a code, DISK_FULL among them, the documented way out was taken,
+and the end was exact), or `defect`
 (anything else, with the reasons and the one command that reproduces it)."""
 
 from __future__ import annotations
