@@ -58,8 +58,8 @@ def grow_and_finish(
     when the last run ended clean (the caller compares the sink with the model)."""
     judge_full(runner, outcome, code)
     notes.append(f"DISK_FULL after {runner.last('commits') + 1} batches")
+    outcome.refusals.append(WAY_OUT)
     if outcome.verdict == "exact":
-        outcome.refusals.append(WAY_OUT)
         outcome.verdict = "refused-then-exact"
     disk.grow(ROOM_KIB)  # the fix: room on the state dir's disk
     code = runner.run()
