@@ -43,8 +43,11 @@ def latest_by_key(records: list[dict[str, Any]]) -> pd.DataFrame:
     for record in sorted(records, key=lambda r: (r["partition"], r["offset"])):
         latest[record["key"]] = json.loads(record["value"])
     if not latest:  # both workloads' columns (workloads.py's rows)
-        return pd.DataFrame(columns=["window_start", "action", "word", "count"])
-    return pd.DataFrame(list(latest.values()))
+        frame = pd.DataFrame(columns=["window_start", "action", "word", "count"])
+    else:
+        frame = pd.DataFrame(list(latest.values()))
+    frame.attrs["records"] = len(records)  # for the report: keys written more than once
+    return frame
 
 
 def committed_files(folder: Path) -> list[Path]:

@@ -220,6 +220,7 @@ def test_a_kafka_topic_is_read_as_the_latest_value_of_each_key() -> None:
     records = [record(0, "a", 1), record(1, "b", 2), record(2, "a", 3), record(3, "a", 3)]
     frame = latest_by_key(list(reversed(records)))  # the offsets order them, not the list
     assert WORKLOADS["wordcount"].rows(frame) == {("a",): 3, ("b",): 2}
+    assert frame.attrs["records"] == 4
     assert WORKLOADS["wordcount"].rows(latest_by_key([])) == {}
     start, end = "2026-01-01T00:00:20.000Z", "2026-01-01T00:00:40.000Z"
     key = {"window_start": start, "action": "open"}
