@@ -7,6 +7,7 @@ import contextlib
 import re
 import shutil
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,10 +19,21 @@ from tests.chaos.runner import Outcome, Sink, reproduce
 from tests.chaos.scenario import Scenario, plan
 
 
-def make_sink(scenario: Scenario, workdir: Path, postgres: Any) -> Sink:
+def make_sink(
+    scenario: Scenario, workdir: Path, postgres: Any, kafka: Any = None, disk: Path | None = None
+) -> Sink:
+    """`kafka`: a started KafkaBroker, for the Kafka sink (a topic of the scenario's own is
+    created on it); `disk`: where the state dir is (the SQLite file goes beside it)."""
     table = scenario.pipeline
+    if scenario.sink == "kafka":
+        topic = kafka.create_topic(f"chaos-sink-{scenario.seed}-{time.time_ns()}", 1)
+        return Sink(
+            ["--sink", f"kafka://{kafka.bootstrap}/{topic}", "--mode", "update"],
+            lambda: outputs.read_kafka(kafka.bootstrap, topic),
+            final_only=False,
+        )
     if scenario.sink == "sqlite":
-        db = workdir / "results.db"
+        db = (disk or workdir) / "results.db"
         args = ["--sink", f"sqlite:{db}", "--table", table, "--mode", "update"]
         return Sink(args, lambda: outputs.read_sqlite(db, table), final_only=False)
     if scenario.sink == "parquet":
@@ -46,16 +58,25 @@ def run_seed(
 ) -> Outcome:
     """One scenario in `root/seed-N` (deleted after an outcome other than a defect, unless
     `keep`). `postgres`: a tests.services.PostgresServer, `kafka`: a started KafkaBroker, needed
-    by the seeds that draw them."""
+    by the seeds that draw them. The disk-full fault's state dir is on a tmpfs mounted for the
+    scenario (as root: tests/load/disks.py)."""
     scenario = plan(seed)
     workdir = root / f"seed-{seed}"
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     if scenario.sink == "postgresql" and postgres is None:
         raise RuntimeError(f"seed {seed} writes into PostgreSQL; none is running")
-    if scenario.input == "kafka" and kafka is None:
-        raise RuntimeError(f"seed {seed} reads a Kafka topic; no broker is running")
-    outcome = execute(scenario, workdir, make_sink(scenario, workdir, postgres), kafka)
+    if uses_kafka(scenario) and kafka is None:
+        raise RuntimeError(f"seed {seed} reads or writes a Kafka topic; no broker is running")
+    with contextlib.ExitStack() as stack:
+        disk = None
+        if scenario.disk_full_kib:
+            from tests.chaos.disk_full import ROOM_KIB
+            from tests.load.disks import SmallDisk
+
+            disk = stack.enter_context(SmallDisk(workdir / "disk", ROOM_KIB))
+        sink = make_sink(scenario, workdir, postgres, kafka, disk.path if disk else None)
+        outcome = execute(scenario, workdir, sink, kafka, disk)
     if outcome.verdict != "defect" and not keep:
         shutil.rmtree(workdir, ignore_errors=True)
     return outcome
@@ -71,12 +92,16 @@ def run_seeds(seeds: Iterable[int], root: Path | None = None, keep: bool = False
         postgres = kafka = None
         if any(plan(s).sink == "postgresql" for s in seeds):
             postgres = started(stack, "postgres")
-        if any(plan(s).input == "kafka" for s in seeds):
+        if any(uses_kafka(plan(s)) for s in seeds):
             kafka = started(stack, "kafka")
         for seed in seeds:
             found.append(run_seed(seed, root, postgres, keep, kafka))
             print(found[-1].line(), flush=True)
     return found
+
+
+def uses_kafka(scenario: Scenario) -> bool:
+    return scenario.input == "kafka" or scenario.sink == "kafka"
 
 
 def started(stack: contextlib.ExitStack, service: str) -> Any:

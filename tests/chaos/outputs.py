@@ -1,6 +1,7 @@
 """What a scenario's sink and quarantine hold, read without slipstream and without Spark:
-sqlite3, psycopg, and a Spark file sink's committed files through its `_spark_metadata` log
-(files of a batch killed before its commit are on disk but not in the log, and do not count)."""
+sqlite3, psycopg, a Spark file sink's committed files through its `_spark_metadata` log
+(files of a batch killed before its commit are on disk but not in the log, and do not count),
+and a Kafka topic through confluent-kafka's consumer (the latest value of each key)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,29 @@ def read_pg(server: Any, database: str, table: str) -> pd.DataFrame:
     with psycopg.connect(server.admin_dsn(database)) as conn:
         cur = conn.execute(f'SELECT * FROM "{table}"')
         return pd.DataFrame(cur.fetchall(), columns=[c.name for c in cur.description or ()])
+
+
+def read_kafka(bootstrap: str, topic: str) -> pd.DataFrame:
+    """A Kafka sink's topic as a consumer that upserts by key sees it (Spark's Kafka sink is
+    at-least-once, sinks/kafka.py): every record read, the latest value of each key kept, one
+    row a key."""
+    from tests.services import read_topic
+
+    return latest_by_key(read_topic(bootstrap, topic))
+
+
+def latest_by_key(records: list[dict[str, Any]]) -> pd.DataFrame:
+    """`records` (tests.services.read_topic's, one partition, in offset order) as the rows of
+    the latest value of each key."""
+    latest: dict[str | None, dict[str, Any]] = {}
+    for record in sorted(records, key=lambda r: (r["partition"], r["offset"])):
+        latest[record["key"]] = json.loads(record["value"])
+    if not latest:  # both workloads' columns (workloads.py's rows)
+        frame = pd.DataFrame(columns=["window_start", "action", "word", "count"])
+    else:
+        frame = pd.DataFrame(list(latest.values()))
+    frame.attrs["records"] = len(records)  # for the report: keys written more than once
+    return frame
 
 
 def committed_files(folder: Path) -> list[Path]:

@@ -6,7 +6,13 @@ The input's kind and the faults that came with it (a Kafka topic and a broker re
 appended after its batch read it, a file landed late) are drawn after that, from a second stream
 of the same seed (`random.Random(f"{seed}:input")`): the first stream draws exactly what it drew
 before they existed, so a seed whose second draw adds nothing keeps its plan (about half of
-them, the suite's fixed seed among them), and the others keep theirs with one fault more."""
+them, the suite's fixed seed among them), and the others keep theirs with one fault more.
+
+The sink and the disk are drawn last, from a third stream (`random.Random(f"{seed}:output")`),
+the same way: about one seed in five writes into a Kafka topic instead of its first stream's
+sink (its kills inside a database's transaction become random kills: Kafka has no
+transaction), and about one in five has the disk-full fault (the state dir on a tmpfs that is
+left a few KiB before the final run). The others, the fixed seed among them, keep their plan."""
 
 from __future__ import annotations
 
@@ -45,6 +51,14 @@ LATE_AFTER = 4
 #: restart, an appended file, a file landed late
 EXTRAS = {"none": 10, "kafka": 5, "append": 3, "late-file": 2}
 
+#: drawn from the third stream, each independently: the Kafka sink instead of the first
+#: stream's (Spark's Kafka sink, at-least-once: the topic is read back, the latest value of each
+#: key wins), and the disk-full fault (the state dir on a tmpfs, left DISK_FULL_KIB KiB of room
+#: before the final run: DISK_FULL, the disk grown, the same command)
+KAFKA_SINK_SHARE = 0.2
+DISK_FULL_SHARE = 0.2
+DISK_FULL_KIB = (16, 64)
+
 
 @dataclass(frozen=True)
 class Fault:
@@ -78,9 +92,13 @@ class Scenario:
     data_seed: int
     faults: tuple[Fault, ...] = field(default_factory=tuple)
     input: str = "files"  # or kafka: the files' records produced to a topic instead
+    #: the disk-full fault: the state dir on a tmpfs left this much room before the final run
+    disk_full_kib: int = 0
 
     def describe(self) -> str:
         steps = "; ".join(f.describe() for f in self.faults)
+        if self.disk_full_kib:
+            steps += f"; disk-full before the final run ({self.disk_full_kib} KiB left)"
         source = " from kafka" if self.input == "kafka" else ""
         return (
             f"seed {self.seed}: {self.pipeline}{source} into {self.sink}, {self.files} files; "
@@ -115,7 +133,7 @@ def plan(seed: int) -> Scenario:
                 how=rng.choice(DAMAGE_HOW) if kind == "damage" else "",
             )
         )
-    return extend(Scenario(seed, pipeline, sink, files, data_seed, tuple(faults)))
+    return output(extend(Scenario(seed, pipeline, sink, files, data_seed, tuple(faults))))
 
 
 def extend(scenario: Scenario) -> Scenario:
@@ -141,6 +159,25 @@ def extend(scenario: Scenario) -> Scenario:
     faults.insert(at, Fault(kind, land, delay_s=delay, how=how))
     source = "kafka" if extra == "kafka" else "files"
     return replace(scenario, faults=tuple(faults), input=source)
+
+
+def output(scenario: Scenario) -> Scenario:
+    """The third stream's draw: the Kafka sink instead of the drawn one (a kill inside a
+    database's transaction, or after its commit, becomes a random kill with a drawn delay), and
+    the disk-full fault before the final run."""
+    rng = random.Random(f"{scenario.seed}:output")
+    kafka = rng.random() < KAFKA_SINK_SHARE
+    full = rng.random() < DISK_FULL_SHARE
+    kib = rng.randint(*DISK_FULL_KIB)
+    if kafka:
+        faults = tuple(
+            replace(f, kind="kill-random", ahead=0, delay_s=round(rng.uniform(0.0, 2.0), 2))
+            if f.kind in KILLS[1:]
+            else f
+            for f in scenario.faults
+        )
+        scenario = replace(scenario, sink="kafka", faults=faults)
+    return replace(scenario, disk_full_kib=kib) if full else scenario
 
 
 def _fits(kind: str, pipeline: str, sink: str) -> bool:

@@ -2,7 +2,8 @@
 and unmounted at its end, error or not (root only, as CI runs):
 
 - `SmallDisk(path, kib)`: a tmpfs of `kib` KiB that a run fills; `grow(kib)` remounts it
-  larger (the space freed).
+  larger (the space freed), `leave(kib)` to what it holds and `kib` KiB more (the fault
+  campaign's disk-full fault, tests/chaos/disk_full.py).
 - `SlowDisk(path, image)`: an ext4 file system in the file `image` on a loop device, mounted
   `sync` (every write goes to the device from the process that writes it), its reads and writes
   throttled for this process and its children by the block I/O controller: cgroup v2's
@@ -62,6 +63,15 @@ class SmallDisk(StartStop):
     def grow(self, kib: int) -> None:
         sh("mount", "-o", f"remount,size={kib}k", str(self.path))
         self.kib = kib
+
+    def used_kib(self) -> int:
+        stat = os.statvfs(self.path)
+        return (stat.f_blocks - stat.f_bfree) * stat.f_frsize // 1024
+
+    def leave(self, kib: int) -> None:
+        """Remount it to what it holds now and `kib` KiB more (a tmpfs cannot be made smaller
+        than what it holds)."""
+        self.grow(self.used_kib() + kib)
 
     def stop(self) -> None:
         unmount(self.path)

@@ -16,7 +16,6 @@ exact once the fix is taken.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,8 @@ from typing import Any
 
 from tests.chaos import execute as chaos_execute
 from tests.chaos import outputs
-from tests.chaos.execute import NOISE, Outcome, Runner, Sink, compare, refused_code
+from tests.chaos.disk_full import grow_and_finish, quiet
+from tests.chaos.execute import Outcome, Runner, Sink, compare, refused_code
 from tests.chaos.scenario import Scenario
 from tests.helpers import SHORT_LIVED_JVM
 from tests.load import disks
@@ -32,10 +32,6 @@ from tests.load.base import RUN_TIMEOUT_S, Case, Result
 
 #: the smallest heap Spark accepts under the JVM's default collector (settings/driver_memory.py)
 SMALLEST_HEAP = "450m"
-#: what a full disk's run must say: the code (the CLI's `the query failed:` line or its last net)
-DISK_FULL = re.compile(r"\[DISK_FULL\] no space left on the disk")
-#: what a full disk makes a write say; every line that says it carries DISK_FULL
-FULL_WORDS = re.compile(r"Errno 28|No space left|disk I/O error|SQLITE_FULL|SINK_WRITE_FAILED")
 
 
 def sqlite_runner(scenario: Scenario, workdir: Path, disk: Path | None = None) -> Runner:
@@ -60,13 +56,6 @@ def verdict(name: str, outcome: Outcome, notes: list[str], started: float) -> Re
     result.notes += outcome.defects
     result.notes += notes + outcome.notes
     return result
-
-
-def quiet(runner: Runner, outcome: Outcome, what: str) -> None:
-    """The last run's terminal: no traceback, no line of Spark's log."""
-    noise = NOISE.search(runner.text())
-    if noise:
-        outcome.defect(f"{what}: {noise.group(0).strip()!r} on the terminal; see {runner.logs[-1]}")
 
 
 def expect_refusal(runner: Runner, outcome: Outcome, code: int | None, what: str) -> None:
@@ -131,34 +120,9 @@ class FullDisk(Case):
             runner = sqlite_runner(scenario, workdir, disk.path)
             outcome = Outcome(scenario)
             runner.land_rest()
-            code = runner.run()
-            self.judge_full(runner, outcome, code)
-            notes.append(f"DISK_FULL after {runner.last('commits') + 1} batches")
-            disk.grow(64 * 1024)  # the fix: room on the state dir's disk
-            code = runner.run()
-            if code == 2 and refused_code(runner.text()) == "CHECKPOINT_DAMAGED":
-                notes.append("the full disk damaged the checkpoint: refused, reset --outputs")
-                if chaos_execute.expect_clean(
-                    runner, outcome, runner.run(("--outputs", "--yes"), verb="reset"), "reset"
-                ):
-                    code = runner.run()
-            else:
-                notes.append("the checkpoint was whole: the next run went on from it")
-            if chaos_execute.expect_clean(runner, outcome, code, "the run after the fix"):
+            if grow_and_finish(runner, outcome, disk, runner.run(), notes):
                 compare(runner, outcome)
         return verdict(self.name, outcome, notes, started)
-
-    @staticmethod
-    def judge_full(runner: Runner, outcome: Outcome, code: int | None) -> None:
-        text = runner.text()
-        if code != 1 or not DISK_FULL.search(text):
-            outcome.defect(f"the full disk: exit {code}, no DISK_FULL; see {runner.logs[-1]}")
-        elif str(runner.state) not in text or "fix: free space" not in text:
-            outcome.defect(f"DISK_FULL names no state dir or fix; see {runner.logs[-1]}")
-        uncoded = [s for s in text.splitlines() if FULL_WORDS.search(s) and "[DISK_FULL]" not in s]
-        if uncoded:
-            outcome.defect(f"the full disk said without its code: {uncoded[0]!r}")
-        quiet(runner, outcome, "the full disk's run")
 
 
 @dataclass

@@ -15,7 +15,8 @@ and the way out (CHECKPOINT_DAMAGED):
   with at least one file (Spark logs an offset only for files it found: one cut to its version
   line is well-formed, and read as "no file" it made every file count again);
 - every state store file (`state/OP/PART/N.changelog`, `.zip`, `.delta`, `.snapshot`) matches
-  the checksum Hadoop wrote beside it (`.N.changelog.crc`: CRC32 per 512 bytes). Spark does not
+  the checksum Hadoop wrote beside it (`.N.changelog.crc`: CRC32 per 512 bytes; Spark's
+  temporary files, `.N.changelog.UUID.tmp`, never read, are not checked). Spark does not
   check these when it loads state: a cut changelog fails as `CANNOT_LOAD_STATE_STORE` naming no
   file, inside a Java stack. A cut file is found from its size alone; the content of files up to
   64 MiB is checked too (larger ones, RocksDB snapshots, by size only); and each store holds
@@ -165,7 +166,7 @@ def state_damages(checkpoint: Path) -> list[Damage]:
         return found
     for crc in sorted(state.rglob(".*.crc")):
         path = crc.with_name(crc.name[1:-4])
-        if path.is_file():
+        if path.is_file() and not _temporary(path):
             problem = _checksum_problem(path, crc)
             if problem:
                 found.append(Damage(path, problem))
@@ -173,6 +174,13 @@ def state_damages(checkpoint: Path) -> list[Damage]:
     if commits:
         found += _missing_versions(state, max(commits) + 1)
     return found
+
+
+def _temporary(path: Path) -> bool:
+    """A file Spark writes before it renames it into place (`.4.changelog.UUID.TID8.tmp`,
+    CheckpointFileManager's): never read, so never damage, whole or not. A task that failed
+    (a full disk) leaves it behind, cut, with the checksum file of what it meant to write."""
+    return path.name.startswith(".") and path.name.endswith(".tmp")
 
 
 _STATE_FILE = re.compile(r"(\d+)\.(changelog|delta|zip|snapshot)")

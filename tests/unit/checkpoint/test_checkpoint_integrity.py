@@ -177,6 +177,23 @@ def test_a_state_file_that_fails_its_checksum_is_named(tmp_path: Path, damage: s
     assert "state/0/1/2.changelog" in refused.value.message and "reset" in refused.value.fix
 
 
+def test_a_temporary_state_file_a_failed_task_left_cut_is_not_damage(tmp_path: Path) -> None:
+    """A task that failed on a full disk left Spark's temporary file (written, then renamed
+    into place when whole) cut to 0 bytes beside the checksum of what it meant to write; Spark
+    never reads it, and the next run goes on (the fault campaign's seed 34 was refused
+    CHECKPOINT_DAMAGED for it, issue 43)."""
+    checkpoint = spark_checkpoint(tmp_path / "ck", batches=2)
+    store = checkpoint / "state" / "0" / "1"
+    with_checksum(store / "1.changelog", bytes(range(256)) * 2)
+    with_checksum(store / "2.changelog", bytes(range(256)) * 2)
+    temporary = with_checksum(store / ".3.changelog.ea54.TID8.tmp", bytes(range(256)) * 4)
+    temporary.write_bytes(b"")
+    assert damages(checkpoint) == []
+    cut = with_checksum(store / "3.changelog", bytes(range(256)) * 4)
+    cut.write_bytes(b"")  # the same file renamed into place cut: damage
+    assert [d.file for d in damages(checkpoint)] == [cut]
+
+
 def test_a_state_load_failure_from_spark_becomes_checkpoint_damaged(tmp_path: Path) -> None:
     """Spark's CANNOT_LOAD_STATE_STORE names no file: the code, the checkpoint's state folder
     (or the file a checksum shows) and the way out; any other failure is left alone."""

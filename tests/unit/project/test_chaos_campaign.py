@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.chaos.execute import NOISE, SUMMARY, cut
 from tests.chaos.input_faults import UNREACHABLE, appended_lines
 from tests.chaos.outputs import committed_files
@@ -164,3 +166,66 @@ def test_a_late_file_lands_after_its_successors_and_the_model_reads_it_there(
     assert runner.batches()[-1][-1] == "appended"  # whole, at its new modification time
     runner.land_rest()
     assert sorted(p.name for p in runner.landed) == sorted(p.name for p in staged)
+
+
+def test_the_third_stream_draws_the_kafka_sink_and_the_full_disk_for_some_seeds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sink and the disk come from a third stream (`random.Random(f"{seed}:output")`):
+    deterministic, about one seed in five each, and a seed that draws neither keeps its plan
+    of the two first streams word for word. A Kafka sink has no transaction: no kill inside one
+    or after its commit is drawn for it (those become random kills with a drawn delay)."""
+    from dataclasses import replace
+
+    from tests.chaos import scenario
+    from tests.chaos.scenario import DISK_FULL_KIB, KILLS
+
+    plans = [plan(seed) for seed in range(1, 401)]
+    with monkeypatch.context() as patch:
+        patch.setattr(scenario, "output", lambda s: s)  # the two first streams' plans
+        before = [plan(seed) for seed in range(1, 401)]
+    assert plans == [plan(seed) for seed in range(1, 401)]
+    kafka = [p for p in plans if p.sink == "kafka"]
+    full = [p for p in plans if p.disk_full_kib]
+    assert 0.1 < len(kafka) / len(plans) < 0.3 and 0.1 < len(full) / len(plans) < 0.3
+    assert {p.pipeline for p in kafka} == {"mobile", "wordcount"}
+    assert {p.input for p in kafka} == {"files", "kafka"}
+    assert {p.sink for p in full} >= {"sqlite", "postgresql", "kafka"}
+    assert all(DISK_FULL_KIB[0] <= p.disk_full_kib <= DISK_FULL_KIB[1] for p in full)
+    assert plan(1271).sink == "sqlite" and not plan(1271).disk_full_kib  # the suite's seed
+    for p, was in zip(plans, before, strict=True):
+        assert ("disk-full" in p.describe()) == bool(p.disk_full_kib)
+        if p.sink != "kafka":  # the third stream drew no sink: the plan of before, its disk aside
+            assert replace(p, disk_full_kib=0) == was
+            continue
+        assert not {f.kind for f in p.faults} & set(KILLS[1:])
+        assert len(p.faults) == len(was.faults) and replace(p, sink=was.sink, faults=()) == (
+            replace(was, faults=(), disk_full_kib=p.disk_full_kib)
+        )
+        for f, g in zip(p.faults, was.faults, strict=True):
+            assert f == g or (g.kind in KILLS[1:] and f.kind == "kill-random" and f.land == g.land)
+    assert sum(p == was for p, was in zip(plans, before, strict=True)) > 200
+
+
+def test_a_kafka_topic_is_read_as_the_latest_value_of_each_key() -> None:
+    """What a consumer that upserts by key sees of an at-least-once topic: a key written twice
+    (a batch replayed) or updated later counts once, with its latest value."""
+    from tests.chaos.outputs import latest_by_key
+
+    def record(offset: int, word: str, count: int) -> dict[str, object]:
+        key = json.dumps({"word": word})
+        return {"partition": 0, "offset": offset, "key": key,
+                "value": json.dumps({"word": word, "count": count})}  # fmt: skip
+
+    records = [record(0, "a", 1), record(1, "b", 2), record(2, "a", 3), record(3, "a", 3)]
+    frame = latest_by_key(list(reversed(records)))  # the offsets order them, not the list
+    assert WORKLOADS["wordcount"].rows(frame) == {("a",): 3, ("b",): 2}
+    assert frame.attrs["records"] == 4
+    assert WORKLOADS["wordcount"].rows(latest_by_key([])) == {}
+    start, end = "2026-01-01T00:00:20.000Z", "2026-01-01T00:00:40.000Z"
+    key = {"window_start": start, "action": "open"}
+    value = {**key, "window_end": end, "count": 4}
+    mobile = latest_by_key(
+        [{"partition": 0, "offset": 0, "key": json.dumps(key), "value": json.dumps(value)}]
+    )
+    assert WORKLOADS["mobile"].rows(mobile) == {("2026-01-01T00:00:20Z", "open"): 4}

@@ -100,7 +100,9 @@ def test_a_default_run_shows_no_spark_log_line(tmp_path: Path) -> None:
 def test_a_failed_querys_own_log_lines_are_off_without_verbose() -> None:
     """A full disk's run showed `ERROR TaskSetManager`, `FileFormatWriter: Aborting job` and
     `MicroBatchExecution: Query ... terminated with error` though the run said DISK_FULL itself
-    (issue 45 item 2): their loggers follow -Dslipstream.log.failures, OFF unless --verbose."""
+    (issue 45 item 2), and into a Kafka sink `DataWritingSparkTask: Aborting commit` and
+    `WriteToDataSourceV2Exec: ... is aborting` (the fault campaign's seed 66, issue 43): their
+    loggers follow -Dslipstream.log.failures, OFF unless --verbose."""
     assert (
         "-Dslipstream.log.failures=OFF"
         in java_log_options("ERROR", {})["spark.driver.extraJavaOptions"]
@@ -113,6 +115,8 @@ def test_a_failed_querys_own_log_lines_are_off_without_verbose() -> None:
     for logger in (
         "TaskSetManager",
         "FileFormatWriter",
+        "v2.DataWritingSparkTask",
+        "v2.WriteToDataSourceV2Exec",
         "runtime.MicroBatchExecution",
         "SparkContext",
     ):
