@@ -9,6 +9,7 @@ from slipstream.analysis import realtime
 from slipstream.core.specs import format_duration
 from slipstream.runtime import partitions
 from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared, stream_inputs
+from slipstream.runtime.writers import query_trigger
 
 
 def explain(prepared: Prepared) -> str:
@@ -37,7 +38,8 @@ def explain(prepared: Prepared) -> str:
             lines += [f"  {line}" for line in plan.describe(out.ctx.mode)]
         if s.trigger.kind == "real-time" and plan is not None:
             if not out.is_output:
-                lines.append("  real-time   no: rejected records go to files; micro-batches")
+                every = query_trigger(s, out.kind).describe()
+                lines.append(f"  real-time   no: rejected records go to files; batches {every}")
             else:
                 verdict = realtime.describe(plan, out.ctx.mode, out.sink.spec.kind, streams)
                 lines.append(f"  real-time   {verdict}")

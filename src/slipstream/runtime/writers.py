@@ -42,7 +42,8 @@ def apply_trigger(writer: Any, trigger: TriggerSpec) -> Any:
 
 def query_trigger(settings: Settings, kind: QueryKind) -> TriggerSpec:
     """A quarantine query takes `--quarantine-trigger` while the outputs run micro-batches on
-    and on, and micro-batches (or `--quarantine-trigger`) while they run in real-time mode;
+    and on, and micro-batches (`--quarantine-trigger`, else one an epoch) while they run in
+    real-time mode;
     with a finite trigger (available-now, once) every query takes the run's. An ingest query
     feeds the outputs: it takes the run's."""
     own = settings.quarantine_trigger
@@ -50,8 +51,9 @@ def query_trigger(settings: Settings, kind: QueryKind) -> TriggerSpec:
     if quarantine and own is not None and settings.trigger.kind in ("default", "interval"):
         return own
     if quarantine and settings.trigger.kind == "real-time":
-        # rejected records go to files, which real-time mode cannot write: micro-batches
-        return own or TriggerSpec()
+        # rejected records go to files, which real-time mode cannot write: micro-batches, one an
+        # epoch unless given (back to back, they held a core the real-time query needed)
+        return own or TriggerSpec("interval", settings.trigger.interval)
     return settings.trigger
 
 

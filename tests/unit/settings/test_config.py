@@ -285,6 +285,9 @@ def test_a_file_uri_is_its_local_path(tmp_path: Path) -> None:
         ("default", "10s", "default", "every 10s"),
         ("2s", "30s", "every 2s", "every 30s"),
         ("2s", "default", "every 2s", "default"),
+        # real-time mode writes no files: the quarantine's micro-batches, one an epoch
+        ("real-time:5s", None, "real-time:5s", "every 5s"),
+        ("real-time:5s", "1s", "real-time:5s", "every 1s"),
         # a finite run stops after what is there: every query must, so all take the run's
         ("available-now", "10s", "available-now", "available-now"),
         ("once", "10s", "once", "once"),
