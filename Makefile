@@ -93,11 +93,12 @@ $(DELTA_VENV)/.installed: pyproject.toml scripts/venv-delta.sh
 	PYTHON=$(PYTHON) bash scripts/venv-delta.sh $(DELTA_VENV)
 
 # the 4.2 line's leg: the Delta tests (sink, SIGKILL and restart, source), the rules that
-# differ by line, the crash suite's core (mobile into SQLite and PostgreSQL, SIGKILLed)
-# and a Kafka input's restart exactly once; `make test` runs it after the default line's suite
+# differ by line, the crash suite's core (mobile into SQLite and PostgreSQL, SIGKILLed), the fault
+# campaign's fixed Delta seed and a Kafka input's restart exactly once; `make test` runs it after
+# the default line's suite
 DELTA_LEG := tests/unit/analysis/test_validate.py tests/unit/core \
   tests/unit/settings/test_delta_package_unit.py tests/unit/sinks/test_delta_sink_unit.py \
-  tests/e2e/delta \
+  tests/e2e/delta tests/e2e/crash/test_chaos.py::test_a_fixed_delta_seed_of_the_campaign_ends_exact \
   'tests/e2e/crash/test_crash.py::test_outputs_survive_sigkills_exactly_once[mobile]' \
   tests/e2e/kafka/test_kafka.py::test_a_restart_resumes_from_the_checkpoints_offsets_into_sqlite_exactly_once
 test-delta: venv-delta check-java
@@ -110,12 +111,15 @@ test-fast: venv lint
 
 # the randomized fault campaign (tests/chaos/, docs/reliability.md): seeds FIRST..FIRST+SEEDS-1,
 # each a pipeline, generated input (files or a Kafka topic), a sink and 1-4 faults, judged against
-# an independent model; PostgreSQL and a Kafka broker start when a seed needs them; a defect
-# prints the one command that reproduces it (`python -m tests.chaos --seed N`)
+# an independent model; PostgreSQL and a Kafka broker start when a seed needs them, and the seeds
+# that write into Delta run on the 4.2 line's .venv-delta; a defect prints the one command that
+# reproduces it (`python -m tests.chaos --seed N`). SINK=delta keeps only the seeds of one sink.
 SEEDS ?= 20
 FIRST ?= 1
-chaos: venv check-java services
-	$(PY) -m tests.chaos --seeds $(SEEDS) --first $(FIRST) --report chaos-report.md
+SINK ?=
+chaos: venv venv-delta check-java services
+	$(PY) -m tests.chaos --seeds $(SEEDS) --first $(FIRST) $(if $(SINK),--sink $(SINK)) \
+	  --report chaos-report.md
 
 # the load harness (tests/load/, docs/reliability.md): every case at 4x and 8x the cores of
 # busy-looping processes, a round's cases all at once (about 30 minutes on 2 cores; one case

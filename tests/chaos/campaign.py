@@ -41,6 +41,10 @@ def make_sink(
         return Sink(
             ["--sink", f"parquet:{folder}"], lambda: outputs.read_parquet_sink(folder), True
         )
+    if scenario.sink == "delta":
+        folder = workdir / "delta"
+        args = ["--sink", f"delta:{folder}", "--mode", "update"]
+        return Sink(args, lambda: outputs.read_delta(folder), final_only=False)
     from tests.services import APP_PASSWORD
 
     database = postgres.create_database(f"chaos_{scenario.seed}")

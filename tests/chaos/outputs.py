@@ -1,12 +1,18 @@
 """What a scenario's sink and quarantine hold, read without slipstream and without Spark:
 sqlite3, psycopg, a Spark file sink's committed files through its `_spark_metadata` log
 (files of a batch killed before its commit are on disk but not in the log, and do not count),
-and a Kafka topic through confluent-kafka's consumer (the latest value of each key)."""
+a Kafka topic through confluent-kafka's consumer (the latest value of each key), and a Delta
+table through delta-rs (`deltalake`), in this interpreter when it has it, else in the Spark 4.2
+line's (`.venv-delta`, scripts/venv-delta.sh), which the Delta scenarios' runs use."""
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -47,6 +53,49 @@ def latest_by_key(records: list[dict[str, Any]]) -> pd.DataFrame:
     else:
         frame = pd.DataFrame(list(latest.values()))
     frame.attrs["records"] = len(records)  # for the report: keys written more than once
+    return frame
+
+
+#: a Delta table's current version as JSON records, by delta-rs (not Spark, not slipstream)
+READ_DELTA = (
+    "import sys, deltalake; "
+    "print(deltalake.DeltaTable(sys.argv[1]).to_pandas().to_json(orient='records', date_unit='us'))"
+)
+
+
+def delta_python() -> str:
+    """The interpreter that runs the Delta scenarios' CLI and reads their tables: this one when
+    it is on the Spark 4.2 line with delta-spark and deltalake (the suite's 4.2 leg), else
+    `$SLIPSTREAM_DELTA_PYTHON` or the repository's `.venv-delta`."""
+    try:
+        import delta  # noqa: F401
+        import deltalake  # noqa: F401
+
+        return sys.executable
+    except ImportError:
+        pass
+    from tests.helpers import REPO
+
+    python = os.environ.get("SLIPSTREAM_DELTA_PYTHON") or str(REPO / ".venv-delta/bin/python")
+    if not Path(python).is_file():
+        raise RuntimeError(
+            f"a Delta scenario runs on the Spark 4.2 line and {python} is missing: "
+            "build it with `make venv-delta` (scripts/venv-delta.sh)"
+        )
+    return python
+
+
+def read_delta(folder: Path) -> pd.DataFrame:
+    """The Delta table's rows at its latest version (an absent table holds none)."""
+    if not (folder / "_delta_log").is_dir():
+        return pd.DataFrame(columns=["window_start", "action", "word", "count"])
+    text = subprocess.run(
+        [delta_python(), "-c", READ_DELTA, str(folder)],
+        check=True, capture_output=True, text=True, timeout=300,
+    ).stdout  # fmt: skip
+    frame = pd.read_json(io.StringIO(text), orient="records", convert_dates=False)
+    if "window_start" in frame.columns and pd.api.types.is_numeric_dtype(frame["window_start"]):
+        frame["window_start"] = pd.to_datetime(frame["window_start"], unit="us", utc=True)
     return frame
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from slipstream.core.files import write_atomically
+from tests.chaos import outputs
 from tests.chaos.scenario import Scenario
 from tests.chaos.workloads import WORKLOADS, Workload
 from tests.helpers import REPO, cli_env
@@ -173,8 +174,9 @@ class Runner:
         if self.topic:
             url = f"kafka://{self.broker.bootstrap}/{self.topic}?startingOffsets=earliest"
             source = ["--input", f"{url}&maxOffsetsPerTrigger={KAFKA_BATCH}"]
+        python = outputs.delta_python() if self.scenario.sink == "delta" else sys.executable
         return [
-            sys.executable, "-m", "slipstream", verb, self.scenario.pipeline, *source,
+            python, "-m", "slipstream", verb, self.scenario.pipeline, *source,
             "--checkpoint", str(self.checkpoint), "--state-dir", str(self.state),
             "--trigger", "available-now", *SPARK_ARGS, *self.workload.args, *self.sink.args,
             *self.args, *extra,

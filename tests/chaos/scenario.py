@@ -12,7 +12,10 @@ The sink and the disk are drawn last, from a third stream (`random.Random(f"{see
 the same way: about one seed in five writes into a Kafka topic instead of its first stream's
 sink (its kills inside a database's transaction become random kills: Kafka has no
 transaction), and about one in five has the disk-full fault (the state dir on a tmpfs that is
-left a few KiB before the final run). The others, the fixed seed among them, keep their plan."""
+left a few KiB before the final run). Last, about one seed in six of those that do not write into
+Kafka writes into a Delta Lake table instead (update mode, MERGE with Delta's idempotent
+transaction options; the CLI runs on the Spark 4.2 line, `.venv-delta`). The others, the fixed
+seed among them, keep their plan."""
 
 from __future__ import annotations
 
@@ -58,6 +61,9 @@ EXTRAS = {"none": 10, "kafka": 5, "append": 3, "late-file": 2}
 KAFKA_SINK_SHARE = 0.2
 DISK_FULL_SHARE = 0.2
 DISK_FULL_KIB = (16, 64)
+#: drawn after those: a Delta table (sinks/delta.py, update mode) instead of a database or
+#: Parquet; its kills inside the sink land before Delta's commit, or after it and before Spark's
+DELTA_SINK_SHARE = 1 / 6
 
 
 @dataclass(frozen=True)
@@ -164,11 +170,14 @@ def extend(scenario: Scenario) -> Scenario:
 def output(scenario: Scenario) -> Scenario:
     """The third stream's draw: the Kafka sink instead of the drawn one (a kill inside a
     database's transaction, or after its commit, becomes a random kill with a drawn delay), and
-    the disk-full fault before the final run."""
+    the disk-full fault before the final run; then, drawn last so that the draws before it
+    stay, a Delta table instead of a database or Parquet."""
     rng = random.Random(f"{scenario.seed}:output")
     kafka = rng.random() < KAFKA_SINK_SHARE
     full = rng.random() < DISK_FULL_SHARE
     kib = rng.randint(*DISK_FULL_KIB)
+    if rng.random() < DELTA_SINK_SHARE and not kafka:
+        scenario = replace(scenario, sink="delta")
     if kafka:
         faults = tuple(
             replace(f, kind="kill-random", ahead=0, delay_s=round(rng.uniform(0.0, 2.0), 2))

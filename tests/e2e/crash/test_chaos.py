@@ -5,7 +5,12 @@ Seed 1271: mobile into SQLite over 8 generated files of 20 s (malformed, late, o
 duplicated records): a SIGKILL a seeded delay into a batch, the latest file-source log cut to
 nothing (CHECKPOINT_DAMAGED, then `reset --outputs` and a rebuild from the landed files), a
 restart with --window 40s on the 20-second checkpoint (STATE_INCOMPATIBLE, then the old window),
-and a run to completion compared with the model over every file landed."""
+and a run to completion compared with the model over every file landed.
+
+Seed 2622 (the 4.2 line's leg, `make test-delta`): mobile into a Delta table over 8 files, the
+process SIGKILLed after Delta's commit and before Spark's (the replay's commit is skipped by
+Delta's txnAppId/txnVersion), then inside the MERGE before Delta's commit, and a run to
+completion, the table read back by delta-rs."""
 
 from __future__ import annotations
 
@@ -33,3 +38,16 @@ def test_a_fixed_seed_of_the_campaign_ends_exact(seed: int, tmp_path: Path) -> N
         "CHECKPOINT_DAMAGED -> reset --outputs",
         "STATE_INCOMPATIBLE -> revert the change",
     ], outcome.line()
+
+
+@pytest.mark.delta
+def test_a_fixed_delta_seed_of_the_campaign_ends_exact(tmp_path: Path) -> None:
+    scenario = plan(2622)
+    assert scenario.sink == "delta" and {f.kind for f in scenario.faults} == {
+        "kill-after-write",
+        "kill-in-sink",
+    }
+    outcome = run_seed(2622, tmp_path, keep=True)
+    print(outcome.line())
+    assert outcome.verdict == "exact", outcome.line()
+    assert sorted(outcome.injected) == ["kill-after-write", "kill-in-sink"], outcome.line()
