@@ -4,6 +4,7 @@ generated files landed in a folder or produced to a Kafka topic, and what each r
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -19,13 +20,29 @@ from slipstream.core.files import write_atomically
 from tests.chaos import outputs
 from tests.chaos.scenario import Scenario
 from tests.chaos.workloads import WORKLOADS, Workload
-from tests.helpers import REPO, cli_env
+from tests.helpers import REPO, SHORT_LIVED_JVM, cli_env
 
 PROCESS_TIMEOUT_S = 300
 SPARK_ARGS = ["--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=2"]
 REFUSED = re.compile(r"slipstream: (?:refused|failed) \[([A-Z][A-Z_]+)\]")
 #: a Kafka input's batch: about one generated file (a mobile file holds 30-45 records)
 KAFKA_BATCH = 40
+
+
+@functools.cache
+def jvm_options(python: str) -> str:
+    """The JVM options of the runs on `python`'s Spark line: tests/class_archive.py's, with its
+    class-data-sharing archive (made once per machine and line, here when it is missing; a
+    run's JVM then starts on about three quarters of the CPU), or the plain ones when it cannot
+    be made."""
+    code = "from tests import class_archive as a; a.make(); print(a.jvm_options())"
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'src'}"}
+    made = subprocess.run(
+        [python, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
+        check=False,
+    )  # fmt: skip
+    lines = made.stdout.strip().splitlines()
+    return lines[-1] if made.returncode == 0 and lines else SHORT_LIVED_JVM
 
 
 def reproduce(seed: int) -> str:
@@ -174,16 +191,21 @@ class Runner:
         if self.topic:
             url = f"kafka://{self.broker.bootstrap}/{self.topic}?startingOffsets=earliest"
             source = ["--input", f"{url}&maxOffsetsPerTrigger={KAFKA_BATCH}"]
-        python = outputs.delta_python() if self.scenario.sink == "delta" else sys.executable
         return [
-            python, "-m", "slipstream", verb, self.scenario.pipeline, *source,
+            self.python(), "-m", "slipstream", verb, self.scenario.pipeline, *source,
             "--checkpoint", str(self.checkpoint), "--state-dir", str(self.state),
             "--trigger", "available-now", *SPARK_ARGS, *self.workload.args, *self.sink.args,
             *self.args, *extra,
         ]  # fmt: skip
 
+    def python(self) -> str:
+        """The interpreter of the runs: the Spark 4.2 line's for a Delta sink, else this one."""
+        return outputs.delta_python() if self.scenario.sink == "delta" else sys.executable
+
     def start(self, fault: str = "", extra: tuple[str, ...] = (), verb: str = "run") -> Any:
-        env = cli_env(**self.env, **({"SLIPSTREAM_FAULT": fault} if fault else {}))
+        # the class-data-sharing archive of the runs' Spark line, unless self.env says otherwise
+        jvm = {"SPARK_SUBMIT_OPTS": jvm_options(self.python())}
+        env = cli_env(**{**jvm, **self.env, **({"SLIPSTREAM_FAULT": fault} if fault else {})})
         # the Kafka connector the campaign resolved (tests.services.kafka_connector); cli_env
         # leaves out the SLIPSTREAM_ variables of this process
         if os.environ.get("SLIPSTREAM_KAFKA_CONNECTOR"):
