@@ -23,6 +23,7 @@ from slipstream.runtime.interrupt import EXIT_INTERRUPTED, CtrlC, ctrl_c
 from slipstream.runtime.launch import failure_line, launch
 from slipstream.runtime.refuse import refuse_before_start
 from slipstream.runtime.run import Run, batch_boundaries
+from slipstream.runtime.writers import micro_batch_queries
 from slipstream.settings.config import Settings
 from slipstream.tools.views import results_view
 
@@ -130,7 +131,9 @@ def _run(settings: Settings, out: TextIO, interrupt: CtrlC) -> int:
     if bar is not None and not s.verbose:
         handlers = [bar]  # the bar instead of one line per batch
     # the bar shows its own elapsed time; the notice prints on a terminal only
-    waiting = FirstBatchNotice(out, enabled=False if s.quiet or bar is not None else None)
+    waiting = FirstBatchNotice(
+        out, micro_batch_queries(prepared), enabled=False if s.quiet or bar is not None else None
+    )
     with (
         waiting,
         launch(

@@ -81,8 +81,14 @@ def format_duration(value: timedelta) -> str:
 
 TriggerKind = Literal["default", "interval", "available-now", "once", "continuous", "real-time"]
 TRIGGER_HELP = (
-    "default, an interval (1s, 5s), available-now, once, continuous:INTERVAL or real-time:INTERVAL"
+    "default, an interval (1s, 5s), available-now, once, continuous:INTERVAL, or real-time "
+    "(real-time:INTERVAL: its epoch, 5m unless given)"
 )
+#: the epoch (checkpoint interval) of `--trigger real-time`: Spark's own default. Each epoch's end
+#: pauses the query while Spark commits and plans the next (about 0.7 s on a quiet 2-core
+#: machine, docs/benchmarks.md section 28), so a long epoch keeps that pause out of all but a
+#: few records' latency; a short one replays less after a crash
+REAL_TIME_EPOCH = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -116,7 +122,9 @@ class TriggerSpec:
         for kind in ("continuous", "real-time"):
             if raw.startswith(kind + ":"):
                 return cls(kind, parse_duration(raw.split(":", 1)[1]))
-        if raw in ("continuous", "real-time"):
+        if raw == "real-time":
+            return cls("real-time", REAL_TIME_EPOCH)
+        if raw == "continuous":
             raise ValueError(f"{raw} needs an interval, e.g. {raw}:1s")
         try:
             return cls("interval", parse_duration(raw))

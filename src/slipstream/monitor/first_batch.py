@@ -36,7 +36,8 @@ class FirstBatchWatch:
     """The lines to print, given the records seen and the time now (seconds, any origin).
 
     `began`: when Spark began to start (the clock's reading). `queries`: the queries to watch
-    (default: every query that starts)."""
+    (default: every query that starts; a run names those that run micro-batches: a real-time
+    output's batch is an epoch, minutes long while its rows flow)."""
 
     def __init__(
         self,
@@ -54,13 +55,13 @@ class FirstBatchWatch:
         self.said_at: float | None = None  # the last "running for" line
         self.up_said = False
 
-    def _watched(self, query: str) -> bool:
+    def watched(self, query: str) -> bool:
         return self.queries is None or query in self.queries
 
     def seen(self, record: Record, now: float) -> list[str]:
         """Take one listener record; the line to print at once (Spark is up), if any."""
         query = str(record.get("query"))
-        if not self._watched(query):
+        if not self.watched(query):
             return []
         if record["event"] == "started" and query not in self.finished:
             self.started.setdefault(query, now)
@@ -122,7 +123,8 @@ class LongBatchWatch:
 
 class FirstBatchNotice:
     """A listener handler that prints what a FirstBatchWatch says, on a terminal only (or
-    `enabled=True`). Create it just before Spark starts; `close()` stops its thread."""
+    `enabled=True`), and a LongBatchWatch of the same queries. Create it just before Spark
+    starts; `close()` stops its thread."""
 
     def __init__(
         self,
@@ -161,17 +163,26 @@ class FirstBatchNotice:
 
     def _tick(self) -> None:
         while not self._stop.wait(1.0):  # a wake-up for the next line, not a synchronisation
-            with self._lock:
-                if self.watch.done and self._statuses is None:
-                    return
-                lines = self.watch.due(self.clock())
-            if self._statuses is not None:
-                try:
-                    statuses = self._statuses()
-                except Exception:  # noqa: BLE001 - a stopping session: nothing more to say
-                    return
-                lines += self.long.due(self.clock(), statuses)
+            lines = self.due()
+            if lines is None:
+                return
             self._print(lines)
+
+    def due(self) -> list[str] | None:
+        """The lines to print now (the first batch's, then long batches' of the watched
+        queries); None once there is nothing more to say."""
+        with self._lock:
+            if self.watch.done and self._statuses is None:
+                return None
+            lines = self.watch.due(self.clock())
+        if self._statuses is not None:
+            try:
+                statuses = self._statuses()
+            except Exception:  # noqa: BLE001 - a stopping session: nothing more to say
+                return None
+            watched = {q: st for q, st in statuses.items() if self.watch.watched(q)}
+            lines += self.long.due(self.clock(), watched)
+        return lines
 
     def _print(self, lines: list[str]) -> None:
         for line in lines:

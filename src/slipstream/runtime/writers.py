@@ -7,6 +7,7 @@ database, the JVM's upserting ForeachWriter, sinks/rows.py; or, for an ingest qu
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
@@ -21,6 +22,9 @@ from slipstream.sinks.base import SinkContext
 from slipstream.sinks.database import DatabaseSink
 from slipstream.sinks.rows import attach_rows, mark_real_time
 from slipstream.sinks.spark_sinks import write_mark
+
+#: the longest a rejected record waits for its quarantine in real-time mode
+QUARANTINE_EVERY = timedelta(minutes=1)
 
 
 def apply_trigger(writer: Any, trigger: TriggerSpec) -> Any:
@@ -52,9 +56,22 @@ def query_trigger(settings: Settings, kind: QueryKind) -> TriggerSpec:
         return own
     if quarantine and settings.trigger.kind == "real-time":
         # rejected records go to files, which real-time mode cannot write: micro-batches, one an
-        # epoch unless given (back to back, they held a core the real-time query needed)
-        return own or TriggerSpec("interval", settings.trigger.interval)
+        # epoch (at least one a minute) unless given (back to back, they held a core the
+        # real-time query needed)
+        epoch = settings.trigger.interval or QUARANTINE_EVERY
+        return own or TriggerSpec("interval", min(epoch, QUARANTINE_EVERY))
     return settings.trigger
+
+
+def micro_batch_queries(prepared: Prepared) -> list[str]:
+    """The queries (by slipstream's names) that run micro-batches: all but the outputs of a
+    real-time run, whose batch is an epoch (minutes, while their rows flow)."""
+    settings = prepared.settings
+    return [
+        o.ctx.query_name
+        for o in prepared.outputs.values()
+        if query_trigger(settings, o.kind).kind != "real-time"
+    ]
 
 
 def row_by_row(settings: Settings, output: BoundOutput) -> DatabaseSink | None:

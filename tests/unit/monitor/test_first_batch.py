@@ -99,3 +99,29 @@ def test_a_stopped_query_is_forgotten() -> None:
     assert watch.due(5.0, {}) == []  # stopped (no longer active)
     assert watch.due(20.0, {"p.a": (True, 0)}) == []  # started again: timed afresh
     assert watch.due(30.0, {"p.a": (True, 0)}) != []
+
+
+def test_a_real_time_outputs_epoch_is_no_long_batch() -> None:
+    """A real-time run watches only the queries that run micro-batches (its quarantine): the
+    output's batch is an epoch of minutes while its rows flow, and is never called long."""
+    now = [0.0]
+    shown = io.StringIO()
+    notice = FirstBatchNotice(
+        shown, ["mobile.quarantine.actions"], enabled=True, clock=lambda: now[0]
+    )
+    busy = [False]
+    notice.follow(lambda: {"mobile.counts": (True, 0), "mobile.quarantine.actions": (busy[0], 0)})
+    notice(record("started", "mobile.counts"))
+    notice(record("started", "mobile.quarantine.actions"))
+    notice(record("progress", "mobile.quarantine.actions"))
+    notice.close()
+    said = []
+    for t in range(0, 200):
+        now[0] = float(t)
+        busy[0] = t >= 100  # the quarantine's batch 1 processes from 100 s on
+        said += notice.due() or []
+    assert said == [
+        "still running: mobile.quarantine.actions batch 1 30 s (a busy machine, or a large batch)",
+        "still running: mobile.quarantine.actions batch 1 60 s (a busy machine, or a large batch)",
+        "still running: mobile.quarantine.actions batch 1 90 s (a busy machine, or a large batch)",
+    ]

@@ -79,6 +79,7 @@ def test_spark_interval_is_the_edge() -> None:
         ("once", "once", None),
         ("continuous:1s", "continuous", 1),
         ("real-time:5s", "real-time", 5),
+        ("real-time", "real-time", 300),  # Spark's own default epoch
     ],
 )
 def test_triggers(text: str, kind: str, interval: float | None) -> None:
@@ -285,8 +286,10 @@ def test_a_file_uri_is_its_local_path(tmp_path: Path) -> None:
         ("default", "10s", "default", "every 10s"),
         ("2s", "30s", "every 2s", "every 30s"),
         ("2s", "default", "every 2s", "default"),
-        # real-time mode writes no files: the quarantine's micro-batches, one an epoch
+        # real-time mode writes no files: the quarantine's micro-batches, one an epoch, at
+        # least one a minute
         ("real-time:5s", None, "real-time:5s", "every 5s"),
+        ("real-time", None, "real-time:5m", "every 1m"),
         ("real-time:5s", "1s", "real-time:5s", "every 1s"),
         # a finite run stops after what is there: every query must, so all take the run's
         ("available-now", "10s", "available-now", "available-now"),
@@ -364,3 +367,31 @@ def test_a_config_path_that_is_a_folder_is_a_config_error(tmp_path: Path) -> Non
     with pytest.raises(ConfigError) as err:
         load_settings("mobile", {}, tmp_path, environ={})
     assert err.value.code == "CONFIG_FILE" and "cannot be read" in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("trigger", "watched"),
+    [
+        ("real-time", ["mobile.quarantine.actions"]),  # the output's batch is an epoch
+        ("default", ["mobile.counts", "mobile.quarantine.actions"]),
+    ],
+)
+def test_the_waiting_lines_watch_the_queries_that_run_micro_batches(
+    trigger: str, watched: list[str]
+) -> None:
+    from types import SimpleNamespace
+
+    from slipstream.runtime.bound import QueryKind
+    from slipstream.runtime.writers import micro_batch_queries
+
+    def query(name: str, kind: QueryKind) -> SimpleNamespace:
+        return SimpleNamespace(kind=kind, ctx=SimpleNamespace(query_name=name))
+
+    prepared = SimpleNamespace(
+        settings=load_settings("mobile", {"trigger": trigger}, environ={}),
+        outputs={
+            "counts": query("mobile.counts", QueryKind.OUTPUT),
+            "quarantine.actions": query("mobile.quarantine.actions", QueryKind.QUARANTINE),
+        },
+    )
+    assert micro_batch_queries(prepared) == watched  # type: ignore[arg-type]
