@@ -71,6 +71,27 @@ def test_the_batch_delta_holds_for_a_query(tmp_path: Path) -> None:
     assert committed_batch(tmp_path, "q") == 1
 
 
+def test_a_log_folder_without_a_commit_is_no_table_yet(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The fault campaign's seed 170: the first batch's write failed on a full disk after Delta
+    made `_delta_log/_staged_commits` and before its first commit; the next run took the folder
+    for a table and MERGEd into it (DELTA_TABLE_NOT_FOUND, every run after). The first write is
+    done again until a commit or a checkpoint is in the log."""
+    monkeypatch.setattr(spark_line, "version", lambda: "4.2.0")
+    sink = make_sink(SinkSpec.parse(f"delta:{tmp_path}/t"), tmp_path / "db")
+    log = tmp_path / "t" / "_delta_log"
+    assert not sink.exists()  # type: ignore[attr-defined]
+    (log / "_staged_commits").mkdir(parents=True)
+    (tmp_path / "t" / "part-00000-x.snappy.parquet").write_bytes(b"")
+    assert not sink.exists()  # type: ignore[attr-defined]
+    (log / f"{0:020d}.json").write_text('{"commitInfo": {}}\n')
+    assert sink.exists()  # type: ignore[attr-defined]
+    (log / f"{0:020d}.json").unlink()
+    (log / f"{10:020d}.checkpoint.parquet").write_bytes(b"")
+    assert sink.exists()  # type: ignore[attr-defined]
+
+
 def test_reset_deletes_only_a_table_slipstream_made(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
