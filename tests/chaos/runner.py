@@ -23,6 +23,9 @@ from tests.chaos.workloads import WORKLOADS, Workload
 from tests.helpers import REPO, SHORT_LIVED_JVM, cli_env
 
 PROCESS_TIMEOUT_S = 300
+#: a Delta sink's run: each micro-batch is a MERGE and a commit of Delta's log, 25-60 s a batch
+#: of 40 rows on 2 cores beside two other scenarios (a final run of 10 batches outlived 300 s)
+DELTA_TIMEOUT_S = 900
 SPARK_ARGS = ["--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=2"]
 REFUSED = re.compile(r"slipstream: (?:refused|failed) \[([A-Z][A-Z_]+)\]")
 #: a Kafka input's batch: about one generated file (a mobile file holds 30-45 records)
@@ -43,6 +46,10 @@ def jvm_options(python: str) -> str:
     )  # fmt: skip
     lines = made.stdout.strip().splitlines()
     return lines[-1] if made.returncode == 0 and lines else SHORT_LIVED_JVM
+
+
+def sink_is_delta(scenario: Scenario) -> bool:
+    return scenario.sink == "delta"
 
 
 def reproduce(seed: int) -> str:
@@ -110,7 +117,7 @@ class Runner:
         load harness's small or slow file systems). `timeout_s`: the bound on one run (the
         load harness's is longer: its machine is held busy)."""
         self.scenario, self.workdir, self.sink = scenario, workdir, sink
-        self.timeout_s = timeout_s
+        self.timeout_s = max(timeout_s, DELTA_TIMEOUT_S) if sink_is_delta(scenario) else timeout_s
         self.workload: Workload = WORKLOADS[scenario.pipeline]
         self.input = workdir / "input"
         self.input.mkdir(parents=True, exist_ok=True)
@@ -200,7 +207,7 @@ class Runner:
 
     def python(self) -> str:
         """The interpreter of the runs: the Spark 4.2 line's for a Delta sink, else this one."""
-        return outputs.delta_python() if self.scenario.sink == "delta" else sys.executable
+        return outputs.delta_python() if sink_is_delta(self.scenario) else sys.executable
 
     def start(self, fault: str = "", extra: tuple[str, ...] = (), verb: str = "run") -> Any:
         # the class-data-sharing archive of the runs' Spark line, unless self.env says otherwise
