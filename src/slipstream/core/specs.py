@@ -85,7 +85,7 @@ TRIGGER_HELP = (
     "(real-time:INTERVAL: its epoch, 5m unless given)"
 )
 #: the epoch (checkpoint interval) of `--trigger real-time`: Spark's own default. Each epoch's end
-#: pauses the query while Spark commits and plans the next (about 0.7 s on a quiet 2-core
+#: pauses the query while Spark commits and plans the next (1.1-1.8 s on a quiet 2-core
 #: machine, docs/benchmarks.md section 28), so a long epoch keeps that pause out of all but a
 #: few records' latency; a short one replays less after a crash
 REAL_TIME_EPOCH = timedelta(minutes=5)
