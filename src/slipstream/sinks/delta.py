@@ -30,6 +30,7 @@ from pyspark.sql.streaming import DataStreamWriter
 
 from slipstream.checkpoint.lifecycle import not_ours
 from slipstream.core import spark_line
+from slipstream.core.delta_log import has_commit
 from slipstream.core.specs import SinkSpec
 from slipstream.errors import ConfigError
 from slipstream.sinks.base import BatchInfo, BatchSink, SinkContext, drain, fault_point
@@ -153,17 +154,6 @@ class DeltaSink(BatchSink):
             raise not_ours(folder, f"Delta table of {ctx.query_name}")
         shutil.rmtree(folder)
         return [str(folder)]
-
-
-def has_commit(table: Path) -> bool:
-    """Whether `table` is a Delta table: its log holds a commit (a version's JSON, or a
-    checkpoint). A `_delta_log` folder alone is not one: a first write that failed before its
-    commit (a full disk, a kill) leaves the folder (Delta 4 makes `_staged_commits` in it
-    first) and Delta answers DELTA_TABLE_NOT_FOUND for it, so the first write is done again."""
-    log_dir = table / "_delta_log"
-    if not log_dir.is_dir():
-        return False
-    return any(log_dir.glob("[0-9]*.json")) or any(log_dir.glob("[0-9]*.checkpoint*.parquet"))
 
 
 def append_once(frame: DataFrame, table: Path, app_id: str, batch_id: int) -> bool:

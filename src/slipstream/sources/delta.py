@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from slipstream.core import spark_line
+from slipstream.core.delta_log import has_commit
 from slipstream.core.spark_format import DELTA_USAGE, SparkFormat
 from slipstream.errors import ConfigError
 from slipstream.ingest.parse import SOURCE
@@ -37,10 +38,10 @@ class DeltaSource(Source):
     def validate(self, binding: Binding, options: SourceOptions, conf: Mapping[str, str]) -> None:
         spark_line.require_delta()
         table = binding.existing("a Delta table's folder", "DIR", directory=True)
-        if not (table / "_delta_log").is_dir():
+        if not has_commit(table):
             raise ConfigError(
                 "CONFIG_BAD_VALUE",
-                f"{binding.flag} {table}: not a Delta table (no _delta_log folder in it)",
+                f"{binding.flag} {table}: not a Delta table (no commit in a _delta_log folder)",
                 f"give {DELTA_USAGE} of a Delta table: another pipeline's --sink delta:PATH once "
                 "it has written a batch, or a table another Delta writer made",
             )

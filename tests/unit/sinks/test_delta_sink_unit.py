@@ -124,6 +124,7 @@ def test_a_delta_run_binds_the_delta_source_and_asks_for_delta(
     monkeypatch.setattr(spark_line, "version", lambda: "4.2.0")
     table = tmp_path / "bronze"
     (table / "_delta_log").mkdir(parents=True)
+    (table / "_delta_log" / f"{0:020d}.json").write_text('{"commitInfo": {}}\n')
     flags = {
         "input": f"delta:{table}?startingVersion=1",
         "sink": f"delta:{tmp_path / 'out'}",
@@ -139,6 +140,12 @@ def test_a_delta_run_binds_the_delta_source_and_asks_for_delta(
     with pytest.raises(ConfigError) as refused:
         runner.prepare(load_settings("mobile", flags, environ={}))
     assert refused.value.code == "CONFIG_BAD_VALUE" and "_delta_log" in str(refused.value)
+    half = tmp_path / "half"  # a first write that failed before its commit left only this
+    (half / "_delta_log" / "_staged_commits").mkdir(parents=True)
+    flags["input"] = f"delta:{half}"
+    with pytest.raises(ConfigError) as refused:
+        runner.prepare(load_settings("mobile", flags, environ={}))
+    assert refused.value.code == "CONFIG_BAD_VALUE" and "no commit" in str(refused.value)
 
 
 @pytest.mark.parametrize("flag", ["quarantine", "dead_letter"])
