@@ -18,6 +18,7 @@ answer KAFKA_UNREACHABLE, both before any query starts. The older flags `--sourc
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 
 from pyspark.sql import DataFrame, SparkSession
@@ -63,7 +64,7 @@ def partitions(topic: KafkaTopic, timeout_s: float | None = None) -> dict[str, l
     exist). KAFKA_UNREACHABLE or KAFKA_TOPIC_NOT_FOUND before any query starts."""
     timeout_s = CHECK_TIMEOUT_S if timeout_s is None else timeout_s
     try:  # an optional dependency: slipstream[kafka]
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AdminClient
     except ImportError:
         raise ConfigError(
@@ -78,11 +79,24 @@ def partitions(topic: KafkaTopic, timeout_s: float | None = None) -> dict[str, l
         "socket.timeout.ms": str(int(timeout_s * 1000)),
         "log_level": "0",
     }
+    deadline = time.monotonic() + timeout_s
     try:
         admin = AdminClient(config)
         # every topic (a pattern), or the one named: listing one never creates it
         one = topic.topics[0] if len(topic.topics) == 1 else None
-        metadata = admin.list_topics(topic=one, timeout=timeout_s)
+        while True:
+            metadata = admin.list_topics(topic=one, timeout=timeout_s)
+            # a topic created a moment ago can be listed without a leader yet: asked again,
+            # within the check's own bound, rather than called missing
+            settling = [
+                name
+                for name in topic.topics
+                if (found := metadata.topics.get(name)) is not None
+                and found.error is not None
+                and found.error.code() == KafkaError.LEADER_NOT_AVAILABLE
+            ]
+            if not settling or time.monotonic() > deadline:
+                break
     except KafkaException as exc:
         raise ConfigError(
             "KAFKA_UNREACHABLE",

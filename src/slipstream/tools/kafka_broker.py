@@ -273,7 +273,20 @@ class KafkaBroker:
 
         admin = self.admin()  # kept referenced until the answer: a freed client cancels it
         admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
-        return name
+        # the controller's answer comes before the broker's metadata has the topic: a client
+        # asking at once may be told it does not exist. Returned once every partition has a leader.
+        deadline = time.monotonic() + 30
+        while True:
+            found = admin.list_topics(topic=name, timeout=10).topics.get(name)
+            if (
+                found is not None
+                and found.error is None
+                and len(found.partitions) == partitions
+                and all(p.leader >= 0 for p in found.partitions.values())
+            ):
+                return name
+            if time.monotonic() > deadline:
+                raise BrokerError(f"topic {name!r} had no leader 30 s after its creation")
 
 
 def _main(argv: list[str] | None = None) -> int:
