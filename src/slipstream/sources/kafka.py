@@ -111,6 +111,14 @@ def partitions(topic: KafkaTopic, timeout_s: float | None = None) -> dict[str, l
     }
     known = sorted(t for t in there if not t.startswith("__"))
     for name in topic.topics:
+        if name not in there and name in settling:
+            raise ConfigError(
+                "KAFKA_TOPIC_NOT_FOUND",
+                f"topic {name!r} has no leader on the Kafka broker at {topic.servers} "
+                f"after {timeout_s:.0f} s (LEADER_NOT_AVAILABLE)",
+                "see that the broker holding its partitions is up (kafka-topics.sh "
+                "--describe --topic NAME shows each partition's leader)",
+            )
         if name not in there:
             raise ConfigError(
                 "KAFKA_TOPIC_NOT_FOUND",

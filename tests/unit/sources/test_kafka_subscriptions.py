@@ -110,13 +110,24 @@ class _Admin:
 
     TOPICS: dict[str, int] = {"a": 2, "b": 1, "events-x": 1, "events-y": 3, "__offsets": 4}
 
+    LEADERLESS: dict[str, int] = {}  # a topic just created: how many answers list it leaderless
+
     def __init__(self, config: dict[str, Any]) -> None:
         pass
 
     def list_topics(self, topic: str | None = None, timeout: float = 0) -> Any:
+        from confluent_kafka import KafkaError
+
         def meta(name: str) -> Any:
+            if self.LEADERLESS.get(name, 0) > 0:
+                self.LEADERLESS[name] -= 1
+                return SimpleNamespace(
+                    error=KafkaError(KafkaError.LEADER_NOT_AVAILABLE), partitions={0: None}
+                )
             if name not in self.TOPICS:
-                return SimpleNamespace(error="UNKNOWN_TOPIC_OR_PART", partitions={})
+                return SimpleNamespace(
+                    error=KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART), partitions={}
+                )
             return SimpleNamespace(error=None, partitions=dict.fromkeys(range(self.TOPICS[name])))
 
         names = [topic] if topic is not None else list(self.TOPICS)
@@ -171,6 +182,19 @@ def test_topics_and_partitions_the_broker_has_not_are_refused_before_start(
         kafka_source.check_topic(KafkaTopic.parse(url))
     assert err.value.code == code
     assert says in err.value.render()
+
+
+def test_a_topic_without_a_leader_yet_is_asked_again_not_called_missing(
+    broker: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_Admin, "LEADERLESS", {"a": 3})
+    assert kafka_source.partitions(KafkaTopic.parse(f"{HOST}/a")) == {"a": [0, 1]}
+    assert _Admin.LEADERLESS["a"] == 0  # each leaderless answer was asked past
+    # one that never gets a leader is refused once the check's bound is over
+    monkeypatch.setattr(_Admin, "LEADERLESS", {"a": 10**9})
+    with pytest.raises(ConfigError) as err:
+        kafka_source.partitions(KafkaTopic.parse(f"{HOST}/a"), timeout_s=0.05)
+    assert err.value.code == "KAFKA_TOPIC_NOT_FOUND" and "has no leader" in err.value.message
 
 
 # --- the consumer lag, the dead-letter's re-read, --from-checkpoint -----------------------------
