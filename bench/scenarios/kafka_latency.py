@@ -15,6 +15,11 @@ are left out. The variants and where their rows land:
 - **slipstream**: `slipstream run trending --input events=kafka://...?startingOffsets=earliest
   --input catalog=CSV --sink postgresql` (libpq's variables), the default trigger (a micro-batch
   as soon as the previous one ends), its table `article_views` (update mode, upsert);
+- **slipstream-rt**: trending's real-time form, the same command with `--trigger
+  real-time:EPOCH` (`epoch`, default Spark's 5m) and `--mode update` (`--dedup auto`:
+  `dropDuplicates` by `(event_id, ts)`), `local[4]` and one shuffle partition (a slot for the
+  partition, the deduplication's and the aggregation's shuffle, and the quarantine's batches);
+  its rows go through the JVM writer (the latest row per key, a batch and a commit per 20 ms);
 - **bytewax**: Bytewax's KafkaSource -> per-batch counts -> psycopg upsert into `peer_views`;
 - **pathway**: pw.io.kafka.read -> incremental windowby -> pw.io.postgres.write (snapshot) into
   `peer_views`;
@@ -53,10 +58,12 @@ from bench.scenarios.realtime import CONNECTOR
 NAME = "kafka_latency"
 TITLE = "trending from Kafka: latency to PostgreSQL beside Flink, Bytewax, Pathway; throughput"
 IN_PROCESS = False
-VARIANTS = ("slipstream", "flink", "bytewax", "pathway")
+VARIANTS = ("slipstream", "slipstream-rt", "flink", "bytewax", "pathway")
+OURS = ("slipstream", "slipstream-rt")
 FLINK_JAR = REPO / ".venv-peers" / "jars" / "flink-sql-connector-kafka-5.0.0-2.2.jar"
 SINKS = {
     "slipstream": "PostgreSQL, table article_views (its own sink: staging + ledger, upsert)",
+    "slipstream-rt": "PostgreSQL, table article_views (real time: the JVM writer, upsert by key)",
     "flink": "the print sink, a file (its JDBC connector: mobile only, realtime_peers)",
     "bytewax": "PostgreSQL, table peer_views (a psycopg upsert per output batch, in the script)",
     "pathway": "PostgreSQL, table peer_views (pw.io.postgres.write, snapshot)",
@@ -107,15 +114,18 @@ class Services:
 
 
 def command(
-    variant: str, services: Services, topic: str, catalog: Path, work: Path
+    variant: str, services: Services, topic: str, catalog: Path, work: Path, epoch: str = "5m"
 ) -> tuple[list[str], Path | None]:
     """The engine's command line, and the file its rows land in (None: PostgreSQL)."""
-    if variant == "slipstream":
+    if variant in OURS:
         url = services.broker.url(topic, startingOffsets="earliest")
         argv = slipstream_command(
             *("run", "trending", "--input", f"events={url}", "--input", f"catalog={catalog}"),
             *("--state-dir", work / "state", "--sink", "postgresql"),
         )
+        if variant == "slipstream-rt":
+            argv += ["--trigger", f"real-time:{epoch}", "--mode", "update", "--master", "local[4]"]
+            argv += ["--conf", "spark.sql.shuffle.partitions=1"]
         return argv, None
     script = REPO / "bench" / "peers" / f"{variant}_trending.py"
     events = f"kafka://{services.broker.bootstrap}/{topic}"
@@ -141,9 +151,10 @@ def latency_one(
     tag = f"{variant}_{rate}_{int(time.time())}"
     topic = services.broker.create_topic(f"views-{tag}", 1)
     work = ctx.scratch(f"latency/{tag}")
-    env = services.database(f"kl_{tag}", peer_table=variant != "slipstream")
-    argv, out = command(variant, services, topic, catalog, work)
-    if variant == "slipstream":
+    env = services.database(f"kl_{tag}", peer_table=variant not in OURS)
+    epoch = str(ctx.param("epoch", "5m", "5m"))
+    argv, out = command(variant, services, topic, catalog, work, epoch)
+    if variant in OURS:
         env["SLIPSTREAM_KAFKA_CONNECTOR"] = os.environ.get("SLIPSTREAM_KAFKA_CONNECTOR", CONNECTOR)
         table = "article_views"
     else:
@@ -209,7 +220,7 @@ def latency(ctx: Context, services: Services) -> Result:
     result = Result(f"{NAME} latency", "produced -> row visible, p50/p95/p99, alternated")
     rates = list(ctx.param("rates", [1_000], [1_000, 10_000]))
     wanted = list(ctx.param("variants", list(VARIANTS), list(VARIANTS)))
-    absent = [v for v in wanted if v != "slipstream" and not peer_python(v).exists()]
+    absent = [v for v in wanted if v not in OURS and not peer_python(v).exists()]
     if "flink" in wanted and not FLINK_JAR.exists():
         absent.append("flink")
     wanted = [v for v in wanted if v not in absent]
@@ -230,27 +241,38 @@ def latency(ctx: Context, services: Services) -> Result:
         "topic": "one partition, fresh per run, read from the first offset",
         "producer": "confluent-kafka, linger.ms 5, acks 1, 10 ms ticks, ts = now",
     }
-    for i, rate in enumerate(rates):
-        for variant in wanted if i % 2 == 0 else list(reversed(wanted)):
-            ctx.log(f"  {variant} at {rate:,} events/s")
-            try:
-                row = latency_one(ctx, services, variant, rate, catalog)
-                result.add(**row)
-                ctx.log(f"    {row}")
-            except Exception as exc:  # noqa: BLE001 - one engine must not hide the rest
-                result.notes.append(f"{variant} at {rate:,}/s failed: {str(exc)[:600]}")
-                ctx.log(f"  {variant} at {rate:,}/s failed: {str(exc)[:600]}")
+    reps = int(ctx.param("reps", 1, 1))
+    result.params["reps"] = reps
+    turn = 0
     for rate in rates:
-        mine = {r["engine"]: r for r in result.rows if r["rate"] == rate}
-        base = mine.get("slipstream")
+        for _ in range(reps):  # A B C D, then D C B A, ...
+            for variant in wanted if turn % 2 == 0 else list(reversed(wanted)):
+                ctx.log(f"  {variant} at {rate:,} events/s")
+                try:
+                    row = latency_one(ctx, services, variant, rate, catalog)
+                    result.add(**row)
+                    ctx.log(f"    {row}")
+                except Exception as exc:  # noqa: BLE001 - one engine must not hide the rest
+                    result.notes.append(f"{variant} at {rate:,}/s failed: {str(exc)[:600]}")
+                    ctx.log(f"  {variant} at {rate:,}/s failed: {str(exc)[:600]}")
+            turn += 1
+    for rate in rates:
+        runs = [r for r in result.rows if r["rate"] == rate]
+        mine = {
+            v: {k: median([r[k] for r in runs if r["engine"] == v]) for k in ("p50_ms", "p99_ms")}
+            for v in dict.fromkeys(r["engine"] for r in runs)
+        }
         for v, r in mine.items():
-            result.headline[f"{v} at {rate:,}/s: p50 / p95 / p99 ms"] = (
-                f"{r['p50_ms']} / {r['p95_ms']} / {r['p99_ms']}"
+            result.headline[f"{v} at {rate:,}/s: p50 / p99 ms (median of runs)"] = (
+                f"{r['p50_ms']} / {r['p99_ms']}"
             )
-            if base is not None and v != "slipstream" and r["p50_ms"] and r["p99_ms"]:
-                result.headline[f"slipstream / {v} at {rate:,}/s: p50, p99"] = (
-                    f"{base['p50_ms'] / r['p50_ms']:.1f}x, {base['p99_ms'] / r['p99_ms']:.1f}x"
-                )
+        for ours in OURS:
+            base = mine.get(ours)
+            for v, r in mine.items():
+                if base is not None and v not in OURS and r["p50_ms"] and r["p99_ms"]:
+                    result.headline[f"{ours} / {v} at {rate:,}/s: p50, p99"] = (
+                        f"{base['p50_ms'] / r['p50_ms']:.2f}x, {base['p99_ms'] / r['p99_ms']:.2f}x"
+                    )
     return result
 
 
