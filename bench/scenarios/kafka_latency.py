@@ -54,6 +54,7 @@ from bench.kafkaload import (
 )
 from bench.procs import Proc, group_cpu_seconds, slipstream_command
 from bench.scenarios.realtime import CONNECTOR
+from bench.stage import param_args
 
 NAME = "kafka_latency"
 TITLE = "trending from Kafka: latency to PostgreSQL beside Flink, Bytewax, Pathway; throughput"
@@ -114,14 +115,20 @@ class Services:
 
 
 def command(
-    variant: str, services: Services, topic: str, catalog: Path, work: Path, epoch: str = "5m"
+    variant: str,
+    services: Services,
+    topic: str,
+    catalog: Path,
+    work: Path,
+    epoch: str = "5m",
+    stage: tuple[str, ...] = (),
 ) -> tuple[list[str], Path | None]:
     """The engine's command line, and the file its rows land in (None: PostgreSQL)."""
     if variant in OURS:
         url = services.broker.url(topic, startingOffsets="earliest")
         argv = slipstream_command(
             *("run", "trending", "--input", f"events={url}", "--input", f"catalog={catalog}"),
-            *("--state-dir", work / "state", "--sink", "postgresql"),
+            *("--state-dir", work / "state", "--sink", "postgresql", *stage),
         )
         if variant == "slipstream-rt":
             argv += ["--trigger", f"real-time:{epoch}", "--mode", "update", "--master", "local[4]"]
@@ -153,7 +160,7 @@ def latency_one(
     work = ctx.scratch(f"latency/{tag}")
     env = services.database(f"kl_{tag}", peer_table=variant not in OURS)
     epoch = str(ctx.param("epoch", "5m", "5m"))
-    argv, out = command(variant, services, topic, catalog, work, epoch)
+    argv, out = command(variant, services, topic, catalog, work, epoch, param_args(ctx))
     if variant in OURS:
         env["SLIPSTREAM_KAFKA_CONNECTOR"] = os.environ.get("SLIPSTREAM_KAFKA_CONNECTOR", CONNECTOR)
         table = "article_views"
@@ -310,7 +317,7 @@ def throughput(ctx: Context, services: Services) -> Result:
         argv = slipstream_command(
             *("run", "trending", "--input", source, "--input", f"catalog={data.catalog}"),
             *("--trigger", "available-now", "--state-dir", work / "state"),
-            *("--sink", f"sqlite:{dbs[variant]}"),
+            *("--sink", f"sqlite:{dbs[variant]}", *param_args(ctx)),
         )
         timeout = float(ctx.param("timeout", 900, 3600))
         return measure(argv, work / "run.log", data.total_lines, timeout)
