@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from slipstream.errors import ConfigError
@@ -43,6 +43,8 @@ PACKAGES = "spark.jars.packages"
 #: how long the first resolution may take (Maven Central, about 4 MB of jars)
 RESOLVE_TIMEOUT_S = 600
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
+#: in the Ivy folder: held while a resolution runs (`ivy_lock`)
+LOCK_FILE = "slipstream-resolve.lock"
 #: how long to wait for a repository's list of versions
 METADATA_TIMEOUT_S = 10
 
@@ -85,7 +87,41 @@ def resolve_all(
 ) -> float:
     """Have Spark's Ivy resolve the `coordinates` not yet in its cache, in one spark-submit
     whose output is captured; the seconds it took (0 when all were there). Raises
-    `fail(coordinates, reason)` with Ivy's own reason when one cannot be had."""
+    `fail(coordinates, reason)` with Ivy's own reason when one cannot be had.
+
+    One resolution at a time per Ivy folder, across processes: Ivy has no lock of its own, and
+    two runs starting at once on a machine whose cache lacks the jars (a fresh one) would
+    download into the same files and fail each other ("download failed"). The second waits
+    for the first, then finds the jars in the cache."""
+    with ivy_lock(conf):  # held for an instant when everything is cached
+        return _resolve_locked(coordinates, conf, fail)
+
+
+@contextlib.contextmanager
+def ivy_lock(conf: Mapping[str, str]) -> Iterator[None]:
+    """An exclusive lock on `IVY/slipstream-resolve.lock` (flock: released when the process
+    dies). An Ivy folder where no lock file can be made is used without one."""
+    import fcntl
+
+    path = ivy_jar("g:a:0", conf).parent.parent / LOCK_FILE
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = path.open("a")
+    except OSError:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _resolve_locked(
+    coordinates: Sequence[str], conf: Mapping[str, str], fail: Callable[[str, str], Exception]
+) -> float:
+    # asked under the lock: a resolution that held it may have brought them
     missing = [c for c in coordinates if not ivy_jar(c, conf).is_file()]
     if not missing:
         return 0.0
@@ -112,7 +148,7 @@ def resolve_all(
             raise fail(wanted, str(exc)) from None
     if done.returncode != 0 or not all(ivy_jar(c, conf).is_file() for c in missing):
         text = done.stdout + done.stderr
-        found = re.search(r"\[(unresolved dependency: [^\]]+)\]", text)
+        found = re.search(r"\[((?:unresolved dependency|download failed): [^\]]+)\]", text)
         last = text.strip().splitlines()[-1] if text.strip() else f"exit {done.returncode}"
         reason = found.group(1) if found else last
         raise fail(wanted, reason)
