@@ -56,7 +56,7 @@ def test_a_resolution_holds_the_ivy_folders_lock_and_the_next_finds_the_jar(
     assert seen == [True]
 
 
-def test_an_ivy_folder_without_room_for_the_lock_still_resolves(
+def test_an_ivy_folder_without_room_for_the_lock_still_asks_ivy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     blocked = tmp_path / "file"
