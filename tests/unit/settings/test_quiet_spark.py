@@ -101,7 +101,8 @@ def test_a_failed_querys_own_log_lines_are_off_without_verbose() -> None:
     """A full disk's run showed `ERROR TaskSetManager`, `FileFormatWriter: Aborting job` and
     `MicroBatchExecution: Query ... terminated with error` though the run said DISK_FULL itself
     (issue 45 item 2), and into a Kafka sink `DataWritingSparkTask: Aborting commit` and
-    `WriteToDataSourceV2Exec: ... is aborting` (the fault campaign's seed 66, issue 43): their
+    `WriteToDataSourceV2Exec: ... is aborting` (the fault campaign's seed 66, issue 43), into
+    a Delta sink `MergeIntoCommand: Fatal error in MERGE` (seed 328): their
     loggers follow -Dslipstream.log.failures, OFF unless --verbose."""
     assert (
         "-Dslipstream.log.failures=OFF"
@@ -117,6 +118,7 @@ def test_a_failed_querys_own_log_lines_are_off_without_verbose() -> None:
         "FileFormatWriter",
         "v2.DataWritingSparkTask",
         "v2.WriteToDataSourceV2Exec",
+        "commands.MergeIntoCommand",
         "runtime.MicroBatchExecution",
         "SparkContext",
     ):
