@@ -24,6 +24,7 @@ from slipstream.errors import ConfigError
 from slipstream.settings.kafka_connector import (
     PACKAGES,
     ivy_jar,
+    ivy_root,
     pick,
     resolve_all,
     served_versions,
@@ -66,7 +67,7 @@ def coordinate(conf: Mapping[str, str]) -> str:
     wanted = python_version()
     if ivy_jar(f"{GROUP}:{ARTIFACT}:{wanted}", conf).is_file():
         return f"{GROUP}:{ARTIFACT}:{wanted}"
-    memo = ivy_jar(f"{GROUP}:{ARTIFACT}:0", conf).parent.parent / f"slipstream-delta-for-{wanted}"
+    memo = ivy_root(conf) / f"slipstream-delta-for-{wanted}"
     known = memo.read_text().strip() if memo.is_file() else ""
     if known and ivy_jar(f"{GROUP}:{ARTIFACT}:{known}", conf).is_file():
         served: list[str] | None = [known]

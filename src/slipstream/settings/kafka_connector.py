@@ -69,11 +69,15 @@ def user_connector(conf: Mapping[str, str]) -> str | None:
     return None
 
 
+def ivy_root(conf: Mapping[str, str]) -> Path:
+    """Spark's Ivy folder (`spark.jars.ivy`, else `~/.ivy2.5.2`)."""
+    return Path(conf.get("spark.jars.ivy") or Path.home() / ".ivy2.5.2").expanduser()
+
+
 def ivy_jar(coordinate: str, conf: Mapping[str, str]) -> Path:
     """Where Spark's Ivy keeps the connector's jar once resolved."""
     group, artifact, version = coordinate.split(":")[:3]
-    ivy = Path(conf.get("spark.jars.ivy") or Path.home() / ".ivy2.5.2").expanduser()
-    return ivy / "jars" / f"{group}_{artifact}-{version}.jar"
+    return ivy_root(conf) / "jars" / f"{group}_{artifact}-{version}.jar"
 
 
 def resolve(coordinate: str, conf: Mapping[str, str]) -> float:
@@ -103,7 +107,7 @@ def ivy_lock(conf: Mapping[str, str]) -> Iterator[None]:
     dies). An Ivy folder where no lock file can be made is used without one."""
     import fcntl
 
-    path = ivy_jar("g:a:0", conf).parent.parent / LOCK_FILE
+    path = ivy_root(conf) / LOCK_FILE
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle = path.open("a")
@@ -259,7 +263,7 @@ def served_coordinate(conf: Mapping[str, str]) -> str:
     if ivy_jar(wanted, conf).is_file():
         return wanted
     # the choice of an earlier run, while its jar is cached: no repository asked again
-    memo = ivy_jar(wanted, conf).parent.parent / f"slipstream-kafka-connector-for-{running}"
+    memo = ivy_root(conf) / f"slipstream-kafka-connector-for-{running}"
     known = memo.read_text().strip() if memo.is_file() else ""
     if known and ivy_jar(f"{GROUP}:{ARTIFACT}:{known}", conf).is_file():
         served: list[str] | None = [known]
