@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,11 +40,42 @@ class BatchLine:
     seconds: float
 
 
+def _pinned(cores: set[int] | None) -> Callable[[], None] | None:
+    """What the child runs before its program: keep to `cores` (see split_cores)."""
+    if cores is None:
+        return None
+    chosen = set(cores)
+    return lambda: os.sched_setaffinity(0, chosen)
+
+
 def slipstream_command(*args: str | Path) -> list[str]:
     """`python -m slipstream ARGS`; a `run` must name the ingest stage (bench/stage.py)."""
     if args and str(args[0]) == "run":
         require_flag(args, f"slipstream run {args[1] if len(args) > 1 else ''}".strip())
     return [sys.executable, "-m", "slipstream", *map(str, args)]
+
+
+#: the cores the processes a Proc starts may run on (None: any); `split_cores` sets it
+ENGINE_CORES: set[int] | None = None
+
+
+@contextlib.contextmanager
+def split_cores(engine: set[int]) -> Iterator[set[int]]:
+    """The engine under test on `engine` (every Proc started inside), this process on the other
+    cores, with what it starts itself (a broker, a database server) and the threads it makes
+    (a load generator, a poller): the engine's CPU is then its own. Yields the other cores."""
+    global ENGINE_CORES
+    mine = os.sched_getaffinity(0)
+    others = mine - engine
+    if not engine <= mine or not others:
+        raise ValueError(f"cannot split cores {sorted(mine)} into {sorted(engine)} and the rest")
+    os.sched_setaffinity(0, others)
+    ENGINE_CORES = set(engine)
+    try:
+        yield others
+    finally:
+        ENGINE_CORES = None
+        os.sched_setaffinity(0, mine)
 
 
 class Proc:
@@ -68,6 +99,7 @@ class Proc:
             bufsize=1,
             start_new_session=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            preexec_fn=_pinned(ENGINE_CORES),
         )
         self._reader = threading.Thread(target=self._read, name="bench-proc-out", daemon=True)
         self._reader.start()

@@ -26,7 +26,11 @@ The first `warmup_s` seconds of records are the stated warm-up (the JVMs' JIT, P
 batches) and are left out; p50/p95/p99/max over the rest, and `steady` = the p50 of the last 20 s
 over the p50 of the first 20 s after the warm-up (1.0 = no growth). `equal`: the table at the
 end holds exactly the counts of the records sent (each engine judged the same way). A table row
-per (rate, engine) gives the medians over its runs; the runs' own rows follow."""
+per (rate, engine) gives the medians over its runs; the runs' own rows follow.
+
+`--set pin=true` splits the machine: the engine under test on core 0, and the broker, the
+database server, the producer and the poller on the other cores (bench/procs.py, split_cores),
+so that the load generator and the broker do not take the engine's CPU."""
 
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core import REPO, Context, Result, load_average, median
-from bench.procs import Proc
+from bench.procs import Proc, split_cores
 from bench.scenarios.kafka_latency import FLINK_JAR, peer_python
 from bench.scenarios.realtime import PgCounts, measure, observe, summary
 
@@ -180,13 +184,17 @@ def run(ctx: Context) -> Result:
         "topic": "one partition, fresh per run, read from the first offset",
         "producer": "confluent-kafka, linger.ms 0, acks 1, one record at a time, ts = now",
     }
-    try:
-        broker = KafkaBroker(base=Path(ctx.scratch("broker"))).start()
-    except (BrokerError, OSError) as exc:
-        result.skipped = f"no Kafka broker: {exc}"
-        return result
     runs: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
+        # `pin`: the engine on core 0, the broker, PostgreSQL, producer and poller on the rest
+        if ctx.param("pin", False, False):
+            others = stack.enter_context(split_cores({0}))
+            result.params["cores"] = f"engine: core 0; broker, database, load: {sorted(others)}"
+        try:
+            broker = KafkaBroker(base=Path(ctx.scratch("broker"))).start()
+        except (BrokerError, OSError) as exc:
+            result.skipped = f"no Kafka broker: {exc}"
+            return result
         stack.callback(broker.stop)
         pg = stack.enter_context(running_postgres())
         if isinstance(pg, str):

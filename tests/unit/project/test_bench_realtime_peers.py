@@ -1,12 +1,18 @@
 """Scenario realtime_peers (issue 39, item 4): the peers' model of mobile's valid action and
-window is mobile's, and a run's summary reads growth and the final table as documented."""
+window is mobile's, a run's summary reads growth and the final table as documented, and a
+pinned run keeps the engine on its own core."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from bench.peers.peer_common import mobile_action, tumbling_start
+from bench.procs import Proc, split_cores
 from bench.scenarios.realtime import Observed, summary
 
 from tests import stream_reference as ref
@@ -56,3 +62,23 @@ def test_a_table_that_misses_a_count_is_not_equal() -> None:
     row = summary(observed({0.0: 0.05, 1.0: 0.05}, {key: 1}, {key: 2}))
     assert not row["equal"]
     assert "steady" not in row  # 1 s measured: no first and last 20 s to compare
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="splitting needs two cores")
+def test_split_cores_puts_the_engine_on_its_core_and_the_rest_elsewhere(tmp_path: Path) -> None:
+    mine = os.sched_getaffinity(0)
+    engine = {min(mine)}
+    show = "import os; print(sorted(os.sched_getaffinity(0)))"
+    with split_cores(engine) as others:
+        assert others == mine - engine
+        assert os.sched_getaffinity(0) == others  # this process, and what it starts itself
+        plain = subprocess.run([sys.executable, "-c", show], capture_output=True, text=True)
+        proc = Proc([sys.executable, "-c", show], tmp_path / "engine.log")
+        assert proc.wait(60) == 0
+    assert os.sched_getaffinity(0) == mine
+    assert plain.stdout.strip() == str(sorted(others))
+    assert (tmp_path / "engine.log").read_text().splitlines()[-1] == str(sorted(engine))
+    # outside the split, an engine runs wherever the system puts it
+    proc = Proc([sys.executable, "-c", show], tmp_path / "free.log")
+    assert proc.wait(60) == 0
+    assert (tmp_path / "free.log").read_text().splitlines()[-1] == str(sorted(mine))
