@@ -30,6 +30,29 @@ SPARK_ARGS = ["--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=2"
 REFUSED = re.compile(r"slipstream: (?:refused|failed) \[([A-Z][A-Z_]+)\]")
 #: a Kafka input's batch: about one generated file (a mobile file holds 30-45 records)
 KAFKA_BATCH = 40
+#: every process of a run carries this variable (the run's log), so that what outlives a
+#: killed run can be waited for: a SIGKILLed driver's JVM goes on for a moment (it commits the
+#: batch its driver finished and may plan the next, seed 386), and a checkpoint read before it
+#: is gone is read too early
+RUN_TAG = "CHAOS_RUN"
+#: the longest the campaign waits for a killed run's JVM to go (it goes as it sees its driver
+#: gone, within a second or so)
+LEFT_BEHIND_S = 60
+
+
+def alive_with(tag: str) -> bool:
+    """Whether a live process carries RUN_TAG=`tag` in its environment."""
+    wanted = f"{RUN_TAG}={tag}".encode()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as environ:
+                if wanted in environ.read().split(b"\0"):
+                    return True
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return False
 
 
 @functools.cache
@@ -134,6 +157,7 @@ class Runner:
         self.held: Path | None = None  # late-file: landed once `hold_for` more files landed
         self.hold_for = 0
         self.logs: list[Path] = []
+        self.running: list[tuple[str, Any]] = []  # each run's tag and process, until it is gone
         self.stamp = 0.0
         self.broker = broker
         self.topic = ""
@@ -219,11 +243,25 @@ class Runner:
             env["SLIPSTREAM_KAFKA_CONNECTOR"] = os.environ["SLIPSTREAM_KAFKA_CONNECTOR"]
         log = self.workdir / f"run-{len(self.logs) + 1:02d}-{verb}.log"
         self.logs.append(log)
+        env[RUN_TAG] = str(log)
         with open(log, "w") as out:
-            return subprocess.Popen(
+            proc = subprocess.Popen(
                 self.command(verb, extra), stdout=out, stderr=subprocess.STDOUT, env=env,
                 stdin=subprocess.DEVNULL, cwd=self.workdir,
             )  # fmt: skip
+        self.running.append((str(log), proc))
+        return proc
+
+    def settle(self) -> None:
+        """Wait until nothing is left of the runs that ended (a killed driver's JVM), within
+        LEFT_BEHIND_S; a run still going is not waited for."""
+        for tag, proc in list(self.running):
+            if proc.poll() is None:
+                continue
+            deadline = time.monotonic() + LEFT_BEHIND_S
+            while alive_with(tag) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.running.remove((tag, proc))
 
     def wait(self, proc: Any) -> int | None:
         """The exit code, or None when the run hung past the bound (it is killed)."""
@@ -241,6 +279,9 @@ class Runner:
         return self.logs[index].read_text(errors="replace")
 
     def last(self, log: str) -> int:
+        """The last batch id in the output's `log` (offsets, commits), once what is left of
+        the runs that ended is gone."""
+        self.settle()
         folder = self.output / log
         ids = [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if folder.is_dir() else []
         return max(ids, default=-1)

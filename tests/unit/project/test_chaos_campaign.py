@@ -6,14 +6,19 @@ reconciles."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from tests.chaos.execute import NOISE, SUMMARY, cut
 from tests.chaos.input_faults import UNREACHABLE, appended_lines
 from tests.chaos.outputs import committed_files
-from tests.chaos.runner import REFUSED
+from tests.chaos.runner import REFUSED, RUN_TAG, Runner, alive_with
 from tests.chaos.scenario import BROKER_HOW, FAULTS, INPUT_FAULTS, LATE_AFTER, NEED_HISTORY, plan
 from tests.chaos.workloads import WORKLOADS
 
@@ -237,3 +242,31 @@ def test_a_kafka_topic_is_read_as_the_latest_value_of_each_key() -> None:
         [{"partition": 0, "offset": 0, "key": json.dumps(key), "value": json.dumps(value)}]
     )
     assert WORKLOADS["mobile"].rows(mobile) == {("2026-01-01T00:00:20Z", "open"): 4}
+
+
+def test_the_checkpoint_is_read_once_what_a_killed_run_left_is_gone(tmp_path: Path) -> None:
+    """A SIGKILLed driver's JVM goes on for a moment and may still write the checkpoint (seed
+    386: it planned the next batch after the kill, and the next fault took that for its own
+    run's progress). Here a 'driver' leaves a 'JVM' behind that writes an offsets file half a
+    second after the driver is killed: the runner reads the checkpoint after it."""
+    offsets = tmp_path / "offsets"
+    offsets.mkdir()
+    target = str(offsets / "2")
+    jvm = f"import pathlib, time; time.sleep(0.5); pathlib.Path({target!r}).write_text('v1')"
+    driver_code = (
+        f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {jvm!r}]); "
+        "print('started', flush=True); import time; time.sleep(600)"
+    )
+    tag = str(tmp_path / "run-01-run.log")
+    driver = subprocess.Popen(
+        [sys.executable, "-c", driver_code], env={**os.environ, RUN_TAG: tag},
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert driver.stdout is not None and driver.stdout.readline().strip() == "started"
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    assert alive_with(tag) and not (offsets / "2").exists()  # the 'JVM' is still going
+    runner = SimpleNamespace(running=[(tag, driver)])
+    Runner.settle(runner)  # type: ignore[arg-type]
+    assert (offsets / "2").exists() and not alive_with(tag)
+    assert runner.running == []
