@@ -102,7 +102,9 @@ def test_status_json_reports_each_verdict(
 
 
 def test_dashboard_command_serves_a_state_dir(recorded: Path) -> None:
-    command = [sys.executable, "-m", "slipstream", "dashboard", "--state-dir", str(recorded)]
+    # -X faulthandler: a process that outlives its SIGTERM shows where it stands (_exit_code)
+    command = [sys.executable, "-X", "faulthandler", "-m", "slipstream", "dashboard"]
+    command += ["--state-dir", str(recorded)]
     with running(command + ["--port", "0"]) as (proc, lines):
         url = re.search(r"http://\S+", next(lines, ""))
         assert url is not None
@@ -115,7 +117,18 @@ def test_dashboard_command_serves_a_state_dir(recorded: Path) -> None:
         }
         assert json.loads(get(url.group(0) + "api/results"))["rows"] == []  # no such pipelines
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
+        assert _exit_code(proc, lines) == 0
+
+
+def _exit_code(proc: subprocess.Popen[str], lines: Iterator[str], timeout: float = 30) -> int:
+    """`proc`'s exit code; one still running after `timeout` is aborted and the test fails
+    with what it printed since, its threads' stacks among it (Python's faulthandler)."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        proc.wait(timeout=timeout)
+        pytest.fail(f"still running {timeout:.0f} s after SIGTERM:\n" + "\n".join(lines))
 
 
 # --------------------------------------------------------------------------- stop
