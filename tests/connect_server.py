@@ -37,6 +37,8 @@ from pathlib import Path
 
 import pyspark
 
+from slipstream.ingest.quarantine import EXTENSION
+from slipstream.jvm import jar_path
 from tests import services
 from tests.services import free_port
 
@@ -81,6 +83,10 @@ class ConnectServer:
             str(self.home / "bin" / "spark-submit"),
             "--class", SERVER_CLASS,
             "--master", "local[2]",
+            # slipstream's jar and the extension that gives every session the quarantine's
+            # function (ingest/quarantine.py), as a user's server is started
+            "--jars", str(jar_path()),
+            "--conf", f"spark.sql.extensions={EXTENSION}",
             "--conf", f"spark.connect.grpc.binding.port={self.port}",
             "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
             "--conf", "spark.ui.enabled=false",

@@ -166,3 +166,50 @@ def late_by_window_end(
             (late.append((row, mark)) if window_end(moment, window) <= mark else kept.append(row))
         newest = max([*([newest] if newest else []), *(_utc(r[time]) for r in rows)], default=None)
     return late, kept
+
+
+def quarantine_records(folder: Path) -> list[dict[str, Any]]:
+    """The records a quarantine folder holds for good, read without slipstream's reader: the
+    files an older version's file sink logged in `_spark_metadata`, the ingest stage's
+    `batch-N.json`, and the task files `batch-B.APP.part-P.json` of each batch at or below the
+    last commit of the checkpoint its mark (`.slipstream-output`) names, of each batch the
+    application whose files are newest (a batch run again after a SIGKILL wrote its records
+    again under a new application; the files of a batch never committed do not count)."""
+    import json
+    import re
+    from urllib.parse import unquote, urlparse
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    files: list[Path] = []
+    log = folder / "_spark_metadata"
+    if log.is_dir():
+        live: dict[str, bool] = {}
+        entries = sorted(
+            (p for p in log.iterdir() if p.name.split(".")[0].isdigit()),
+            key=lambda p: int(p.name.split(".")[0]),
+        )
+        for entry in entries:
+            for line in entry.read_text().splitlines()[1:]:
+                item = json.loads(line)
+                live[item["path"]] = item["action"] != "delete"
+        files += [Path(unquote(urlparse(p).path)) for p, alive in live.items() if alive]
+    files += [p for p in folder.glob("batch-*.json") if re.fullmatch(r"batch-\d+\.json", p.name)]
+    tasks = [
+        (int(m[1]), m[2], p)
+        for p in folder.glob("batch-*.part-*.json")
+        if (m := re.fullmatch(r"batch-(\d+)\.(.+)\.part-\d+\.json", p.name))
+    ]
+    if tasks:
+        mark = json.loads((folder / ".slipstream-output").read_text())
+        commits = Path(mark["checkpoint"]) / "commits"
+        done = [int(p.name) for p in commits.iterdir() if p.name.isdigit()]
+        last = max(done, default=-1)
+        newest: dict[int, tuple[float, str]] = {}
+        for batch, app, path in tasks:
+            when = path.stat().st_mtime
+            if batch <= last and when >= newest.get(batch, (0.0, ""))[0]:
+                newest[batch] = (when, app)
+        files += [p for b, app, p in tasks if b in newest and newest[b][1] == app]
+    return [json.loads(line) for f in files for line in f.read_text().splitlines() if line]

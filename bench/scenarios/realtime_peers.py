@@ -57,7 +57,6 @@ FLINK_JDBC = (
 )
 SINKS = {
     "slipstream": "PostgreSQL: JdbcUpsertWriter, latest row per key, a batch + commit per 20 ms",
-    "slipstream-qt": "as slipstream, with --quarantine-trigger EPOCH (a quarantine batch an epoch)",
     "spark-kafka": "a Kafka topic: Spark's own Kafka sink (no database)",
     "flink": "PostgreSQL: Flink's JDBC connector, upsert, a batch per 20 ms or 1,000 rows",
     "bytewax": "PostgreSQL: psycopg executemany upsert per output batch, one transaction",
@@ -109,9 +108,6 @@ def one_run(
     load = load_average()[0]
     if variant == "slipstream":
         row = measure(ctx, broker, variant, f"real-time:{epoch}", pg, rate=rate)
-    elif variant == "slipstream-qt":  # the quarantine query's micro-batches once an epoch
-        extra = ("--quarantine-trigger", epoch)
-        row = measure(ctx, broker, variant, f"real-time:{epoch}", pg, rate=rate, extra=extra)
     elif variant == "spark-kafka":
         row = measure(ctx, broker, variant, f"real-time:{epoch}", to_kafka=True, rate=rate)
     else:

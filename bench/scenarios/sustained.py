@@ -53,8 +53,6 @@ def variant_args(variant: str) -> tuple[str, ...]:
             args += ["--conf", f"spark.sql.shuffle.partitions={value}"]
         elif key == "late-rows":
             args += ["--late-rows", value]
-        elif key == "quarantine-trigger":
-            args += ["--quarantine-trigger", value]
         elif key == "max-files":
             args += ["--max-files-per-trigger", value]
         elif key == "ingest-stage" and value in ("true", "false"):
@@ -62,7 +60,7 @@ def variant_args(variant: str) -> tuple[str, ...]:
         else:
             raise ValueError(
                 f"unknown variant part {part!r} "
-                "(ingest-stage=, trigger=, late-rows=, quarantine-trigger=, partitions=, "
+                "(ingest-stage=, trigger=, late-rows=, partitions=, "
                 "max-files=)"
             )
     return tuple(args)

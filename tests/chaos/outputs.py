@@ -19,6 +19,8 @@ from urllib.parse import unquote, urlparse
 
 import pandas as pd
 
+from tests.helpers import quarantine_records
+
 
 def read_sqlite(path: Path, table: str) -> pd.DataFrame:
     with sqlite3.connect(path) as conn:
@@ -131,7 +133,7 @@ def read_parquet_sink(folder: Path) -> pd.DataFrame:
 
 def quarantined_lines(folder: Path) -> int:
     """Records in a quarantine folder (JSON lines, one record each), committed files only."""
-    return sum(len(f.read_text().splitlines()) for f in committed_files(folder))
+    return len(quarantine_records(folder))
 
 
 def dead_letter_lines(folder: Path) -> int:

@@ -24,7 +24,7 @@ from slipstream.errors import CheckpointError
 from slipstream.runtime.bind import prepare
 from slipstream.runtime.bound import Prepared
 from slipstream.runtime.late_folder import late_is_ours, reset_late
-from slipstream.runtime.ownership import outputs_to_reset
+from slipstream.runtime.ownership import outputs_to_reset, quarantines_written_by
 from slipstream.settings.config import Settings
 
 
@@ -133,8 +133,9 @@ def reset_output(
     out: TextIO,
     confirm_input: TextIO | None = None,
 ) -> int:
-    """`reset PIPELINE --outputs NAME`: one output's checkpoint and results, nothing else (a
-    way out of STATE_INCOMPATIBLE that keeps the other outputs' state)."""
+    """`reset PIPELINE --outputs NAME`: one output's checkpoint and results (and the
+    quarantines its query wrote), nothing else (a way out of STATE_INCOMPATIBLE that keeps the
+    other outputs' state)."""
     from slipstream.checkpoint.lifecycle import clearing_query, query_checkpoint
     from slipstream.errors import ConfigError
 
@@ -153,7 +154,8 @@ def reset_output(
             f"stop it first: slipstream stop {s.pipeline}",
         )
     every, kept = outputs_to_reset(prepared)
-    mine = [o for o in every if o.name == name]
+    # and the quarantines it wrote: a new checkpoint reads every record again
+    mine = [o for o in every if o.name == name] + quarantines_written_by(prepared, name)
     for line in kept:
         if line.startswith(f"output {name} "):
             print(line, file=out)

@@ -2,7 +2,7 @@
 every record read accounted for once, so the lines of one run reconcile with each other.
 
 An output's records read are `valid + quarantined + late + duplicates`: the quarantined ones
-never reach it (the quarantine query of the same input writes them, and says so on its own line),
+never reach its results (the first output that reads an input writes them to its quarantine),
 a deduplication or a join drops late records and re-sent ones, and the rest are valid. A window
 aggregation that comes first drops late *partial aggregates* (one per window, key and partition),
 not records: those records stay in `valid`, and the dead-letter holds them."""

@@ -25,11 +25,12 @@ from slipstream.ingest.guard import EventTimeGuard
 from slipstream.pipelines import Pipeline, get_pipeline
 from slipstream.runtime.bound import QUARANTINE, BoundInput, BoundOutput, Prepared, QueryKind
 from slipstream.runtime.from_checkpoint import apply, start_from
-from slipstream.runtime.ingest_stage import applies, decide
+from slipstream.runtime.ingest_stage import applies, decide, refuse_unstaged_delta
 from slipstream.settings.config import Settings
 from slipstream.settings.connect import sink_violations
 from slipstream.sinks import Sink, SinkContext, make_sink
 from slipstream.sinks.database import check_table
+from slipstream.sinks.quarantine import QuarantineFolder
 from slipstream.sinks.registry import sink_class
 from slipstream.sources.base import Binding
 from slipstream.sources.registry import get_source, kinds_that, sources
@@ -85,22 +86,23 @@ def prepare(
     for bound_input in inputs.values():
         if bound_input.quarantine is not None:
             name = f"{QUARANTINE}.{bound_input.name}"
+            spec = quarantine_spec(settings, bound_input.quarantine)
             outputs[name] = BoundOutput(
                 None,
-                make_sink(quarantine_spec(settings, bound_input.quarantine), Path()),
+                make_sink(spec, Path()) if spec.kind == "delta" else QuarantineFolder(spec),
                 _ctx(pipeline, settings, name, QUARANTINE, (), "append"),
                 reads=(bound_input.name,),
-                kind=QueryKind.QUARANTINE,
+                kind=QueryKind.INGEST,  # kept if the input is staged (below)
             )
     _refuse_shared_targets(outputs)
     # `--ingest-stage auto`: decided here, once, from the checkpoints and the outputs; each
-    # input records whether it is staged, and its quarantine query becomes its ingest query
+    # input records whether it is staged, and a staged input's query is its ingest query (an
+    # input not staged has none: its first output writes its quarantine, ingest/quarantine.py)
     settings = settings.with_(ingest_stage=decide(settings, inputs, outputs))
     inputs = {n: replace(b, staged=applies(settings, b)) for n, b in inputs.items()}
-    outputs = {
-        n: replace(o, kind=QueryKind.INGEST) if o.reads and inputs[o.reads[0]].staged else o
-        for n, o in outputs.items()
-    }
+    refuse_unstaged_delta(settings, inputs)
+    folders = {n: o for n, o in outputs.items() if o.reads}
+    outputs = {n: o for n, o in outputs.items() if not o.reads or inputs[o.reads[0]].staged}
     start = start_from(settings, pipeline.name, inputs) if check_source else None
     # the queries that read the raw files (`--from-checkpoint`'s filter lasts until each has
     # committed past OLD's files): with every stream input staged, its ingest queries only
@@ -108,7 +110,9 @@ def prepare(
     staged = bool(streams) and all(b.staged for b in streams)
     raw = [Path(o.ctx.checkpoint) for o in outputs.values() if not o.is_output or not staged]
     inputs = apply(inputs, start, raw)
-    prepared = Prepared(pipeline, settings, params, inputs, outputs, start_from=start)
+    prepared = Prepared(
+        pipeline, settings, params, inputs, outputs, start_from=start, quarantine_sinks=folders
+    )
     problems = [
         ValidationError(v.code, f"output {out.ctx.query_name}: {v.message}", v.fix)
         for out in outputs.values()
@@ -251,8 +255,8 @@ def _bind_input(
 
 
 def quarantine_spec(settings: Settings, folder: Path) -> SinkSpec:
-    """An input's quarantine query writes JSON files into `folder`, or with `--quarantine
-    delta:DIR` a Delta table (exactly-once as any Delta sink: sinks/delta.py)."""
+    """An input's quarantine is JSON files in `folder`, or with `--quarantine delta:DIR` a
+    Delta table (written by the ingest stage's query, exactly-once as any Delta sink)."""
     return SinkSpec("delta" if settings.quarantine_delta else "json", str(folder))
 
 

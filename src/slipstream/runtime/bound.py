@@ -31,9 +31,9 @@ class QueryKind(enum.Enum):
     """What a run's query is for."""
 
     OUTPUT = "output"  # one of the pipeline's outputs
-    QUARANTINE = "quarantine"  # drains one input's rejected records into its quarantine
     #: the ingest stage's query of one input (runtime/ingest_stage.py): parses once, writes the
-    #: typed rows for the outputs (bronze) and the rejected ones to the quarantine
+    #: typed rows for the outputs (bronze) and the rejected ones to the quarantine (named
+    #: `quarantine.INPUT`, as an older version's quarantine query was)
     INGEST = "ingest"
 
 
@@ -60,10 +60,10 @@ class BoundInput:
 
 @dataclass(frozen=True)
 class BoundOutput:
-    spec: Output | None  # the pipeline's declaration (None for a quarantine or ingest query)
+    spec: Output | None  # the pipeline's declaration (None for an ingest query)
     sink: Sink
     ctx: SinkContext
-    reads: tuple[str, ...] = ()  # a quarantine or ingest query: the input it drains
+    reads: tuple[str, ...] = ()  # an ingest query: the input it reads
     kind: QueryKind = QueryKind.OUTPUT
 
     @property
@@ -87,13 +87,25 @@ class Prepared:
     settings: Settings
     params: Params
     inputs: dict[str, BoundInput]
-    outputs: dict[str, BoundOutput]  # the pipeline's outputs that are on, then quarantines
+    outputs: dict[str, BoundOutput]  # the pipeline's outputs that are on, then ingest queries
     plans: dict[str, Plan] = field(default_factory=dict)  # read from Spark by runtime.build
     late: dict[str, LatePlan] = field(default_factory=dict)  # the dead-letter's rules, by build
     # the ingest stage: each staged input's bronze read schema, by build (runtime/ingest_stage.py)
     bronze: dict[str, Any] = field(default_factory=dict)
     # where a new checkpoint started (`--from-checkpoint`, runtime/from_checkpoint.py)
     start_from: StartFrom | None = None
+    # each input's quarantine writer: the output whose query writes it, by build
+    # (ingest/quarantine.py; a staged input's ingest query writes its own)
+    quarantines: dict[str, str] = field(default_factory=dict)
+    # each parsed input's quarantine folder as what it is on disk, a sink (`quarantine.INPUT`):
+    # what reset deletes, the outputs' record holds and the ownership checks read
+    quarantine_sinks: dict[str, BoundOutput] = field(default_factory=dict)
+
+    @property
+    def targets(self) -> dict[str, BoundOutput]:
+        """Every place the run writes: its outputs and queries, and the quarantine folders."""
+        folders = {n: o for n, o in self.quarantine_sinks.items() if n not in self.outputs}
+        return self.outputs | folders
 
     @property
     def primary(self) -> BoundOutput:

@@ -1,14 +1,18 @@
 """The build step: every query of a run as a DataFrame and its plan, nothing started.
 
 Per stream input: read, parse with reasons, guard, expectations (runtime/inputs.py), then
-either the valid rows go to the pipeline (and the rejected ones to the input's quarantine query)
-or, staged, the input's ingest query parses once and the outputs read its typed rows (bronze,
+either the valid rows go to the pipeline (the rejected ones are written to the input's
+quarantine by the first output that reads it, in the same pass: ingest/quarantine.py) or,
+staged, the input's ingest query parses once and the outputs read its typed rows (bronze,
 runtime/ingest_stage.py). Per output: `pipeline.build`'s frame and the plan Spark analyzed for
 it, from which every rule and the dead-letter's late-row rules are read."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -16,7 +20,13 @@ from pyspark.sql import functions as F
 from slipstream.analysis.plan import analyzed_text, read_plan
 from slipstream.ingest.expectations import enforce, route
 from slipstream.ingest.parse import REASON
-from slipstream.ingest.quarantine import QUALITY_METRICS, accepted, quality_metrics, rejected
+from slipstream.ingest.quarantine import (
+    FUNCTION,
+    QUALITY_METRICS,
+    quality_metrics,
+    register,
+    tapped,
+)
 from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared, QueryKind
 from slipstream.runtime.ingest_stage import (
     IngestBatch,
@@ -40,16 +50,18 @@ class Query:
     frame: DataFrame
     tree: str = ""  # Spark's analyzed plan, as text
     ingest: IngestBatch | None = None  # the ingest stage's query of an input (ingest_stage.py)
+    #: the inputs whose quarantine this query writes, and where (ingest/quarantine.py)
+    quarantines: Mapping[str, Path] = field(default_factory=dict)
 
 
 @dataclass
 class _Read:
-    """What the inputs give the queries: each input's rows for the pipeline (`valid`), its
-    parsed records for its quarantine (`records`), each staged input's ingest frame."""
+    """What the inputs give the queries: each input's rows for the pipeline (`valid`), each
+    staged input's ingest frame, the inputs whose quarantine an output writes (`tapped`)."""
 
     valid: dict[str, DataFrame]
-    records: dict[str, DataFrame]
     staged: dict[str, DataFrame]
+    tapped: dict[str, Path]
 
 
 def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
@@ -58,7 +70,20 @@ def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
     read = _read_inputs(spark, prepared)
     frames = prepared.pipeline.build(spark, read.valid, prepared.params)
     queries = [_query(prepared, out, read, frames) for out in prepared.outputs.values()]
+    queries = _owners(queries, read.tapped)
+    prepared.quarantines.update({name: q.output.name for q in queries for name in q.quarantines})
     return sorted(queries, key=lambda q: q.output.kind is not QueryKind.INGEST)
+
+
+def _owners(queries: list[Query], tapped: dict[str, Path]) -> list[Query]:
+    """Each tapped input's quarantine is written by the first output whose plan reads it."""
+    owned: dict[int, dict[str, Path]] = {}
+    for name, folder in tapped.items():
+        calls = re.compile(rf"\b{FUNCTION}\({re.escape(name)},")
+        owner = next((i for i, q in enumerate(queries) if calls.search(q.tree)), None)
+        if owner is not None:
+            owned.setdefault(owner, {})[name] = folder
+    return [replace(q, quarantines=owned[i]) if i in owned else q for i, q in enumerate(queries)]
 
 
 def _read_inputs(spark: SparkSession, prepared: Prepared) -> _Read:
@@ -69,20 +94,24 @@ def _read_inputs(spark: SparkSession, prepared: Prepared) -> _Read:
             read.valid[bound.name] = read_table(spark, bound)
             continue
         parsed = read_guarded(spark, prepared, bound)
-        read.records[bound.name] = parsed
         if not bound.parses:
             read.valid[bound.name] = parsed
         elif bound.staged:
             read.valid[bound.name] = _staged(spark, prepared, bound, parsed, read)
         else:
-            # expectations: counted (and `fail` enforced) on the branch the outputs read; `drop`
-            # rules set a reason on both branches, so the quarantine query receives those rows.
-            # Observed metrics are named per input when a query may read several.
+            # expectations: counted (and `fail` enforced), `drop` rules setting a reason, so
+            # the quarantine receives those rows. Observed metrics are named per input when a
+            # query may read several.
             rules = bound.expectations
             suffix = f".{bound.name}" if several else ""
             checked = route(enforce(parsed, rules, suffix), rules)
             metrics = QUALITY_METRICS + suffix
-            read.valid[bound.name] = accepted(checked.observe(metrics, *quality_metrics()))
+            register(spark)
+            assert bound.quarantine is not None
+            read.tapped[bound.name] = bound.quarantine
+            read.valid[bound.name] = tapped(
+                checked.observe(metrics, *quality_metrics()), bound.name
+            )
     return read
 
 
@@ -108,12 +137,6 @@ def _query(
         bound = prepared.inputs[output.reads[0]]
         frame = read.staged[bound.name]
         ingest = ingest_batch(prepared.settings, bound)
-    elif output.kind is QueryKind.QUARANTINE:
-        # it counts what it reads and what it writes (`quality`), so its batch line, the
-        # summary and the dashboard say how many records it quarantined
-        bound = prepared.inputs[output.reads[0]]
-        routed = route(read.records[bound.name], bound.expectations)
-        frame = rejected(routed.observe(QUALITY_METRICS, *quality_metrics()))
     elif output.name in frames:
         frame = frames[output.name]
     else:

@@ -14,7 +14,6 @@ from slipstream.errors import ValidationError
 from slipstream.runtime.bound import BoundOutput, Prepared, stream_inputs
 from slipstream.runtime.build import Query
 from slipstream.runtime.compat import Verdicts, judge_all
-from slipstream.runtime.writers import query_trigger
 from slipstream.settings.connect import sink_violations
 
 
@@ -27,8 +26,7 @@ def check(prepared: Prepared, queries: list[Query]) -> list[ValidationError]:
         plan = prepared.plans[out.name]
         offered = out.spec.modes if out.spec is not None else None
         source = _source_of(prepared, out)
-        trigger = query_trigger(s, out.kind)
-        found = violations(plan, out.ctx.mode, out.sink.spec, trigger, source, offered)
+        found = violations(plan, out.ctx.mode, out.sink.spec, s.trigger, source, offered)
         if out.is_output:
             nullable = {f.name: f.nullable for f in query.frame.schema.fields}
             found += key_violations(out.ctx.mode, out.sink.spec, out.ctx.key, nullable)

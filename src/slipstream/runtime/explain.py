@@ -9,7 +9,6 @@ from slipstream.analysis import realtime
 from slipstream.core.specs import format_duration
 from slipstream.runtime import partitions
 from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared, stream_inputs
-from slipstream.runtime.writers import query_trigger
 
 
 def explain(prepared: Prepared) -> str:
@@ -36,21 +35,15 @@ def explain(prepared: Prepared) -> str:
         plan = prepared.plans.get(out.name)
         if plan is not None:
             lines += [f"  {line}" for line in plan.describe(out.ctx.mode)]
-        if s.trigger.kind == "real-time" and plan is not None:
-            if not out.is_output:
-                every = query_trigger(s, out.kind).describe()
-                lines.append(f"  real-time   no: rejected records go to files; batches {every}")
-            else:
-                verdict = realtime.describe(plan, out.ctx.mode, out.sink.spec.kind, streams)
-                lines.append(f"  real-time   {verdict}")
+        if s.trigger.kind == "real-time" and plan is not None and out.is_output:
+            verdict = realtime.describe(plan, out.ctx.mode, out.sink.spec.kind, streams)
+            lines.append(f"  real-time   {verdict}")
         late = prepared.late.get(out.name)
         if late is not None:
             lines += [f"  late rows {rule.describe()}" for rule in late.rules]
             lines += [f"  late rows not written: {why}" for why in late.uncovered]
     lines.append(f"trigger     {s.trigger.describe()}")
     lines.append(partitions.choose(prepared).describe())
-    if s.quarantine_trigger is not None:
-        lines.append(f"quarantine trigger {s.quarantine_trigger.describe()}")
     return "\n".join(lines)
 
 

@@ -56,7 +56,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from slipstream.errors import CheckpointError
+from slipstream.errors import CheckpointError, ConfigError
 from slipstream.ingest.parse import RAW, REASON
 from slipstream.ingest.quarantine import QUALITY_METRICS, rejected
 from slipstream.runtime.bound import QueryKind
@@ -84,11 +84,12 @@ def applies(settings: Settings, bound: BoundInput) -> bool:
     return bound.source.stageable
 
 
-#: `--ingest-stage auto` stages a new checkpoint's inputs under a finite trigger when an input
-#: is read by this many queries or more (its outputs and its quarantine). docs/benchmarks.md
-#: section 23, available-now, stage / no stage: `sensors` (4 readers) 1.01x, `ads` (4 per
-#: input) 1.11-1.31x, `trending` (2) 1.01-1.07x, `mobile` (2) 0.66x; live, latency 1.43-1.71x
-#: worse with the stage, so a live trigger does not stage by default.
+#: `--ingest-stage auto` stages a new checkpoint's inputs under a finite trigger when they are
+#: read by this many queries or more (the outputs; the quarantine is written by the first of
+#: them from its own read). docs/benchmarks.md section 23, available-now, stage / no stage,
+#: measured when the quarantine was a query of its own: `sensors` (4 readers) 1.01x, `ads` (4
+#: per input) 1.11-1.31x, `trending` (2) 1.01-1.07x, `mobile` (2) 0.66x; live, latency
+#: 1.43-1.71x worse with the stage, so a live trigger does not stage by default.
 AUTO_READERS = 3
 
 
@@ -105,14 +106,30 @@ def decide(
     made = [c for c in checkpoints if _has_run(c)]
     if made:
         return any((c / MARK).is_file() for c in made)
+    if settings.quarantine_delta:
+        return True  # a Delta quarantine is written by the ingest query's batch writer
     if not settings.trigger.finite:
         return False
     n_outputs = sum(1 for out in outputs.values() if out.is_output)
-    return any(
-        n_outputs + (b.quarantine is not None) >= AUTO_READERS
-        for b in inputs.values()
-        if b.source is not None and b.parses
+    return n_outputs >= AUTO_READERS and any(
+        b.source is not None and b.parses for b in inputs.values()
     )
+
+
+def refuse_unstaged_delta(settings: Settings, inputs: dict[str, BoundInput]) -> None:
+    """`--quarantine delta:DIR` is written a batch at a time, in one Delta commit each, by the
+    ingest stage's query: an input that parses and is not staged has no such writer."""
+    if not settings.quarantine_delta:
+        return
+    for b in inputs.values():
+        if b.source is not None and b.parses and not b.staged:
+            raise ConfigError(
+                "CONFIG_BAD_VALUE",
+                f"--quarantine delta:...: input {b.name} is not read through the ingest stage "
+                "in this run, and only the ingest stage's query writes a Delta quarantine",
+                "give a folder: --quarantine DIR (JSON files), or run with --ingest-stage true "
+                "(not with real-time mode, Spark Connect or a socket source)",
+            )
 
 
 def bronze_dir(settings: Settings, bound: BoundInput) -> Path:

@@ -28,10 +28,12 @@ from slipstream.checkpoint.logs import query_id
 from slipstream.core.specs import SinkSpec
 from slipstream.errors import CheckpointError
 from slipstream.runtime.bound import QUARANTINE, BoundOutput, Prepared, QueryKind
+from slipstream.runtime.build import Query
 from slipstream.settings.config import Settings
 from slipstream.sinks import Sink, SinkContext, make_sink
 from slipstream.sinks.database import DatabaseSink
-from slipstream.sinks.spark_sinks import FileSink, mark_names
+from slipstream.sinks.quarantine import task_files
+from slipstream.sinks.spark_sinks import FileSink, mark_names, write_mark
 from slipstream.sinks.sqlite import SqliteSink
 
 RECORD = ".slipstream-outputs.json"
@@ -41,7 +43,7 @@ def refuse_foreign_outputs(prepared: Prepared) -> None:
     """OUTPUT_BELONGS_TO_OTHER_CHECKPOINT for the first output that holds batches this run's
     checkpoint did not write."""
     pipeline = prepared.pipeline.name
-    for out in prepared.outputs.values():
+    for out in prepared.targets.values():
         held = out.sink.foreign_batches(out.ctx)
         if held is None:
             continue
@@ -88,7 +90,7 @@ def record_outputs(prepared: Prepared) -> None:
     root = Path(prepared.settings.checkpoint_root).resolve()
     state = Path(prepared.settings.state_dir).resolve()
     entries = _entries(root)
-    for name, out in prepared.outputs.items():
+    for name, out in prepared.targets.items():
         target = out.sink.location(out.ctx)
         if target is None:
             continue
@@ -127,7 +129,7 @@ def _recorded(prepared: Prepared) -> list[tuple[BoundOutput, dict[str, Any]]]:
     """Every output a run on this checkpoint recorded that these settings do not bind, bound
     to the sink it was written to, with its record entry."""
     settings = prepared.settings
-    seen = {(o.name, o.sink.location(o.ctx), o.ctx.table) for o in prepared.outputs.values()}
+    seen = {(o.name, o.sink.location(o.ctx), o.ctx.table) for o in prepared.targets.values()}
     found = []
     for entry in _entries(settings.checkpoint_root):
         name, target, table = (
@@ -151,7 +153,7 @@ def _recorded(prepared: Prepared) -> list[tuple[BoundOutput, dict[str, Any]]]:
         )
         spec = next((o for o in prepared.pipeline.outputs if o.name == name), None)
         if name.startswith(QUARANTINE):
-            bound = BoundOutput(None, sink, ctx, kind=QueryKind.QUARANTINE)
+            bound = BoundOutput(None, sink, ctx, kind=QueryKind.INGEST)
         else:
             bound = BoundOutput(spec, sink, ctx)
         found.append((bound, entry))
@@ -210,7 +212,7 @@ def outputs_to_reset(prepared: Prepared) -> tuple[list[BoundOutput], list[str]]:
     run on this checkpoint recorded that still belongs to this checkpoint; and one line for
     each recorded output it leaves alone because it belongs to another checkpoint (the
     original's, when this state dir is a copy)."""
-    found = list(prepared.outputs.values())
+    found = list(prepared.targets.values())
     kept = []
     for out, entry in _recorded(prepared):
         owner = owner_elsewhere(out, entry, prepared.settings)
@@ -222,3 +224,37 @@ def outputs_to_reset(prepared: Prepared) -> tuple[list[BoundOutput], list[str]]:
                 f"{owner} (a copy's record?): not deleted"
             )
     return found, kept
+
+
+def quarantines_written_by(prepared: Prepared, output: str) -> list[BoundOutput]:
+    """The quarantine folders whose mark names output `output`'s checkpoint (its query wrote
+    them: ingest/quarantine.py)."""
+    checkpoint = query_checkpoint(prepared.settings.checkpoint_root, output).resolve()
+    return [
+        q
+        for q in prepared.quarantine_sinks.values()
+        if q.sink.spec.is_file_sink and checkpoint in mark_names(q.sink.spec.path())
+    ]
+
+
+def claim_quarantines(built: list[Query]) -> None:
+    """Mark each quarantine folder an output's query writes with that query's checkpoint
+    (sinks/quarantine.py reads its commits); a folder holding the task files of another
+    query of this checkpoint (its quarantine written by another output in an earlier run:
+    their batch ids are not this query's) is refused before any query starts."""
+    for query in built:
+        own = Path(query.output.ctx.checkpoint).resolve()
+        for name, folder in query.quarantines.items():
+            writer = next((c for c in mark_names(folder) if c.is_dir()), None)
+            if task_files(folder) and writer is not None and writer != own:
+                raise CheckpointError(
+                    "OUTPUT_BELONGS_TO_OTHER_CHECKPOINT",
+                    f"the quarantine of input {name} ({folder}) holds the batches of "
+                    f"{writer}, and in this run {query.output.ctx.query_name} writes it; "
+                    "nothing was started",
+                    f"run with the outputs of the earlier run, or start over: `slipstream "
+                    f"reset {query.output.ctx.pipeline} --outputs`, or give a new --quarantine DIR",
+                )
+    for query in built:
+        for folder in query.quarantines.values():
+            write_mark(Path(folder), Path(query.output.ctx.checkpoint))

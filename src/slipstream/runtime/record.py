@@ -2,8 +2,8 @@
 
 Each checkpoint's build record (after the state it holds was judged to fit this run's queries,
 runtime/compat.py), a new checkpoint's start (`--from-checkpoint`, runtime/from_checkpoint.py),
-the ingest stage's marks (runtime/ingest_stage.py) and the outputs this checkpoint owns
-(runtime/ownership.py)."""
+the ingest stage's marks (runtime/ingest_stage.py), the outputs this checkpoint owns and the
+quarantine folders its outputs write (runtime/ownership.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from slipstream.runtime.checks import restart_verdicts
 from slipstream.runtime.compat import refuse_or_record
 from slipstream.runtime.from_checkpoint import begin
 from slipstream.runtime.ingest_stage import mark_checkpoints
-from slipstream.runtime.ownership import record_outputs
+from slipstream.runtime.ownership import claim_quarantines, record_outputs
 
 _log = logging.getLogger("slipstream")
 
@@ -32,4 +32,5 @@ def record_start(spark: SparkSession, prepared: Prepared, built: list[Query]) ->
     refuse_or_record(prepared, restart_verdicts(spark, prepared, built), _say)
     begin(prepared, _say)
     mark_checkpoints(prepared, {b.name for b in prepared.inputs.values() if b.staged})
+    claim_quarantines(built)
     record_outputs(prepared)

@@ -27,7 +27,7 @@ def summary(run_: Run, out: TextIO) -> None:
     for query in sorted(set(by_query) | set(accounts)):
         t = accounts.get(query) or no_batches()
         output = by_query.get(query)
-        if output is not None and not output.is_output:  # a quarantine (or ingest) query
+        if output is not None and not output.is_output:  # an ingest query
             bound = prepared.inputs.get(output.reads[0]) if output.reads else None
             folder = bound.quarantine if bound else None
             shown = f"delta:{folder}" if folder is not None and s.quarantine_delta else folder
@@ -48,6 +48,12 @@ def summary(run_: Run, out: TextIO) -> None:
                 "on, or --mode update shows windows while they count",
                 file=out,
             )
+    for name, owner in prepared.quarantines.items():
+        print(
+            f"quarantine {name}: the records {prepared.pipeline.name}.{owner} rejected are in "
+            f"{prepared.inputs[name].quarantine}",
+            file=out,
+        )
     if s.trigger.finite and not any(t["rows"] for t in run_.totals.by_query.values()):
         # a resume with nothing new ran no batch with rows: say so rather than nothing
         print(

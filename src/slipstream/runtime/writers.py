@@ -2,19 +2,19 @@
 
 Its name, output mode and checkpoint; the sink's `attach` (or, in real-time mode into a
 database, the JVM's upserting ForeachWriter, sinks/rows.py; or, for an ingest query, its
-`foreachBatch`); the trigger (a quarantine query may take its own)."""
+`foreachBatch`); the trigger; the quarantines it writes (ingest/quarantine.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from slipstream.core.specs import TriggerSpec, spark_interval
 from slipstream.errors import ConfigError
-from slipstream.runtime.bound import BoundOutput, Prepared, QueryKind
+from slipstream.ingest.quarantine import owned as quarantine_settings
+from slipstream.runtime.bound import BoundOutput, Prepared
 from slipstream.runtime.build import Query
 from slipstream.settings.config import Settings
 from slipstream.settings.connect import start_query
@@ -22,9 +22,6 @@ from slipstream.sinks.base import SinkContext
 from slipstream.sinks.database import DatabaseSink
 from slipstream.sinks.rows import attach_rows, mark_real_time
 from slipstream.sinks.spark_sinks import write_mark
-
-#: the longest a rejected record waits for its quarantine in real-time mode
-QUARANTINE_EVERY = timedelta(minutes=1)
 
 
 def apply_trigger(writer: Any, trigger: TriggerSpec) -> Any:
@@ -44,25 +41,6 @@ def apply_trigger(writer: Any, trigger: TriggerSpec) -> Any:
     return writer.trigger(realTime=interval)
 
 
-def query_trigger(settings: Settings, kind: QueryKind) -> TriggerSpec:
-    """A quarantine query takes `--quarantine-trigger` while the outputs run micro-batches on
-    and on, and micro-batches (`--quarantine-trigger`, else one an epoch) while they run in
-    real-time mode;
-    with a finite trigger (available-now, once) every query takes the run's. An ingest query
-    feeds the outputs: it takes the run's."""
-    own = settings.quarantine_trigger
-    quarantine = kind is QueryKind.QUARANTINE
-    if quarantine and own is not None and settings.trigger.kind in ("default", "interval"):
-        return own
-    if quarantine and settings.trigger.kind == "real-time":
-        # rejected records go to files, which real-time mode cannot write: micro-batches, one an
-        # epoch (at least one a minute) unless given (back to back, they held a core the
-        # real-time query needed)
-        epoch = settings.trigger.interval or QUARANTINE_EVERY
-        return own or TriggerSpec("interval", min(epoch, QUARANTINE_EVERY))
-    return settings.trigger
-
-
 def micro_batch_queries(prepared: Prepared) -> list[str]:
     """The queries (by slipstream's names) that run micro-batches: all but the outputs of a
     real-time run, whose batch is an epoch (minutes, while their rows flow)."""
@@ -70,7 +48,7 @@ def micro_batch_queries(prepared: Prepared) -> list[str]:
     return [
         o.ctx.query_name
         for o in prepared.outputs.values()
-        if query_trigger(settings, o.kind).kind != "real-time"
+        if settings.trigger.kind != "real-time" or not o.is_output
     ]
 
 
@@ -136,9 +114,22 @@ def start_one(
         write_mark(query.ingest.quarantine, out.ctx.checkpoint)
         ready = apply_trigger(writer.foreachBatch(query.ingest), settings.trigger)
     else:
-        ready = apply_trigger(attach(writer, out.ctx), query_trigger(settings, out.kind))
+        ready = apply_trigger(attach(writer, out.ctx), settings.trigger)
     start = out.sink.start if rows is None and query.ingest is None else None
-    started = start_query(ready, start=start)
+
+    def begin() -> StreamingQuery:
+        # the inputs whose quarantine it writes: their folders, in the session's settings while
+        # it starts (Spark keeps a started query's settings and carries them to its tasks)
+        owned = quarantine_settings(query.quarantines)
+        for key, value in owned.items():
+            frame.sparkSession.conf.set(key, value)
+        try:
+            return start_query(ready, start=start)
+        finally:
+            for key in owned:
+                frame.sparkSession.conf.unset(key)
+
+    started = begin()
     if rows is not None:
         mark_real_time(rows, out.ctx, str(started.id))
-    return started, lambda: start_query(ready, start=start)
+    return started, begin

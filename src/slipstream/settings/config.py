@@ -81,7 +81,6 @@ class Settings:
     query_name: dict[str, str] = field(default_factory=dict)  # "" = the first output
     mode: dict[str, OutputMode] = field(default_factory=dict)  # "" = the first output
     trigger: TriggerSpec = field(default_factory=TriggerSpec)
-    quarantine_trigger: TriggerSpec | None = None  # None: as `trigger`
     checkpoint: Path | None = None
     state_dir: Path = Path("state")
     quarantine: Path | DeltaFolder | None = None

@@ -153,15 +153,6 @@ RUN_OPTIONS: tuple[Option, ...] = (
         default=TriggerSpec(),
     ),
     Option(
-        "quarantine_trigger",
-        TriggerSpec.parse_micro_batch,
-        "when the quarantine queries run their micro-batches while the outputs run with a "
-        "micro-batch trigger (default: as the outputs; an interval such as 10s leaves the "
-        "outputs the cores in between, so their results come sooner; see docs/benchmarks.md)",
-        "default, or an interval such as 10s",
-        metavar="TRIGGER",
-    ),
-    Option(
         "checkpoint",
         values.path,
         "checkpoint directory (default: STATE_DIR/checkpoints/PIPELINE; one folder per output)",

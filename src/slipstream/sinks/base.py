@@ -40,6 +40,7 @@ from pyspark.sql.types import (
 )
 
 from slipstream.core.specs import OutputMode, SinkKind, SinkSpec
+from slipstream.ingest.quarantine import BATCH_SETTING
 from slipstream.settings.connect import is_connect
 from slipstream.settings.jdbc_drivers import JdbcDriver
 
@@ -272,6 +273,9 @@ class BatchSink(Sink):
         if ctx.checkpoint not in self._query_ids:
             self._query_ids[ctx.checkpoint] = checkpoint_query_id(ctx.checkpoint)
         info = BatchInfo(self._query_ids[ctx.checkpoint], batch_id, ctx)
+        if is_connect(batch):
+            # its jobs run off the query's thread: the quarantine's writer reads the batch here
+            batch.sparkSession.conf.set(BATCH_SETTING, str(batch_id))
         fault_point("before-write", batch_id)
         self.write_batch(batch, info)
         fault_point("after-write", batch_id)

@@ -246,9 +246,6 @@ def _demo(
             "input": [topic or str(places.landing), f"catalog={places.catalog}"],
             "state_dir": state_dir,
             "dashboard": dashboard,
-            # the quarantine's parse every 10 s, not beside every batch: the top ten comes
-            # 0.65x sooner at 1,000 events/s (docs/benchmarks.md, run O)
-            "quarantine_trigger": "10s",
         },
     )
     try:  # a refusal before the run's own cleanup takes the broker down with it

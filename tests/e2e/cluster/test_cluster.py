@@ -32,6 +32,7 @@ import pandas as pd
 import pytest
 
 from slipstream.core.files import write_atomically
+from slipstream.jvm import jar_path
 from slipstream.testing import PipelineHarness, fault
 from slipstream.tools.standalone import spark_home
 from tests.e2e.crash.test_crash import (
@@ -155,7 +156,7 @@ def test_mobile_submitted_with_the_wheel_survives_a_killed_driver_in_postgres(
     before = apps(spark_cluster)
     command = [
         str(spark_home() / "bin" / "spark-submit"), "--master", spark_cluster.url,
-        "--deploy-mode", "client", "--py-files", str(wheel),
+        "--deploy-mode", "client", "--py-files", str(wheel), "--jars", str(jar_path()),
         *spark_flags(spark_cluster, str(python)),
         str(REPO / "scripts" / "slipstream_submit.py"),
         "run", "mobile", "--input", str(landing), "--state-dir", str(state),

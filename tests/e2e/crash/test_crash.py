@@ -39,6 +39,7 @@ import pytest
 
 from slipstream.core.files import write_atomically
 from slipstream.pipelines import get_pipeline
+from tests.helpers import quarantine_records
 from tests.services import APP_PASSWORD
 
 REPO = Path(__file__).resolve().parents[3]
@@ -624,8 +625,8 @@ def test_outputs_survive_sigkills_exactly_once(
         pd.testing.assert_frame_equal(got, expected, obj=f"{name} output")
     for name, chain in chains.items():
         stream = get_pipeline(case.pipeline).stream_inputs()[0].name
-        quarantined = read_committed_files(
-            spark, chain.workdir / "state" / "quarantine" / case.pipeline / stream, "json"
+        quarantined = quarantine_records(
+            chain.workdir / "state" / "quarantine" / case.pipeline / stream
         )
         assert len(quarantined) == chain.malformed, f"{name}: quarantine not exactly-once"
         assert APP_PASSWORD not in chain.output_text() and "s3cret" not in chain.output_text()

@@ -24,11 +24,11 @@ from tests.e2e.crash.test_crash import (
     SPARK_ARGS,
     Chain,
     pg_ledger,
-    read_committed_files,
     read_pg,
     read_sqlite,
     sqlite_ledger,
 )
+from tests.helpers import quarantine_records
 from tests.services import produce
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres, pytest.mark.kafka]
@@ -109,8 +109,8 @@ def test_a_kafka_input_survives_sigkills_exactly_once(
         report += [f"      {k.kind:<13} {k.where}" for k in chain.kills]
         assert not got.duplicated(list(case.key)).any(), f"{name}: a key written twice"
         pd.testing.assert_frame_equal(got, expected, obj=f"{name} output")
-        quarantined = read_committed_files(
-            kafka_spark, chain.workdir / "state" / "quarantine" / "mobile" / "actions", "json"
+        quarantined = quarantine_records(
+            chain.workdir / "state" / "quarantine" / "mobile" / "actions"
         )
         assert len(quarantined) == chain.malformed, f"{name}: quarantine not exactly-once"
     print("\n".join(report))

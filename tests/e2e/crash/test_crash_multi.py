@@ -24,7 +24,8 @@ import pytest
 
 from slipstream.core.files import write_atomically
 from tests import stream_reference as ref
-from tests.e2e.crash.test_crash import SEED, Chain, CrashCase, read_committed_files
+from tests.e2e.crash.test_crash import SEED, Chain, CrashCase
+from tests.helpers import quarantine_records
 
 pytestmark = [pytest.mark.slow]
 
@@ -272,7 +273,7 @@ def test_multi_output_pipelines_survive_sigkills_exactly_once(spark: Any, tmp_pa
         ]
         for stream, bad in chain.bad.items():
             folder = chain.workdir / "state" / "quarantine" / name / stream
-            rows = len(read_committed_files(spark, folder, "json")) if bad else 0
+            rows = len(quarantine_records(folder)) if bad else 0
             assert rows == bad, f"{name}.{stream}: quarantine {rows} rows, {bad} bad lines"
     print("\n".join(report))
     kills = [k for chain in chains.values() for k in chain.kills]

@@ -19,9 +19,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from slipstream.sinks.spark_sinks import committed_files
 from tests import doc_blocks
-from tests.helpers import MOBILE_SAMPLES, cli_env, mobile_counts, slipstream
+from tests.helpers import MOBILE_SAMPLES, cli_env, mobile_counts, quarantine_records, slipstream
 
 #: page -> the test that runs its ```sh blocks (tests/unit/project/test_docs_site.py reads this)
 RUN_HERE = {
@@ -85,12 +84,8 @@ def test_tutorial_from_init_to_a_crash_safe_run(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "state" / "slipstream.db") as conn:
         table = sorted(conn.execute("SELECT * FROM page_views_counts").fetchall())
     assert table == views_per_user_and_window(tmp_path / "landing")
-    quarantined = [  # Spark's committed part-* files, or the ingest stage's batch-N.json
-        line
-        for p in committed_files(tmp_path / "state" / "quarantine" / "page_views" / "views")
-        for line in p.read_text().splitlines()
-    ]
-    assert len(quarantined) == 1 and "missing required field 'ts'" in quarantined[0]
+    quarantined = quarantine_records(tmp_path / "state" / "quarantine" / "page_views" / "views")
+    assert len(quarantined) == 1 and "missing required field 'ts'" in quarantined[0]["reason"]
 
 
 @pytest.mark.spark

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 
 from slipstream.app import cli, exits
 from slipstream.core.files import write_atomically
-from slipstream.ingest.quarantine import read_quarantine
+from slipstream.sinks.quarantine import read_quarantine
 from slipstream.sinks.sqlite import read_table
 from tests.helpers import REPO, slipstream
 

@@ -22,10 +22,10 @@ from pyspark.sql import functions as F
 
 from slipstream.app.commands import check as check_command
 from slipstream.errors import ConfigError
-from slipstream.ingest.quarantine import read_quarantine
 from slipstream.runtime import runner
 from slipstream.runtime.explain import explain
 from slipstream.settings.config import load_settings
+from slipstream.sinks.quarantine import read_quarantine
 from slipstream.testing import PipelineHarness
 from slipstream.tools.generators.trending import TrendingSpec, generate, write_catalog
 from tests import stream_reference as ref
@@ -416,9 +416,12 @@ def test_the_batch_line_shows_the_consumer_lag_as_a_capped_backfill_catches_up(
         handlers=[ConsoleReporter(out)],
     ) as h:
         h.process()
-        # the query that reads the topic in either mode: the quarantine's, or the ingest stage's
-        h.run.totals.wait_for("mobile.quarantine.actions", 3)  # type: ignore[union-attr]
-    lines = [x for x in out.getvalue().splitlines() if x.startswith("mobile.quarantine.actions")]
+        # the query that reads the topic: the output, or under the ingest stage its ingest query
+        reader = (
+            "mobile.quarantine.actions" if h.prepared.settings.ingest_stage else "mobile.counts"
+        )
+        h.run.totals.wait_for(reader, 3)  # type: ignore[union-attr]
+    lines = [x for x in out.getvalue().splitlines() if x.startswith(reader)]
     lags = [int(re.search(r"kafka lag ([\d,]+)", x).group(1).replace(",", "")) for x in lines]  # type: ignore[union-attr]
     assert lags[:4] == [750, 500, 250, 0], out.getvalue()
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from slipstream.ingest.quarantine import read_quarantine
+from slipstream.sinks.quarantine import read_quarantine
 from slipstream.testing import PipelineHarness
 from slipstream.tools.generators import activity, iot, sensors
 from slipstream.tools.generators import ads as ads_generator

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 from pyspark.sql import SparkSession
 
-from slipstream.ingest.quarantine import read_quarantine
 from slipstream.monitor.kafka_lag import partition_lag
+from slipstream.sinks.quarantine import read_quarantine
 from slipstream.testing import PipelineHarness
 from tests.e2e.kafka.test_kafka import _mobile_lines
 from tests.helpers import mobile_counts

@@ -43,8 +43,7 @@ START = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 class Run:
     """`slipstream run PIPELINE ARGS` in its own process (its own JVM), as a user types it,
     with `threads` task threads (a real-time query holds a slot per topic partition and per
-    shuffle partition for its whole run; the quarantine needs one more) and one shuffle
-    partition."""
+    shuffle partition for its whole run) and one shuffle partition."""
 
     def __init__(self, pipeline: str, tmp_path: Path, threads: int, *args: str) -> None:
         tmp_path.mkdir(parents=True, exist_ok=True)
@@ -224,7 +223,7 @@ def test_iot_steps_sensors_and_trending_in_real_time_mode(
         "iot": Run("iot_steps", tmp_path / "iot", 3, "--input", url["iot"],
                    "--sink", f"sqlite:{iot_db}"),
         # three real-time queries of three slots each (a partition, then the deduplication's
-        # and the aggregation's shuffle partition), and the quarantine; trending likewise
+        # and the aggregation's shuffle partition); trending likewise
         "sensors": Run("sensors", tmp_path / "sensors", 10, "--input", url["sensors"],
                        "--sink", f"sqlite:{sensors_db}"),
         "trending": Run("trending", tmp_path / "trending", 4,

@@ -34,9 +34,9 @@ from pyspark.sql.types import (
 )
 
 from slipstream.api.pipeline import Input, Output, Params, Pipeline
-from slipstream.ingest.quarantine import read_quarantine
 from slipstream.pipelines.mobile import MobilePipeline
 from slipstream.sinks.base import BatchInfo
+from slipstream.sinks.quarantine import read_quarantine
 from slipstream.testing import CollectSink, PipelineHarness
 
 pytestmark = pytest.mark.spark

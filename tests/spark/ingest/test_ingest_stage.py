@@ -20,7 +20,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from slipstream.errors import CheckpointError
-from slipstream.ingest.quarantine import read_quarantine
+from slipstream.sinks.quarantine import read_quarantine
 from slipstream.sinks.sqlite import read_table
 from slipstream.testing import PipelineHarness, fault
 from slipstream.tools.generators.trending import (

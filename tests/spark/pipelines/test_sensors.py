@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from slipstream.sinks.quarantine import read_quarantine
 from slipstream.testing import PipelineHarness
 from slipstream.tools.generators import sensors as sensors_generator
 from slipstream.tools.generators.streams import Report, StreamSpec, generate
@@ -56,7 +57,9 @@ def _run(
         for batch in batches:
             h.feed(batch)
         h.process()
-        tables = {name: h.results(name) for name in h.prepared.outputs}
+        tables = {n: h.results(n) for n, o in h.prepared.outputs.items() if o.is_output}
+        folder = h.prepared.inputs["readings"].quarantine
+        quarantine = [r.asDict() for r in read_quarantine(spark, folder).collect()]
         totals = dict(h.totals)
         view = results_view(h.prepared)  # what the dashboard shows
     late = {  # the late-row dead-letter's records, per output
@@ -72,8 +75,9 @@ def _run(
         lateness,
     )
     malformed = [x for b in batches for x in b if ref.sensor_reading(x, now) is None]
-    return {"report": report, "tables": tables, "totals": totals, "readings": readings,
-            "stats": stats, "view": view, "malformed": malformed, "late": late}  # fmt: skip
+    return {"report": report, "tables": tables, "quarantine": quarantine, "totals": totals,
+            "readings": readings, "stats": stats, "view": view, "malformed": malformed,
+            "late": late}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +170,7 @@ def test_valid_quarantined_late_and_duplicates_add_up_to_the_lines_sent(
     counts = dirty["report"].streams["readings"]
     _assert_accounts(dirty, counts.lines, counts.malformed, counts.late, counts.duplicates)
     # the quarantine holds exactly the lines the independent parser rejects
-    quarantined = dirty["tables"]["quarantine.readings"]
+    quarantined = dirty["quarantine"]
     assert sorted(r["raw"] for r in quarantined) == sorted(dirty["malformed"])
     assert len(quarantined) == counts.malformed
 

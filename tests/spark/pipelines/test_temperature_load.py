@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from slipstream.sinks.quarantine import read_quarantine
 from slipstream.testing import PipelineHarness
 from slipstream.tools.generators import temperature_load as generator
 from slipstream.tools.generators.streams import generate
@@ -125,7 +126,13 @@ def test_the_generated_stream_joins_as_pandas_does_and_the_buffers_stop_growing(
         assert h.run is not None
         progress = h.run.queries["temperature_load"].recentProgress
         totals = h.totals["temperature_load.temperature_load"]
-        quarantined = {s: h.results(f"quarantine.{s}") for s in ("temperature", "load")}
+        quarantined = {
+            s: [
+                r.asDict()
+                for r in read_quarantine(spark, h.prepared.inputs[s].quarantine).collect()
+            ]
+            for s in ("temperature", "load")
+        }
     malformed = sum(c.malformed for c in report.streams.values())
     assert totals["quarantined"] == malformed > 0
     sent = sum(c.lines for c in report.streams.values())

@@ -219,7 +219,7 @@ def test_late_rows_false_only_counts(spark: SparkSession, tmp_path: Path) -> Non
         # the terminal's long-batch watch reads each query under the listener's name, idle now
         assert h.run is not None
         status = h.run.batch_status()
-        assert set(status) == {"mobile.counts", "mobile.quarantine.actions"}, status
+        assert set(status) == {"mobile.counts"}, status
         assert all(not processing and last is not None for processing, last in status.values())
     assert not (tmp_path / "state" / "late").exists()
     assert late == 1  # still counted

@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 
 from slipstream.api.pipeline import Input, Output, Params, Pipeline
 from slipstream.ingest.parse import REASON, SOURCE
-from slipstream.ingest.quarantine import read_quarantine
+from slipstream.sinks.quarantine import read_quarantine
 from slipstream.sources.parquet_files import parquet_rows
 from slipstream.testing import PipelineHarness
 from tests.spark.ingest.test_hostile import NUMBERS, DeletingCollectSink, delete_in_the_ingest_stage

@@ -20,7 +20,7 @@ from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
 from pyspark.sql.types import StructType
 
 from slipstream.api.pipeline import Input, Output, Params, Pipeline
-from slipstream.ingest.quarantine import read_quarantine
+from slipstream.sinks.quarantine import read_quarantine
 from slipstream.testing import PipelineHarness
 
 pytestmark = pytest.mark.spark

@@ -226,13 +226,16 @@ def test_parsed_input_is_not_eligible_for_continuous_but_is_for_real_time() -> N
     assert codes(parsed, "append", SinkSpec("console"), TriggerSpec.parse("1s"), "rate") == []
 
 
-def test_the_runner_gives_each_parsed_input_a_quarantine_query() -> None:
+def test_each_parsed_input_has_a_quarantine_folder_and_no_query_of_its_own() -> None:
+    """The quarantine is written by the output that reads the input (ingest/quarantine.py):
+    a run adds no query for it; the folder is among the places the run writes."""
     mobile = runner.prepare(load_settings("mobile", {}, environ={}), check_source=False)
     words = runner.prepare(load_settings("wordcount", {}, environ={}), check_source=False)
     assert mobile.parses and not words.parses
     assert mobile.inputs["actions"].quarantine == Path("state/quarantine/mobile/actions")
-    assert list(mobile.outputs) == ["counts", "quarantine.actions"]
-    assert list(words.outputs) == ["counts"]
+    assert list(mobile.outputs) == ["counts"]
+    assert list(mobile.targets) == ["counts", "quarantine.actions"]
+    assert list(words.outputs) == ["counts"] and list(words.targets) == ["counts"]
 
 
 def _two_stream_run(trigger: TriggerSpec) -> tuple[runner.Prepared, list[runner.Query]]:
@@ -254,7 +257,7 @@ def _two_stream_run(trigger: TriggerSpec) -> tuple[runner.Prepared, list[runner.
     }
     ctx = SinkContext("two", "two.out", "out", (), "append", Path("unused"))
     out = BoundOutput(Output("out", sink="console"), ConsoleSink(SinkSpec("console")), ctx)
-    settings = SimpleNamespace(trigger=trigger, remote=None, quarantine_trigger=None)
+    settings = SimpleNamespace(trigger=trigger, remote=None)
     prepared = runner.Prepared(None, settings, {}, inputs, {"out": out}, plans={"out": STATELESS})  # type: ignore[arg-type]
     frame = SimpleNamespace(schema=SimpleNamespace(fields=[]))
     return prepared, [runner.Query(out, frame)]  # type: ignore[arg-type]
@@ -269,7 +272,7 @@ def test_the_continuous_rule_judges_every_input_an_output_reads_not_the_first_on
     assert "source files" in found[0].message and "source rate" not in found[0].message
 
 
-def test_a_quarantine_is_judged_on_the_input_it_drains() -> None:
+def test_an_ingest_query_is_judged_on_the_input_it_reads() -> None:
     from slipstream.runtime.bound import BoundOutput, QueryKind
 
     prepared, _ = _two_stream_run(TriggerSpec.parse("continuous:1s"))
@@ -280,7 +283,7 @@ def test_a_quarantine_is_judged_on_the_input_it_drains() -> None:
             sink,
             replace(ctx, query_name=f"two.q{name}"),
             reads=(name,),
-            kind=QueryKind.QUARANTINE,
+            kind=QueryKind.INGEST,
         )
         prepared.outputs = {drains.name: drains}
         prepared.plans = {drains.name: STATELESS}

@@ -35,12 +35,8 @@ def prepare(landing: dict[str, Path], **flags: Any) -> runner.Prepared:
 def test_each_output_is_its_own_query_checkpoint_and_table(landing: dict[str, Path]) -> None:
     prepared = prepare(landing)
     assert prepared.settings.pipeline == "orders"  # module:Class runs under its own name
-    assert list(prepared.outputs) == [
-        "paid_orders",
-        "unpaid_orders",
-        "quarantine.orders",
-        "quarantine.payments",
-    ]
+    assert list(prepared.outputs) == ["paid_orders", "unpaid_orders"]
+    assert list(prepared.quarantine_sinks) == ["quarantine.orders", "quarantine.payments"]
     paid, unpaid = prepared.outputs["paid_orders"], prepared.outputs["unpaid_orders"]
     assert (paid.ctx.query_name, paid.ctx.table, paid.ctx.mode) == (
         "orders.paid_orders",
@@ -50,7 +46,7 @@ def test_each_output_is_its_own_query_checkpoint_and_table(landing: dict[str, Pa
     assert paid.ctx.checkpoint == Path("st/checkpoints/orders/paid_orders")
     assert unpaid.ctx.checkpoint == Path("st/checkpoints/orders/unpaid_orders")
     assert prepared.inputs["payments"].quarantine == Path("st/quarantine/orders/payments")
-    assert prepared.outputs["quarantine.payments"].sink.spec.target == (
+    assert prepared.quarantine_sinks["quarantine.payments"].sink.spec.target == (
         "st/quarantine/orders/payments"
     )
     assert prepared.params.pay_within.total_seconds() == 15 * 60

@@ -60,7 +60,7 @@ def test_a_finite_run_with_nothing_new_says_so() -> None:
     settings = SimpleNamespace(
         trigger=TriggerSpec.parse("available-now"), checkpoint_root="state/checkpoints/mobile"
     )
-    prepared = SimpleNamespace(settings=settings, outputs={}, inputs={}, plans={})
+    prepared = SimpleNamespace(settings=settings, outputs={}, inputs={}, plans={}, quarantines={})
     totals = RunTotals()
     run_ = SimpleNamespace(
         totals=totals, prepared=prepared, dead_letter=None, accounts=lambda: totals.by_query

@@ -36,7 +36,7 @@ def run_leaves(state: Path, *, older: bool = False) -> Path:
     root = settings.checkpoint_root
     root.mkdir(parents=True)
     (root / LOCK_FILE).write_text("")
-    for number, (name, out) in enumerate(prepared.outputs.items()):
+    for number, (name, out) in enumerate(prepared.targets.items()):
         for log in ("offsets", "commits"):
             (out.ctx.checkpoint / log).mkdir(parents=True)
             (out.ctx.checkpoint / log / "0").write_text("v1\n{}\n")

@@ -17,11 +17,11 @@ from pyspark.sql.types import StringType, StructField, StructType
 from slipstream.api.pipeline import Input, Output, Pipeline, check_declaration
 from slipstream.errors import ConfigError
 from slipstream.ingest.guard import TOO_FAR_IN_FUTURE, TOO_OLD
-from slipstream.ingest.quarantine import read_quarantine
 from slipstream.pipelines import get_pipeline
 from slipstream.pipelines.registry import pipelines
 from slipstream.runtime.bind import prepare
 from slipstream.settings.config import load_settings
+from slipstream.sinks.quarantine import read_quarantine
 from slipstream.testing import PipelineHarness
 from tests.helpers import late_records
 

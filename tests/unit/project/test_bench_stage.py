@@ -22,11 +22,11 @@ def test_a_run_without_the_stage_named_is_refused() -> None:
 
 def test_sustained_variants_name_the_stage() -> None:
     assert variant_args("ingest-stage=false") == ("--ingest-stage", "false")
-    assert variant_args("ingest-stage=true,quarantine-trigger=10s") == (
+    assert variant_args("ingest-stage=true,late-rows=false") == (
         "--ingest-stage",
         "true",
-        "--quarantine-trigger",
-        "10s",
+        "--late-rows",
+        "false",
     )
     with pytest.raises(ValueError, match="ingest-stage"):
         variant_args("default")

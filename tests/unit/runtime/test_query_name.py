@@ -28,10 +28,7 @@ def test_the_default_is_pipeline_dot_output(tmp_path: Path) -> None:
 def test_a_name_for_an_output_or_the_first(given: Any, tmp_path: Path) -> None:
     h = PipelineHarness(no_jvm, "mobile", tmp_path, query_name=given)
     names = spark_query_names(h.prepared)
-    assert names == {
-        "mobile.counts": "lake_counts",
-        "mobile.quarantine.actions": "mobile.quarantine.actions",
-    }
+    assert names == {"mobile.counts": "lake_counts"}
 
 
 def test_a_name_for_an_output_the_pipeline_lacks_is_refused(tmp_path: Path) -> None:

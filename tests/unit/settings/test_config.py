@@ -145,8 +145,6 @@ def test_bad_trigger_and_mode_and_port() -> None:
         ({"mode": "upsert"}, "--mode"),
         ({"port": "99999"}, "--port"),
         ({"sink": "kafka:x"}, "--sink"),
-        ({"quarantine_trigger": "available-now"}, "--quarantine-trigger"),
-        ({"quarantine_trigger": "once"}, "--quarantine-trigger"),
     ):
         with pytest.raises(ConfigError) as err:
             load_settings("mobile", flags, environ={})
@@ -280,35 +278,6 @@ def test_a_file_uri_is_its_local_path(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("trigger", "quarantine", "outputs_get", "quarantines_get"),
-    [
-        ("default", None, "default", "default"),
-        ("default", "10s", "default", "every 10s"),
-        ("2s", "30s", "every 2s", "every 30s"),
-        ("2s", "default", "every 2s", "default"),
-        # real-time mode writes no files: the quarantine's micro-batches, one an epoch, at
-        # least one a minute
-        ("real-time:5s", None, "real-time:5s", "every 5s"),
-        ("real-time", None, "real-time:5m", "every 1m"),
-        ("real-time:5s", "1s", "real-time:5s", "every 1s"),
-        # a finite run stops after what is there: every query must, so all take the run's
-        ("available-now", "10s", "available-now", "available-now"),
-        ("once", "10s", "once", "once"),
-    ],
-)
-def test_the_quarantine_queries_take_their_own_trigger_only_beside_micro_batches(
-    trigger: str, quarantine: str | None, outputs_get: str, quarantines_get: str
-) -> None:
-    from slipstream.runtime.bound import QueryKind
-    from slipstream.runtime.writers import query_trigger
-
-    flags = {"trigger": trigger} | ({"quarantine_trigger": quarantine} if quarantine else {})
-    settings = load_settings("mobile", flags, environ={})
-    assert query_trigger(settings, QueryKind.OUTPUT).describe() == outputs_get
-    assert query_trigger(settings, QueryKind.QUARANTINE).describe() == quarantines_get
-
-
-@pytest.mark.parametrize(
     ("toml_value", "why"),
     [
         ("1.5", "bare number"),  # was silently 1.5 seconds
@@ -385,13 +354,15 @@ def test_the_waiting_lines_watch_the_queries_that_run_micro_batches(
     from slipstream.runtime.writers import micro_batch_queries
 
     def query(name: str, kind: QueryKind) -> SimpleNamespace:
-        return SimpleNamespace(kind=kind, ctx=SimpleNamespace(query_name=name))
+        return SimpleNamespace(
+            kind=kind, is_output=kind is QueryKind.OUTPUT, ctx=SimpleNamespace(query_name=name)
+        )
 
     prepared = SimpleNamespace(
         settings=load_settings("mobile", {"trigger": trigger}, environ={}),
         outputs={
             "counts": query("mobile.counts", QueryKind.OUTPUT),
-            "quarantine.actions": query("mobile.quarantine.actions", QueryKind.QUARANTINE),
+            "quarantine.actions": query("mobile.quarantine.actions", QueryKind.INGEST),
         },
     )
     assert micro_batch_queries(prepared) == watched  # type: ignore[arg-type]

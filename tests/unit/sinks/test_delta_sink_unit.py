@@ -171,7 +171,7 @@ def test_delta_records_are_refused_off_the_42_line(
     monkeypatch.setattr(spark_line, "version", lambda: "4.2.0")  # Delta's line: bound to Delta
     prepared = runner.prepare(settings)
     assert uses_delta(prepared)
-    quarantine = prepared.outputs["quarantine.actions"].sink
+    quarantine = prepared.targets["quarantine.actions"].sink
     assert quarantine.kind == ("delta" if flag == "quarantine" else "json")
     monkeypatch.setattr(spark_line, "version", lambda: "4.3.0")
     with pytest.raises(ConfigError) as refused:

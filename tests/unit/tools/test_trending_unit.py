@@ -66,7 +66,7 @@ def test_defaults_plan_and_explanation(spark: SparkSession, landing: dict[str, A
     assert views.ctx.mode == "update" and views.sink.spec.kind == "sqlite"
     assert views.ctx.table == "article_views"
     assert views.ctx.key == ("window_start", "article_id")
-    assert list(prepared.outputs) == ["views", "quarantine.events"]  # archive: off by default
+    assert list(prepared.outputs) == ["views"]  # archive: off by default; no quarantine query
     runner.build(spark, prepared)  # reads each output's plan from Spark
     plan = prepared.plans["views"]
     assert plan.dedup and plan.stream_static_join and plan.aggregation

@@ -49,6 +49,12 @@ public final class Quarantine implements UDF4<String, String, String, String, Bo
   public static final String NAME = "slipstream_quarantine";
 
   private static final String BATCH_KEY = "streaming.sql.batchId";
+  /**
+   * The batch a foreachBatch function gives the session it runs in: under Spark Connect that
+   * function runs in a Python worker whose jobs are not on the query's thread, so they lack
+   * {@link #BATCH_KEY}.
+   */
+  public static final String BATCH_SETTING = "spark.sql.slipstream.batch";
   private static final DateTimeFormatter AT =
       DateTimeFormatter.ofPattern("yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX");
   private static final JsonFactory JSON = new JsonFactory();
@@ -95,6 +101,9 @@ public final class Quarantine implements UDF4<String, String, String, String, Bo
 
     static TaskFile open(TaskContext task, Path folder, String key) {
       String batch = task.getLocalProperty(BATCH_KEY);
+      if (batch == null) {
+        batch = task.getLocalProperty(BATCH_SETTING);
+      }
       if (batch == null) {
         throw new IllegalStateException(
             "slipstream_quarantine runs in streaming queries only (no micro-batch id)");
