@@ -86,10 +86,9 @@ def prepare(
     for bound_input in inputs.values():
         if bound_input.quarantine is not None:
             name = f"{QUARANTINE}.{bound_input.name}"
-            spec = quarantine_spec(settings, bound_input.quarantine)
             outputs[name] = BoundOutput(
                 None,
-                make_sink(spec, Path()) if spec.kind == "delta" else QuarantineFolder(spec),
+                quarantine_sink(settings, bound_input.quarantine),
                 _ctx(pipeline, settings, name, QUARANTINE, (), "append"),
                 reads=(bound_input.name,),
                 kind=QueryKind.INGEST,  # kept if the input is staged (below)
@@ -254,10 +253,13 @@ def _bind_input(
     return BoundInput(spec, binding, source, quarantine, rules, guard, options)
 
 
-def quarantine_spec(settings: Settings, folder: Path) -> SinkSpec:
-    """An input's quarantine is JSON files in `folder`, or with `--quarantine delta:DIR` a
-    Delta table (written by the ingest stage's query, exactly-once as any Delta sink)."""
-    return SinkSpec("delta" if settings.quarantine_delta else "json", str(folder))
+def quarantine_sink(settings: Settings, folder: Path) -> Sink:
+    """An input's quarantine: JSON files in `folder` (sinks/quarantine.py), or with
+    `--quarantine delta:DIR` a Delta table (written by the ingest stage's query, exactly-once
+    as any Delta sink)."""
+    if settings.quarantine_delta:
+        return make_sink(SinkSpec("delta", str(folder)), Path())
+    return QuarantineFolder(SinkSpec("json", str(folder)))
 
 
 def _check_table_path(spec: Input, binding: Binding) -> None:
