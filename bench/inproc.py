@@ -24,12 +24,24 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 PARTITIONS_KEY = "spark.sql.shuffle.partitions"
+ROWS_COUNTED_KEY = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 
 #: the state store variants a scenario can ask for, as the SQL confs that select them
 STATE_STORES: dict[str, dict[str, str]] = {
     "hdfs": {PROVIDER_KEY: HDFS_PROVIDER, CHANGELOG_KEY: "false"},
     "rocksdb": {PROVIDER_KEY: ROCKSDB_PROVIDER, CHANGELOG_KEY: "false"},
     "rocksdb+changelog": {PROVIDER_KEY: ROCKSDB_PROVIDER, CHANGELOG_KEY: "true"},
+    # the state's rows counted (a live run's) or not (a finite run's: runtime/partitions.py)
+    "rocksdb+changelog, rows counted": {
+        PROVIDER_KEY: ROCKSDB_PROVIDER,
+        CHANGELOG_KEY: "true",
+        ROWS_COUNTED_KEY: "true",
+    },
+    "rocksdb+changelog, rows not counted": {
+        PROVIDER_KEY: ROCKSDB_PROVIDER,
+        CHANGELOG_KEY: "true",
+        ROWS_COUNTED_KEY: "false",
+    },
 }
 
 _session: SparkSession | None = None

@@ -271,11 +271,14 @@ def run(ctx: Context) -> Result:
         "streaming, dead-letter reads every batch again": "reread",
         "streaming, --late-rows false": "off",
     }
+    by_store = {
+        f"streaming, {name} state store": conf for name, conf in inproc.STATE_STORES.items()
+    }
     plain, staged = "streaming (no stage)", "streaming, ingest stage"
     bare = "bare streaming query"
     variants = [
         plain, staged, bare, "batch job", slip_batch, capped, capped_staged, *by_partitions,
-        *dead_letter,
+        *dead_letter, *by_store,
     ]  # fmt: skip
     variants = [v for v in variants if v in ctx.param("variants", variants, variants)]
 
@@ -283,6 +286,9 @@ def run(ctx: Context) -> Result:
         if variant in by_partitions:
             conf = {inproc.PARTITIONS_KEY: by_partitions[variant]}
             return run_streaming(ctx, landing, data, None, "partitions", conf, ingest_stage=False)
+        if variant in by_store:
+            conf = by_store[variant]
+            return run_streaming(ctx, landing, data, None, "store", conf, ingest_stage=False)
         if variant in (plain, staged):
             on = variant == staged
             label = "staged" if on else "stream"
