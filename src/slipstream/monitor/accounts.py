@@ -72,4 +72,5 @@ def quarantine_account(query: str, t: dict[str, Any], folder: Path | str | None)
 def all_windows_open(t: dict[str, Any]) -> bool:
     """An append-mode aggregation that read records, holds windows, and wrote none: every
     window it counts is still open (the watermark has not passed its end)."""
-    return bool(t["rows"]) and not t.get("evicted") and bool(t.get("state_rows"))
+    state = t.get("state_rows", 0)  # None: not counted (a finite run), so not known empty
+    return bool(t["rows"]) and not t.get("evicted") and (state is None or state > 0)

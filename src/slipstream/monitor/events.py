@@ -169,11 +169,14 @@ class QueryProgress(_QueryEvent):
     kind: ClassVar[EventKind] = "progress"
     progress: Mapping[str, Any] = field(default_factory=dict, hash=False)
     written_rows: int | None = None  # the rows the output's sink wrote, by its own count
+    state_rows_counted: bool = True  # False: the state stores did not count (a finite run)
 
     def to_dict(self) -> dict[str, Any]:
         record = {**self._envelope(self.kind), "progress": dict(self.progress)}
         if self.written_rows is not None:
             record["written_rows"] = self.written_rows
+        if not self.state_rows_counted:
+            record["state_rows_counted"] = False
         return record
 
     @property
@@ -249,13 +252,16 @@ class QueryProgress(_QueryEvent):
         return parse_ts(_mapping(self.progress.get("eventTime")).get("max"))
 
     @property
-    def state_rows(self) -> int:
+    def state_rows(self) -> int | None:
+        """The rows all stateful operators hold; None where the stores did not count them."""
+        if not self.state_rows_counted:
+            return None
         return sum(_int(op.get("numRowsTotal")) for op in _operators(self.progress))
 
     @property
     def state_operators(self) -> list[OperatorState]:
         """Each stateful operator: rows held and memory used (``slipstream state``'s type)."""
-        return live_operators(self.progress)
+        return live_operators(self.progress, self.state_rows_counted)
 
     @property
     def state_memory_bytes(self) -> int:
@@ -374,4 +380,7 @@ def parse_event(record: Mapping[str, Any]) -> Event:
             error_class=_text(record.get("error_class")),
         )
     written = None if (n := _finite(record.get("written_rows"))) is None else int(n)
-    return QueryProgress(**common, progress=dict(progress), written_rows=written)
+    counted = record.get("state_rows_counted") is not False
+    return QueryProgress(
+        **common, progress=dict(progress), written_rows=written, state_rows_counted=counted
+    )

@@ -66,7 +66,7 @@ class ProgressPoint:
     processed_rps: float | None
     batch_duration_ms: int | None
     watermark_lag_s: float | None  # the data clock when the batch completed, minus its watermark
-    state_rows: int
+    state_rows: int | None  # None: not counted (a finite run)
 
     @classmethod
     def of(cls, event: QueryProgress, clock: datetime | None = None) -> ProgressPoint:

@@ -45,12 +45,19 @@ def failure_said(exception: str) -> str:
 class RunListener(StreamingQueryListener):
     """Forwards events of the queries whose names start with `PIPELINE.`, and of those named
     in `named` (Spark's name -> slipstream's PIPELINE.OUTPUT: `--query-name`), under
-    slipstream's name."""
+    slipstream's name. `state_counted` False: the state stores do not count their rows (a
+    finite run: runtime/partitions.py), so each progress record says so
+    (`state_rows_counted: false`) and readers show no count rather than Spark's 0."""
 
     def __init__(
-        self, pipeline: str, handlers: list[Handler], named: dict[str, str] | None = None
+        self,
+        pipeline: str,
+        handlers: list[Handler],
+        named: dict[str, str] | None = None,
+        state_counted: bool = True,
     ) -> None:
         self.pipeline = pipeline
+        self.state_counted = state_counted
         self.handlers = handlers
         self.named = dict(named or {})
         # idle/terminated events carry no name; the runner registers ids as queries start
@@ -92,6 +99,8 @@ class RunListener(StreamingQueryListener):
                 "progress", progress.get("name"), progress.get("id"), progress.get("runId")
             )
             record["progress"] = progress
+            if not self.state_counted:
+                record[STATE_COUNTED] = False
             self._emit(record)
 
     def onQueryIdle(self, event: Any) -> None:
@@ -119,8 +128,13 @@ def _num(value: Any) -> float:
     return 0.0 if number != number else number  # NaN -> 0
 
 
-def progress_summary(progress: dict[str, Any]) -> dict[str, Any]:
-    """The figures of one batch that slipstream shows and totals.
+#: a progress record's key: False when the run's state stores did not count their rows
+STATE_COUNTED = "state_rows_counted"
+
+
+def progress_summary(progress: dict[str, Any], state_counted: bool = True) -> dict[str, Any]:
+    """The figures of one batch that slipstream shows and totals (`state_rows` None: the
+    stores did not count them).
 
     `late` sums `numRowsDroppedByWatermark` over the stateful operators. Each operator removes
     the rows it counts, so nothing is counted twice; but an aggregation counts partial-aggregate
@@ -139,7 +153,9 @@ def progress_summary(progress: dict[str, Any]) -> dict[str, Any]:
         "processed_rps": _num(progress.get("processedRowsPerSecond")),
         "duration_s": _num((progress.get("durationMs") or {}).get("triggerExecution")) / 1000,
         "watermark": (progress.get("eventTime") or {}).get("watermark"),
-        "state_rows": int(sum(_num(o.get("numRowsTotal")) for o in operators)),
+        "state_rows": (
+            int(sum(_num(o.get("numRowsTotal")) for o in operators)) if state_counted else None
+        ),
         "late": int(sum(_num(o.get("numRowsDroppedByWatermark")) for o in operators)),
         # of `late`, the partial aggregates an aggregation dropped (not records)
         "late_aggregates": int(sum(_num(o.get("numRowsDroppedByWatermark")) for o in aggregates)),
@@ -210,8 +226,8 @@ class ConsoleReporter:
             )
         if record["event"] != "progress":
             return
-        s = progress_summary(record["progress"])
-        if s["rows"] == 0 and not self.verbose and s["state_rows"] == 0:
+        s = progress_summary(record["progress"], record.get(STATE_COUNTED, True))
+        if s["rows"] == 0 and not self.verbose and not s["state_rows"]:
             return
         wm = s["watermark"] or "-"
         if wm.startswith("1970-01-01"):
@@ -222,7 +238,7 @@ class ConsoleReporter:
             f"{s['processed_rps']:>10,.0f} rows/s",
             f"{s['duration_s']:6.2f} s",
             f"watermark {wm}",
-            f"state {s['state_rows']:,}",
+            "state -" if s["state_rows"] is None else f"state {s['state_rows']:,}",
             f"quarantined {s['quarantined']:,}",
             f"late {s['late']:,}",
         ]
@@ -289,13 +305,13 @@ class RunTotals:
             self.last_batch[record["query"]] = max(batch, self.last_batch.get(record["query"], -1))
         if not batch_executed(record["progress"]):
             return  # an idle report: it names the next batch, which has not run
-        s = progress_summary(record["progress"])
+        s = progress_summary(record["progress"], record.get(STATE_COUNTED, True))
         t = self.by_query.setdefault(record["query"], no_batches())
         for source in record["progress"].get("sources") or []:
             described = str(source.get("description", ""))
             if described and described not in t["sources"]:
                 t["sources"].append(described)
-        t["state_rows"] = s["state_rows"]  # after the last batch
+        t["state_rows"] = s["state_rows"]  # after the last batch (None: not counted)
         t["watermark"] = s["watermark"]
         t["batches"] += 1
         t["rows"] += s["rows"]

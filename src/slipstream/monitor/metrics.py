@@ -147,10 +147,10 @@ class SlipstreamMetrics:
         duration = progress.batch_duration_ms
         self._set(self.batch_duration, labels, None if duration is None else duration / 1000)
         self.batch_input_rows.labels(*labels).set(progress.input_rows)
-        self.state_rows.labels(*labels).set(progress.state_rows)
+        self._set(self.state_rows, labels, progress.state_rows)
         self.state_memory.labels(*labels).set(progress.state_memory_bytes)
         for op in progress.state_operators:
-            self.operator_rows.labels(*labels, operator_label(op)).set(op.rows or 0)
+            self._set(self.operator_rows, labels + (operator_label(op),), op.rows)
             self.operator_memory.labels(*labels, operator_label(op)).set(op.memory_bytes or 0)
         stamp = progress.batch_timestamp or progress.ts
         self.last_progress.labels(*labels).set(stamp.timestamp())
@@ -192,7 +192,7 @@ class SlipstreamMetrics:
             return True
 
     @staticmethod
-    def _set(gauge: Gauge, labels: tuple[str, str], value: float | None) -> None:
+    def _set(gauge: Gauge, labels: tuple[str, ...], value: float | None) -> None:
         if value is not None:  # unknown (NaN) rates leave the last known value
             gauge.labels(*labels).set(value)
 

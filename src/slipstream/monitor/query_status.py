@@ -36,7 +36,7 @@ class QueryStatus:
     batch_duration_ms: int | None  # of the last batch
     watermark: datetime | None
     watermark_lag: timedelta | None  # data clock - watermark (health.data_clock); None: stopped
-    state_rows: int
+    state_rows: int | None  # None: not counted (a finite run)
     state_memory_bytes: int
     total_batches: int
     total_input_rows: int

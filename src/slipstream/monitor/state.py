@@ -53,8 +53,9 @@ def _count(value: Any) -> int:
     return int(value) if isinstance(value, int | float) and value == value else 0
 
 
-def live_operators(progress: Mapping[str, Any]) -> list[OperatorState]:
-    """The stateful operators of one batch's progress report, in plan order (their ids)."""
+def live_operators(progress: Mapping[str, Any], rows_counted: bool = True) -> list[OperatorState]:
+    """The stateful operators of one batch's progress report, in plan order (their ids); rows
+    None where the stores did not count them (a finite run: runtime/partitions.py)."""
     found = []
     ops = progress.get("stateOperators")
     for index, op in enumerate(ops if isinstance(ops, list) else []):
@@ -69,7 +70,7 @@ def live_operators(progress: Mapping[str, Any]) -> list[OperatorState]:
                 store="rocksdb" if rocksdb else "default",
                 partitions=_count(op.get("numStateStoreInstances")),
                 latest_batch=_count(progress.get("batchId")),
-                rows=_count(op.get("numRowsTotal")),
+                rows=_count(op.get("numRowsTotal")) if rows_counted else None,
                 memory_bytes=_count(op.get("memoryUsedBytes")),
             )
         )

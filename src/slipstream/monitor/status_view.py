@@ -64,7 +64,7 @@ def status_table(statuses: Sequence[QueryStatus], now: datetime) -> Table:
                 _rate(s.processed_rps),
                 _rate(s.written_rps),
                 "-" if s.watermark_lag is None else human_duration(s.watermark_lag),
-                f"{s.state_rows:,}",
+                "-" if s.state_rows is None else f"{s.state_rows:,}",
                 f"{s.total_input_rows:,}",
                 f"{s.total_quarantined:,}",
                 f"{s.total_dropped_by_watermark:,}",
@@ -87,12 +87,16 @@ def format_status_table(statuses: Sequence[QueryStatus], now: datetime) -> str:
     return "\n".join([render(status_table(statuses, now)), "", *reasons, *state, *lag])
 
 
+def _rows(rows: int | None) -> str:
+    return "rows not counted" if rows is None else f"{rows:,} rows"
+
+
 def state_line(status: QueryStatus) -> str | None:
     """`mobile/counts state: 0:stateStoreSave 2 rows, 8.3 KiB in memory` (None: stateless)."""
     if not status.state_operators:
         return None
     parts = [
-        f"{operator_label(op)} {op.rows or 0:,} rows, {human_bytes(op.memory_bytes or 0)} in memory"
+        f"{operator_label(op)} {_rows(op.rows)}, {human_bytes(op.memory_bytes or 0)} in memory"
         for op in status.state_operators
     ]
     return f"{status.pipeline}/{status.query} state: " + "; ".join(parts)

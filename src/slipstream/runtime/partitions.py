@@ -18,16 +18,35 @@ every restart, whatever the session says; so it is chosen when a checkpoint is m
   (settings/session.py: 2 x cores), as the cluster's size is not known here.
 
 A pipeline moves to another number with `--from-checkpoint OLD` and a new `--state-dir`: the
-new checkpoints are made by the new run's rule."""
+new checkpoints are made by the new run's rule.
+
+The state's row count is chosen per run, not per checkpoint. To count the rows it holds, Spark's
+RocksDB store reads every key before it writes it; a backfill writes a key for most records it
+reads (trending's deduplication: one per event), and that read cost it 1.3x the CPU of the same
+query without it (docs/benchmarks.md section 31). So a finite run does not count them
+(`spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows=false`; its batch lines say
+"state -", not a false 0), and a live run, whose state is what an operator watches, does. Spark
+counts the keys again when a run that counts loads a version written without the count, so a
+checkpoint moves freely between the two; `--conf ...trackTotalNumberOfRows=true` counts in a
+finite run too."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from pyspark.sql import SparkSession
 
 from slipstream.checkpoint.logs import PARTITIONS, recorded_partitions
 from slipstream.runtime.bound import Prepared
-from slipstream.settings.session import DEFAULT_MASTER, cores_of, is_local, submitted_master
+from slipstream.settings.session import (
+    DEFAULT_MASTER,
+    STATE_PROVIDER,
+    STATE_ROWS_COUNTED,
+    cores_of,
+    is_local,
+    submitted_master,
+)
 
 FINITE = ("available-now", "once")
 
@@ -36,17 +55,40 @@ FINITE = ("available-now", "once")
 class Choice:
     count: int | None  # None: the session's default stands
     why: str
+    count_rows: bool = True  # whether the state stores count the rows they hold
 
     def conf(self) -> dict[str, str]:
-        return {} if self.count is None else {PARTITIONS: str(self.count)}
+        chosen = {} if self.count is None else {PARTITIONS: str(self.count)}
+        return chosen if self.count_rows else {**chosen, STATE_ROWS_COUNTED: "false"}
 
     def describe(self) -> str:
         shown = "the session's default" if self.count is None else str(self.count)
-        return f"state partitions {shown}: {self.why}"
+        rows = (
+            ""
+            if self.count_rows
+            else "; state rows not counted in a finite run (a read before every state write; "
+            f"--conf {STATE_ROWS_COUNTED}=true counts them)"
+        )
+        return f"state partitions {shown}: {self.why}{rows}"
+
+
+def counts_state_rows(spark: SparkSession) -> bool:
+    """Whether the session's state stores count the rows they hold (only RocksDB can not)."""
+    provider = spark.conf.get(STATE_PROVIDER, "") or ""
+    counted = spark.conf.get(STATE_ROWS_COUNTED, "true") or "true"
+    return "RocksDB" not in provider or counted.strip().lower() != "false"
 
 
 def choose(prepared: Prepared) -> Choice:
-    """The shuffle partitions for the checkpoints this run makes (see the module's text)."""
+    """The shuffle partitions for the checkpoints this run makes, and whether its state stores
+    count their rows (see the module's text)."""
+    s = prepared.settings
+    given = s.conf.get(STATE_ROWS_COUNTED)
+    count_rows = not s.trigger.finite if given is None else given.strip().lower() != "false"
+    return replace(_partitions(prepared), count_rows=count_rows)
+
+
+def _partitions(prepared: Prepared) -> Choice:
     s = prepared.settings
     given = s.conf.get(PARTITIONS)
     if given is not None:

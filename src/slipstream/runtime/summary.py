@@ -44,7 +44,7 @@ def summary(run_: Run, out: TextIO) -> None:
                 f"{query}: no row written: in append mode a window is written once the "
                 f"watermark passes its end, and every window is still open (watermark "
                 f"{'-' if wm.startswith('1970-01-01') else wm}, "
-                f"{count(t.get('state_rows', 0), 'row')} in state); newer input moves it "
+                f"{_held(t.get('state_rows', 0))}); newer input moves it "
                 "on, or --mode update shows windows while they count",
                 file=out,
             )
@@ -67,6 +67,13 @@ def summary(run_: Run, out: TextIO) -> None:
             f"written by this run to {s.dead_letter if s.late_delta else s.late_root}",
             file=out,
         )
+
+
+def _held(rows: int | None) -> str:
+    """`2 rows in state`, or that a finite run did not count them (runtime/partitions.py)."""
+    if rows is None:
+        return "state rows not counted in a finite run"
+    return f"{count(rows, 'row')} in state"
 
 
 def _appends_windows(run_: Run, output: BoundOutput) -> bool:

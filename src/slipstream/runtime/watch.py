@@ -18,6 +18,7 @@ from slipstream.runtime.bound import Prepared
 from slipstream.runtime.control import StopControl
 from slipstream.runtime.deadletter import DeadLetter, dead_letter
 from slipstream.runtime.landed import LandedFilesCheck
+from slipstream.runtime.partitions import counts_state_rows
 from slipstream.runtime.writers import spark_query_names
 from slipstream.runtime.written import WrittenRows
 
@@ -37,7 +38,12 @@ class Watch:
         totals = RunTotals()
         # an output's query named otherwise in Spark (--query-name) keeps slipstream's name
         named = {spark: ours for ours, spark in spark_query_names(prepared).items()}
-        listener = RunListener(prepared.pipeline.name, [recorder, *handlers, totals], named)
+        listener = RunListener(
+            prepared.pipeline.name,
+            [recorder, *handlers, totals],
+            named,
+            state_counted=counts_state_rows(spark),
+        )
         spark.streams.addListener(listener)
         return cls(listener, recorder, totals, StopControl(settings.checkpoint_root))
 

@@ -97,6 +97,9 @@ from slipstream.settings.kafka_connector import connector_conf
 from slipstream.settings.python_workers import python_for_workers
 
 DEFAULT_MASTER = "local[*]"
+#: whether RocksDB state stores count their rows (a finite run does not: runtime/partitions.py)
+STATE_ROWS_COUNTED = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
+STATE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 #: Spark's log configuration for every JVM started here (see the module docstring)
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
 #: what the JVM writes to standard error at every start, whatever the log configuration
@@ -190,7 +193,7 @@ def streaming_defaults(
         **SECRETS,
         "spark.sql.shuffle.partitions": str(default_shuffle_partitions(cores)),
         "spark.sql.session.timeZone": "UTC",
-        "spark.sql.streaming.stateStore.providerClass": (
+        STATE_PROVIDER: (
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
         ),
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",

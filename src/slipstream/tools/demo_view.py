@@ -15,7 +15,7 @@ from typing import Any, TextIO
 from rich.console import Group, RenderableType
 
 from slipstream.monitor.console import console_for, is_terminal, render, table
-from slipstream.monitor.listener import Record, progress_summary
+from slipstream.monitor.listener import STATE_COUNTED, Record, progress_summary
 from slipstream.pipelines.trending import TrendingPipeline
 from slipstream.tools.serving.trending import top_articles, watermark_time
 
@@ -104,7 +104,7 @@ class TopView:
     def __call__(self, record: Record) -> None:
         if record["event"] != "progress" or record["query"] != RESULTS_QUERY:
             return
-        s = progress_summary(record["progress"])
+        s = progress_summary(record["progress"], record.get(STATE_COUNTED, True))
         if s["rows"] == 0:
             return
         with self._lock:

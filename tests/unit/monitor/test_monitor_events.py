@@ -155,3 +155,34 @@ def test_timestamps_are_aware_utc_and_format_like_spark() -> None:
     assert ev.format_ts(datetime(2024, 5, 1, 12, 0, 0, 250999, UTC)) == "2024-05-01T12:00:00.250Z"
     with pytest.raises(ValueError, match="timezone-aware"):
         ev.format_ts(datetime(2024, 5, 1, 12))
+
+
+def test_a_batch_whose_state_rows_were_not_counted_shows_none_not_zero() -> None:
+    """A finite run's stores do not count their rows (runtime/partitions.py): Spark reports 0,
+    the record says `state_rows_counted: false`, and every reader shows no count."""
+    from prometheus_client import CollectorRegistry
+
+    from slipstream.monitor.metrics import SlipstreamMetrics
+    from slipstream.monitor.state import live_operators
+
+    operators = [{"operatorName": "stateStoreSave", "numRowsTotal": 0, "numRowsUpdated": 5}]
+    progress = {"name": "p.q", "batchId": 0, "numInputRows": 5, "stateOperators": operators}
+    base = {"event": "progress", "ts": "2024-05-01T12:00:00Z", "pipeline": "p", "query_id": "q"}
+    counted = ev.parse_event({**base, "progress": progress})
+    uncounted = ev.parse_event({**base, "progress": progress, "state_rows_counted": False})
+    assert isinstance(counted, ev.QueryProgress) and isinstance(uncounted, ev.QueryProgress)
+    assert counted.state_rows == 0 and uncounted.state_rows is None
+    assert [op.rows for op in uncounted.state_operators] == [None]
+    assert [op.rows for op in live_operators(progress)] == [0]
+    assert ev.parse_event(uncounted.to_dict()) == uncounted  # the flag survives the event log
+    registry = CollectorRegistry()
+    metrics = SlipstreamMetrics(registry)
+    metrics.observe(uncounted)
+    assert (
+        registry.get_sample_value("slipstream_state_rows", {"pipeline": "p", "query": "p.q"})
+        is None
+    )
+    metrics.observe(counted)
+    assert (
+        registry.get_sample_value("slipstream_state_rows", {"pipeline": "p", "query": "p.q"}) == 0
+    )

@@ -15,6 +15,7 @@ from slipstream.runtime import runner
 from slipstream.runtime.explain import explain
 from slipstream.runtime.partitions import choose
 from slipstream.settings.config import load_settings
+from slipstream.settings.session import STATE_ROWS_COUNTED
 
 
 def prepared(tmp_path: Path, **flags: Any) -> runner.Prepared:
@@ -50,9 +51,29 @@ def test_a_new_run_sizes_its_partitions_by_its_trigger(
 ) -> None:
     choice = choose(prepared(tmp_path, master=master, trigger=trigger))
     assert choice.count == expected
+    finite = trigger in ("available-now", "once")
     assert choice.conf() == (
-        {} if expected is None else {"spark.sql.shuffle.partitions": str(expected)}
+        ({} if expected is None else {"spark.sql.shuffle.partitions": str(expected)})
+        | ({STATE_ROWS_COUNTED: "false"} if finite else {})
     )
+    assert choice.count_rows is not finite
+
+
+@pytest.mark.parametrize(("trigger", "given", "counted"), [
+    ("available-now", "true", True),
+    ("available-now", "FALSE", False),
+    ("default", "false", False),
+    ("default", None, True),
+])  # fmt: skip
+def test_a_finite_run_does_not_count_state_rows_unless_told(
+    tmp_path: Path, trigger: str, given: str | None, counted: bool
+) -> None:
+    conf = {} if given is None else {STATE_ROWS_COUNTED: given}
+    choice = choose(prepared(tmp_path, master="local[2]", trigger=trigger, conf=conf))
+    assert choice.count_rows is counted
+    assert choice.conf().get(STATE_ROWS_COUNTED) == (None if counted else "false")
+    said = explain(prepared(tmp_path, master="local[2]", trigger=trigger, conf=conf))
+    assert ("state rows not counted in a finite run" in said) is not counted
 
 
 def test_the_users_conf_wins(tmp_path: Path) -> None:
