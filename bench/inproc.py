@@ -24,6 +24,14 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 PARTITIONS_KEY = "spark.sql.shuffle.partitions"
+#: what a plain Spark session has where slipstream's local sessions differ: Spark's own state
+#: store (HDFS-backed) and its file-listing threshold (a job to look up over 32 files)
+SPARK_OWN = {
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+    ),
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "32",
+}
 ROWS_COUNTED_KEY = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 
 #: the state store variants a scenario can ask for, as the SQL confs that select them

@@ -105,8 +105,8 @@ def measure(
     spark = inproc.session()
     scratch = ctx.scratch("ads") / f"{variant.replace(' ', '-')}-{inproc.unique()}"
     conf = {} if variant == "batch" else cli_conf(streams, catalog, files)
-    if variant == BARE:  # Spark's own state store, as a plain PySpark job gets
-        conf = {**conf, inproc.PROVIDER_KEY: inproc.HDFS_PROVIDER}
+    if variant == BARE:  # Spark's own state store and listing, as a plain PySpark job gets
+        conf = {**conf, **inproc.SPARK_OWN}
     with inproc.sql_conf(spark, conf):
         cpu = inproc.cpu_seconds(spark)
         watch = Stopwatch()

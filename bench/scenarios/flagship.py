@@ -14,7 +14,8 @@ lines, duplicates, out-of-order and late events, unknown articles) and write the
   the pipeline's rules as filters, `dropDuplicatesWithinWatermark(event_id)` under a 10-minute
   watermark, the sliding window count, the broadcast catalog join, update mode, each batch's
   rows upserted into SQLite in one transaction (`foreachBatch`); Spark's own (HDFS-backed) state
-  store and the shuffle partitions slipstream chooses for the run (runtime/partitions.py);
+  store and file listing (`inproc.SPARK_OWN`), and the shuffle partitions slipstream chooses
+  for the run (runtime/partitions.py);
 - **batch job**: a plain Spark batch job written for the same result: `spark.read.json` with the
   schema, the pipeline's rules as filters, `dropDuplicates(event_id)`, sliding windows, the
   catalog join, rows written to SQLite with `executemany`.
@@ -216,10 +217,10 @@ def run_bare(ctx: Context, landing: Path, data: TrendingInput) -> dict[str, Any]
             conn.executemany("INSERT OR REPLACE INTO article_views VALUES (?,?,?,?,?,?,?)", rows)
         batches.append(batch_id)
 
-    # Spark's own state store (HDFS-backed: what a plain PySpark job gets), one partition a core
+    # Spark's own state store and file listing (what a plain PySpark job gets), a partition a core
     conf = {
         inproc.PARTITIONS_KEY: str(os.cpu_count() or 1),
-        inproc.PROVIDER_KEY: inproc.HDFS_PROVIDER,
+        **inproc.SPARK_OWN,
     }
     with inproc.sql_conf(spark, conf):
         cpu = cpu_seconds(spark)

@@ -99,8 +99,8 @@ def measure(ctx: Context, variant: str, folder: Path, readings: int) -> dict[str
     spark = inproc.session()
     scratch = ctx.scratch("sensors") / f"{variant.replace(' ', '-')}-{inproc.unique()}"
     conf = {} if variant == "batch" else cli_conf(folder)
-    if variant == BARE:  # Spark's own state store, as a plain PySpark job gets
-        conf = {**conf, inproc.PROVIDER_KEY: inproc.HDFS_PROVIDER}
+    if variant == BARE:  # Spark's own state store and listing, as a plain PySpark job gets
+        conf = {**conf, **inproc.SPARK_OWN}
     with inproc.sql_conf(spark, conf):
         cpu = inproc.cpu_seconds(spark)
         watch = Stopwatch()

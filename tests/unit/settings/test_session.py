@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from slipstream.settings.session import (
     DRIVER_HOST_ENV,
+    LOCAL_LISTING,
     MEMORY,
     RETENTION,
     default_driver_memory,
@@ -25,6 +26,8 @@ def test_driver_memory_and_retention_apply_where_they_belong() -> None:
     cluster = streaming_defaults(None, "spark://127.0.0.1:7077")
     assert local["spark.driver.memory"] == default_driver_memory()
     assert "spark.driver.memory" not in cluster  # the cluster's driver runs no tasks
+    assert LOCAL_LISTING.items() <= local.items()  # a cluster's object store lists slowly:
+    assert not LOCAL_LISTING.keys() & cluster.keys()  # Spark spreads the lookups there
     for key, value in {**MEMORY, **RETENTION}.items():
         assert local[key] == cluster[key] == value
     assert int(local["spark.sql.ui.retainedExecutions"]) < 1000  # Spark's default
