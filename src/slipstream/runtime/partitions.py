@@ -22,8 +22,8 @@ new checkpoints are made by the new run's rule.
 
 The state's row count is chosen per run, not per checkpoint. To count the rows it holds, Spark's
 RocksDB store reads every key before it writes it; a backfill writes a key for most records it
-reads (trending's deduplication: one per event), and that read cost it 1.3x the CPU of the same
-query without it (docs/benchmarks.md section 31). So a finite run does not count them
+reads (trending's deduplication: one per event), and that read cost it 1.07-1.28x the CPU of
+the same query without it (docs/benchmarks.md section 31). So a finite run does not count them
 (`spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows=false`; its batch lines say
 "state -", not a false 0), and a live run, whose state is what an operator watches, does. Spark
 counts the keys again when a run that counts loads a version written without the count, so a

@@ -1,5 +1,5 @@
 """issue 40 item 2: a finite run's state stores do not count their rows (RocksDB reads every key
-before it writes it to count them: 1.3x trending's CPU over a backfill), and says so rather
+before it writes it to count them: 1.07-1.28x trending's CPU over a backfill), and says so rather
 than a false 0; a later run that counts them counts the checkpoint's rows right.
 
 Real subprocesses of the CLI; the rows the state holds are read with Spark's own state reader
