@@ -157,6 +157,8 @@ def run_streaming(
         flags["max_files_per_trigger"] = max_files
     if late == "off":
         flags["late_rows"] = False
+    if conf and inproc.ROWS_COUNTED_KEY in conf:  # set while each query starts, as --conf is
+        flags["conf"] = {inproc.ROWS_COUNTED_KEY: conf[inproc.ROWS_COUNTED_KEY]}
     prepared = runner.prepare(load_settings("trending", flags, environ={}))
     conf = {**partitions.choose(prepared).conf(), **(conf or {})}  # as the CLI's session has
     unknown = mock.patch("slipstream.runtime.deadletter._dropped", lambda progress: None)

@@ -24,8 +24,9 @@ The state's row count is chosen per run, not per checkpoint. To count the rows i
 RocksDB store reads every key before it writes it; a backfill writes a key for most records it
 reads (trending's deduplication: one per event), and that read cost it 1.07-1.28x the CPU of
 the same query without it (docs/benchmarks.md section 31). So a finite run does not count them
-(`spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows=false`; its batch lines say
-"state -", not a false 0), and a live run, whose state is what an operator watches, does. Spark
+(`spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows=false`, set while each of its
+queries starts, not left in the session; its batch lines say "state -", not a false 0), and a
+live run, whose state is what an operator watches, does. Spark
 counts the keys again when a run that counts loads a version written without the count, so a
 checkpoint moves freely between the two; `--conf ...trackTotalNumberOfRows=true` counts in a
 finite run too."""
@@ -39,6 +40,7 @@ from pyspark.sql import SparkSession
 
 from slipstream.checkpoint.logs import PARTITIONS, recorded_partitions
 from slipstream.runtime.bound import Prepared
+from slipstream.settings.config import Settings
 from slipstream.settings.session import (
     DEFAULT_MASTER,
     STATE_PROVIDER,
@@ -58,8 +60,8 @@ class Choice:
     count_rows: bool = True  # whether the state stores count the rows they hold
 
     def conf(self) -> dict[str, str]:
-        chosen = {} if self.count is None else {PARTITIONS: str(self.count)}
-        return chosen if self.count_rows else {**chosen, STATE_ROWS_COUNTED: "false"}
+        """The session's settings for the run (the row count is set per query: row_settings)."""
+        return {} if self.count is None else {PARTITIONS: str(self.count)}
 
     def describe(self) -> str:
         shown = "the session's default" if self.count is None else str(self.count)
@@ -72,19 +74,24 @@ class Choice:
         return f"state partitions {shown}: {self.why}{rows}"
 
 
-def counts_state_rows(spark: SparkSession) -> bool:
-    """Whether the session's state stores count the rows they hold (only RocksDB can not)."""
+def row_settings(settings: Settings) -> dict[str, str]:
+    """The settings a run's queries start with for the state's row count: not counted in a
+    finite run unless `--conf` says otherwise (the module's text)."""
+    given = settings.conf.get(STATE_ROWS_COUNTED)
+    counted = not settings.trigger.finite if given is None else given.strip().lower() != "false"
+    return {} if counted else {STATE_ROWS_COUNTED: "false"}
+
+
+def counts_state_rows(spark: SparkSession, settings: Settings) -> bool:
+    """Whether the run's state stores count the rows they hold (only RocksDB can not)."""
     provider = spark.conf.get(STATE_PROVIDER, "") or ""
-    counted = spark.conf.get(STATE_ROWS_COUNTED, "true") or "true"
-    return "RocksDB" not in provider or counted.strip().lower() != "false"
+    return "RocksDB" not in provider or not row_settings(settings)
 
 
 def choose(prepared: Prepared) -> Choice:
     """The shuffle partitions for the checkpoints this run makes, and whether its state stores
     count their rows (see the module's text)."""
-    s = prepared.settings
-    given = s.conf.get(STATE_ROWS_COUNTED)
-    count_rows = not s.trigger.finite if given is None else given.strip().lower() != "false"
+    count_rows = not row_settings(prepared.settings)
     return replace(_partitions(prepared), count_rows=count_rows)
 
 

@@ -42,7 +42,7 @@ class Watch:
             prepared.pipeline.name,
             [recorder, *handlers, totals],
             named,
-            state_counted=counts_state_rows(spark),
+            state_counted=counts_state_rows(spark, settings),
         )
         spark.streams.addListener(listener)
         return cls(listener, recorder, totals, StopControl(settings.checkpoint_root))

@@ -16,6 +16,7 @@ from slipstream.errors import ConfigError
 from slipstream.ingest.quarantine import owned as quarantine_settings
 from slipstream.runtime.bound import BoundOutput, Prepared
 from slipstream.runtime.build import Query
+from slipstream.runtime.partitions import row_settings
 from slipstream.settings.config import Settings
 from slipstream.settings.connect import start_query
 from slipstream.sinks.base import SinkContext
@@ -118,16 +119,22 @@ def start_one(
     start = out.sink.start if rows is None and query.ingest is None else None
 
     def begin() -> StreamingQuery:
-        # the inputs whose quarantine it writes: their folders, in the session's settings while
-        # it starts (Spark keeps a started query's settings and carries them to its tasks)
-        owned = quarantine_settings(query.quarantines)
+        # the inputs whose quarantine it writes (their folders) and the state's row count, in
+        # the session's settings while it starts (Spark keeps a started query's settings and
+        # carries them to its tasks); the session's own come back after
+        conf = frame.sparkSession.conf
+        owned = {**quarantine_settings(query.quarantines), **row_settings(settings)}
+        before = {key: conf.get(key, None) for key in owned}
         for key, value in owned.items():
-            frame.sparkSession.conf.set(key, value)
+            conf.set(key, value)
         try:
             return start_query(ready, start=start)
         finally:
-            for key in owned:
-                frame.sparkSession.conf.unset(key)
+            for key, value in before.items():
+                if value is None:
+                    conf.unset(key)
+                else:
+                    conf.set(key, value)
 
     started = begin()
     if rows is not None:

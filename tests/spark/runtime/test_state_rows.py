@@ -7,6 +7,7 @@ Real subprocesses of the CLI; the rows the state holds are read with Spark's own
 
 from __future__ import annotations
 
+import io
 import json
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -68,3 +69,34 @@ def test_a_finite_run_does_not_count_state_rows_and_a_live_count_is_right_after_
     shown = int(last.split("| state ")[1].split(" |")[0].replace(",", ""))
     checkpoint = tmp_path / "state" / "checkpoints" / "mobile" / "counts"
     assert shown == held(spark, checkpoint) > 0, second.stdout
+
+
+def test_a_finite_run_in_this_process_leaves_the_session_counting(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The row count is set while each query starts, not left in the session: a later query
+    on the same session (a live run, a test's harness) counts its rows."""
+    from slipstream.app.cli import main
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    land(landing, "a.json", 0, 10)
+    state = tmp_path / "state"
+    out = io.StringIO()
+    argv = ["run", "mobile", "--input", str(landing), "--window", "10s", "--state-dir", str(state)]
+    assert main([*argv, "--trigger", "available-now"], out=out) == 0, out.getvalue()
+    assert all("| state - |" in line for line in batch_lines(out.getvalue())), out.getvalue()
+    assert spark.conf.get(STATE_ROWS_COUNTED, None) is None  # the session's own: unset
+
+    counts = spark.readStream.schema("k STRING").json(str(landing)).groupBy("k").count()
+    query = (
+        counts.writeStream.outputMode("update")
+        .format("noop")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        assert query.lastProgress["stateOperators"][0]["numRowsTotal"] == 1  # one key: null
+    finally:
+        query.stop()

@@ -13,7 +13,7 @@ import pytest
 from slipstream.checkpoint.logs import recorded_partitions
 from slipstream.runtime import runner
 from slipstream.runtime.explain import explain
-from slipstream.runtime.partitions import choose
+from slipstream.runtime.partitions import choose, row_settings
 from slipstream.settings.config import load_settings
 from slipstream.settings.session import STATE_ROWS_COUNTED
 
@@ -53,9 +53,8 @@ def test_a_new_run_sizes_its_partitions_by_its_trigger(
     assert choice.count == expected
     finite = trigger in ("available-now", "once")
     assert choice.conf() == (
-        ({} if expected is None else {"spark.sql.shuffle.partitions": str(expected)})
-        | ({STATE_ROWS_COUNTED: "false"} if finite else {})
-    )
+        {} if expected is None else {"spark.sql.shuffle.partitions": str(expected)}
+    )  # the session's; the row count is set while each query starts (row_settings)
     assert choice.count_rows is not finite
 
 
@@ -71,7 +70,8 @@ def test_a_finite_run_does_not_count_state_rows_unless_told(
     conf = {} if given is None else {STATE_ROWS_COUNTED: given}
     choice = choose(prepared(tmp_path, master="local[2]", trigger=trigger, conf=conf))
     assert choice.count_rows is counted
-    assert choice.conf().get(STATE_ROWS_COUNTED) == (None if counted else "false")
+    settings = prepared(tmp_path, master="local[2]", trigger=trigger, conf=conf).settings
+    assert row_settings(settings) == ({} if counted else {STATE_ROWS_COUNTED: "false"})
     said = explain(prepared(tmp_path, master="local[2]", trigger=trigger, conf=conf))
     assert ("state rows not counted in a finite run" in said) is not counted
 
