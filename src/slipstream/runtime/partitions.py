@@ -26,10 +26,9 @@ reads (trending's deduplication: one per event), and that read cost it 1.07-1.28
 the same query without it (docs/benchmarks.md section 31). So a finite run does not count them
 (`spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows=false`, set while each of its
 queries starts, not left in the session; its batch lines say "state -", not a false 0), and a
-live run, whose state is what an operator watches, does. Spark
-counts the keys again when a run that counts loads a version written without the count, so a
-checkpoint moves freely between the two; `--conf ...trackTotalNumberOfRows=true` counts in a
-finite run too."""
+live run, whose state is what an operator watches, does. Spark counts the keys again when a run
+that counts loads a version written without the count, so a checkpoint moves freely between
+the two; `--conf ...trackTotalNumberOfRows=true` counts in a finite run too."""
 
 from __future__ import annotations
 
@@ -44,13 +43,14 @@ from slipstream.settings.config import Settings
 from slipstream.settings.session import (
     DEFAULT_MASTER,
     STATE_PROVIDER,
-    STATE_ROWS_COUNTED,
     cores_of,
     is_local,
     submitted_master,
 )
 
 FINITE = ("available-now", "once")
+#: whether RocksDB state stores count their rows (a finite run does not: the module's text)
+STATE_ROWS_COUNTED = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 
 
 @dataclass(frozen=True)

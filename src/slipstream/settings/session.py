@@ -100,8 +100,6 @@ from slipstream.settings.kafka_connector import connector_conf
 from slipstream.settings.python_workers import python_for_workers
 
 DEFAULT_MASTER = "local[*]"
-#: whether RocksDB state stores count their rows (a finite run does not: runtime/partitions.py)
-STATE_ROWS_COUNTED = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 STATE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 #: a local master lists a batch's files on the driver, however many (see the module docstring)
 LOCAL_LISTING = {"spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000"}

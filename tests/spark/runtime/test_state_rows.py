@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from slipstream.settings.session import STATE_ROWS_COUNTED
+from slipstream.runtime.partitions import STATE_ROWS_COUNTED
 from tests.helpers import slipstream
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -13,9 +13,8 @@ import pytest
 from slipstream.checkpoint.logs import recorded_partitions
 from slipstream.runtime import runner
 from slipstream.runtime.explain import explain
-from slipstream.runtime.partitions import choose, row_settings
+from slipstream.runtime.partitions import STATE_ROWS_COUNTED, choose, row_settings
 from slipstream.settings.config import load_settings
-from slipstream.settings.session import STATE_ROWS_COUNTED
 
 
 def prepared(tmp_path: Path, **flags: Any) -> runner.Prepared:
