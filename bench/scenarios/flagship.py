@@ -157,8 +157,9 @@ def run_streaming(
         flags["max_files_per_trigger"] = max_files
     if late == "off":
         flags["late_rows"] = False
-    if conf and inproc.ROWS_COUNTED_KEY in conf:  # set while each query starts, as --conf is
-        flags["conf"] = {inproc.ROWS_COUNTED_KEY: conf[inproc.ROWS_COUNTED_KEY]}
+    per_query = {k: v for k, v in (conf or {}).items() if k in inproc.PER_QUERY}
+    if per_query:  # set while each query starts, as --conf is
+        flags["conf"] = per_query
     prepared = runner.prepare(load_settings("trending", flags, environ={}))
     conf = {**partitions.choose(prepared).conf(), **(conf or {})}  # as the CLI's session has
     unknown = mock.patch("slipstream.runtime.deadletter._dropped", lambda progress: None)
@@ -278,10 +279,11 @@ def run(ctx: Context) -> Result:
         f"streaming, {name} state store": conf for name, conf in inproc.STATE_STORES.items()
     }
     plain, staged = "streaming (no stage)", "streaming, ingest stage"
+    no_closing = "streaming, no closing batch"
     bare = "bare streaming query"
     variants = [
         plain, staged, bare, "batch job", slip_batch, capped, capped_staged, *by_partitions,
-        *dead_letter, *by_store,
+        *dead_letter, *by_store, no_closing,
     ]  # fmt: skip
     variants = [v for v in variants if v in ctx.param("variants", variants, variants)]
 
@@ -292,6 +294,9 @@ def run(ctx: Context) -> Result:
         if variant in by_store:
             conf = by_store[variant]
             return run_streaming(ctx, landing, data, None, "store", conf, ingest_stage=False)
+        if variant == no_closing:
+            conf = {inproc.NO_DATA_KEY: "false"}
+            return run_streaming(ctx, landing, data, None, "closing", conf, ingest_stage=False)
         if variant in (plain, staged):
             on = variant == staged
             label = "staged" if on else "stream"

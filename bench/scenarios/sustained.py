@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench import inproc
 from bench.core import Context, Result
 from bench.live import BareLiveRun, LiveRun, latency_row
 from bench.stage import cli_args
@@ -33,6 +34,8 @@ NAME = "sustained"
 TITLE = "sustained rate and latency: trending, default trigger, files landing every second"
 IN_PROCESS = False
 BARE = "bare"  # the bare PySpark query (bench/bare_trending.py)
+#: `store=NAME`: a state store of inproc.STATE_STORES (those a variant's commas do not cut)
+STORES = [name for name in inproc.STATE_STORES if "," not in name]
 
 
 def variant_args(variant: str) -> tuple[str, ...]:
@@ -51,6 +54,10 @@ def variant_args(variant: str) -> tuple[str, ...]:
             args += ["--trigger", value]
         elif key == "partitions":
             args += ["--conf", f"spark.sql.shuffle.partitions={value}"]
+        elif key == "store" and value in STORES:
+            args += [
+                a for k, v in inproc.STATE_STORES[value].items() for a in ("--conf", f"{k}={v}")
+            ]
         elif key == "late-rows":
             args += ["--late-rows", value]
         elif key == "max-files":
@@ -61,7 +68,7 @@ def variant_args(variant: str) -> tuple[str, ...]:
             raise ValueError(
                 f"unknown variant part {part!r} "
                 "(ingest-stage=, trigger=, late-rows=, partitions=, "
-                "max-files=)"
+                f"max-files=, store={'|'.join(STORES)})"
             )
     return tuple(args)
 
