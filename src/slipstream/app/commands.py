@@ -9,21 +9,18 @@ from typing import TYPE_CHECKING, TextIO
 from slipstream.app.exits import EXIT_FAILED, EXIT_OK, EXIT_REFUSED
 from slipstream.checkpoint import start as checkpoint_start
 from slipstream.errors import SlipstreamError, ValidationError
-from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
-from slipstream.monitor.first_batch import FirstBatchNotice
-from slipstream.monitor.listener import ConsoleReporter, Handler
 from slipstream.pipelines.registry import discover
 from slipstream.runtime import checks, compat, partitions
 from slipstream.runtime.bind import prepare
-from slipstream.runtime.bound import Prepared, uses_delta, uses_kafka
+from slipstream.runtime.bound import uses_delta, uses_kafka
 from slipstream.runtime.build import build
 from slipstream.runtime.checks import restart_verdicts
 from slipstream.runtime.explain import explain
 from slipstream.runtime.interrupt import EXIT_INTERRUPTED, CtrlC, ctrl_c
 from slipstream.runtime.launch import failure_line, launch
 from slipstream.runtime.refuse import refuse_before_start
+from slipstream.runtime.reporting import reporting
 from slipstream.runtime.run import Run, batch_boundaries
-from slipstream.runtime.writers import micro_batch_queries
 from slipstream.settings.config import Settings
 from slipstream.tools.views import results_view
 
@@ -126,14 +123,8 @@ def _run(settings: Settings, out: TextIO, interrupt: CtrlC) -> int:
     if not s.quiet:
         print(explain(prepared), file=out, flush=True)
         print("", file=out, flush=True)
-    handlers: list[Handler] = [] if s.quiet else [ConsoleReporter(out, verbose=s.verbose)]
-    bar = backfill_bar(prepared, out)
-    if bar is not None and not s.verbose:
-        handlers = [bar]  # the bar instead of one line per batch
-    # the bar shows its own elapsed time; the notice prints on a terminal only
-    waiting = FirstBatchNotice(
-        out, micro_batch_queries(prepared), enabled=False if s.quiet or bar is not None else None
-    )
+    console = reporting(prepared, out)
+    waiting, bar = console.waiting, console.bar
     with (
         waiting,
         launch(
@@ -141,7 +132,7 @@ def _run(settings: Settings, out: TextIO, interrupt: CtrlC) -> int:
             out,
             origin="cli",
             interrupt=interrupt,
-            handlers=[waiting, *handlers],
+            handlers=console.handlers,
             results=partial(results_view, prepared),
             starting=None if s.quiet else "starting Spark (Ctrl-C stops)...",
             summarise=True,
@@ -167,16 +158,3 @@ def interrupted_where(run_: Run) -> str:
     """Where a run stopped by Ctrl-C left its checkpoint, and how to go on."""
     where = batch_boundaries(run_.prepared.settings.checkpoint_root, run_.queries)
     return f"{where or 'no batch had started'}; the same command resumes from there"
-
-
-def backfill_bar(prepared: Prepared, out: TextIO) -> BackfillBar | None:
-    """A progress bar for a finite run over the files source, when `out` is a terminal."""
-    s = prepared.settings
-    streams = [b for b in prepared.inputs.values() if b.source is not None]
-    if not s.trigger.finite or s.quiet or len(streams) != 1 or not streams[0].source.reads_files:
-        return None
-    landing = streams[0].binding.path
-    assert landing is not None
-    log_dir = source_log(prepared.ctx.checkpoint)
-    bar = BackfillBar(prepared.ctx.query_name, log_dir, pending_files(landing, log_dir), out)
-    return bar if bar.enabled else None

@@ -15,6 +15,7 @@ def explain(prepared: Prepared) -> str:
     """What `check` and `run` print before the queries start: inputs, parameters, outputs
     with their plans and late-row rules, triggers."""
     s = prepared.settings
+    shuffle = partitions.choose(prepared).describe()
     lines = [f"pipeline    {prepared.pipeline.name}: {prepared.pipeline.description}"]
     for bound in prepared.inputs.values():
         lines.append(f"input       {bound.name}: {describe_input(bound)}")
@@ -43,7 +44,7 @@ def explain(prepared: Prepared) -> str:
             lines += [f"  late rows {rule.describe()}" for rule in late.rules]
             lines += [f"  late rows not written: {why}" for why in late.uncovered]
     lines.append(f"trigger     {s.trigger.describe()}")
-    lines.append(partitions.choose(prepared).describe())
+    lines.append(shuffle)
     return "\n".join(lines)
 
 

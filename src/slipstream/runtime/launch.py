@@ -32,7 +32,7 @@ from slipstream.runtime.refuse import refuse_before_start
 from slipstream.runtime.run import Run
 from slipstream.runtime.start import start
 from slipstream.runtime.summary import summary
-from slipstream.settings.session import build_session
+from slipstream.settings.session import SessionOptions, session_for
 
 
 @dataclass
@@ -69,6 +69,7 @@ def launch(
     Spark starts (None: quiet). `summarise`: print the run's summary before stopping."""
     s = prepared.settings
     refuse_before_start(prepared)  # not after ~10 s of Spark start-up; again under the lock
+    wanted = session_options(prepared, app_name)
     monitoring = start_monitoring(s, results) if results is not None else MonitorHandles()
     try:
         monitoring.announce(out)
@@ -76,7 +77,7 @@ def launch(
             ready(monitoring)
         if starting is not None:
             print(starting, file=out, flush=True)
-        session, ours = _session(prepared, spark, app_name)
+        session, ours = session_for(spark, wanted)
         try:
             if interrupt is not None:
                 interrupt.install()  # PySpark's SparkContext installed its own SIGINT handler
@@ -103,21 +104,14 @@ def launch(
         monitoring.close()
 
 
-def _session(
-    prepared: Prepared, spark: SparkSession | None, app_name: str | None
-) -> tuple[SparkSession, bool]:
-    """The caller's session, or the one SparkSession built for this run (and whether it was
-    started here: a session that was already running is the caller's)."""
-    if spark is not None:
-        return spark, False
-    from pyspark import SparkContext
-
+def session_options(prepared: Prepared, app_name: str | None = None) -> SessionOptions:
+    """What the run's SparkSession is built with (settings/session.py's `build_session`):
+    the master, the conf with the shuffle partitions chosen for the run, and the packages its
+    inputs and outputs need."""
     s = prepared.settings
-    # process-wide (getActiveSession is per thread); no public API says "a context exists"
-    ours = SparkContext._active_spark_context is None
-    session = build_session(
-        s.master,
-        {**s.conf, **partitions.choose(prepared).conf()},
+    return SessionOptions(
+        master=s.master,
+        conf={**s.conf, **partitions.choose(prepared).conf()},
         app_name=app_name or f"slipstream-{s.pipeline}",
         log_level="WARN" if s.verbose else "ERROR",
         remote=s.remote,
@@ -126,7 +120,6 @@ def _session(
         delta=uses_delta(prepared),
         jdbc=jdbc_drivers(prepared),
     )
-    return session, ours
 
 
 def failure_line(failure: BaseException, launched: Launched) -> str:

@@ -78,15 +78,11 @@ Streaming defaults, each deliberate (see docs/design.md and docs/benchmarks.md):
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
-import subprocess
 import sys
-import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import TypedDict
 
 from pyspark.sql import SparkSession
 
@@ -94,6 +90,7 @@ from slipstream.errors import SlipstreamError
 from slipstream.jvm import required_jar
 from slipstream.settings.connect import session_conf, wait_for_server
 from slipstream.settings.delta_package import delta_conf
+from slipstream.settings.driver_jvm import launch_jvm
 from slipstream.settings.driver_memory import memory_refusal, refuse_small_heap
 from slipstream.settings.jdbc_drivers import JdbcDriver, driver_conf
 from slipstream.settings.kafka_connector import connector_conf
@@ -105,11 +102,6 @@ STATE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 LOCAL_LISTING = {"spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000"}
 #: Spark's log configuration for every JVM started here (see the module docstring)
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
-#: what the JVM writes to standard error at every start, whatever the log configuration
-JVM_NOTICES = (b"WARNING: Using incubator modules",)
-#: the first line of Ivy's report at a JVM's start with `spark.jars.packages`, and its last
-IVY_START = b":: loading settings :: "
-IVY_DONE = re.compile(rb"^\s*\d+ artifacts copied, \d+ already retrieved")
 #: the driver's advertised host on a cluster master, when `--conf spark.driver.host` is not given
 DRIVER_HOST_ENV = "SLIPSTREAM_DRIVER_HOST"
 LOOPBACK = "127.0.0.1"
@@ -215,6 +207,32 @@ def streaming_defaults(
     }
 
 
+class SessionOptions(TypedDict):
+    """`build_session`'s arguments, as a run chooses them (runtime/launch.py)."""
+
+    master: str | None
+    conf: dict[str, str]
+    app_name: str
+    log_level: str
+    remote: str | None
+    connect_wait: float
+    kafka: bool
+    delta: bool
+    jdbc: Sequence[JdbcDriver]
+
+
+def session_for(spark: SparkSession | None, options: SessionOptions) -> tuple[SparkSession, bool]:
+    """The caller's session, or the one built with `options`; and whether it was started
+    here (a session that was already running is the caller's, and the caller stops it)."""
+    if spark is not None:
+        return spark, False
+    from pyspark import SparkContext
+
+    # process-wide (getActiveSession is per thread); no public API says "a context exists"
+    ours = SparkContext._active_spark_context is None
+    return build_session(**options), ours
+
+
 def build_session(
     master: str | None = None,
     conf: Mapping[str, str] | None = None,
@@ -297,56 +315,6 @@ def java_log_options(log_level: str, settings: Mapping[str, str]) -> dict[str, s
     )
     theirs = settings.get("spark.driver.extraJavaOptions", "").strip()
     return {"spark.driver.extraJavaOptions": f"{ours} {theirs}".strip()}
-
-
-def launch_jvm(settings: Mapping[str, str]) -> None:
-    """Start the driver's JVM as PySpark would (spark-submit with `settings` on its command
-    line), with its standard error through `forward_stderr`. Nothing when a JVM is already up
-    (an earlier session of this process): the session then reuses it."""
-    from pyspark import SparkConf, SparkContext
-    from pyspark.java_gateway import launch_gateway
-
-    if SparkContext._gateway is not None:
-        return
-    conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
-    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
-    threading.Thread(
-        target=forward_stderr,
-        args=(gateway.proc.stderr, 2),
-        name="slipstream-jvm-stderr",
-        daemon=True,
-    ).start()
-    SparkContext._ensure_initialized(gateway=gateway)
-
-
-def ivy_report(line: bytes, inside: bool) -> bool:
-    """Whether `line` is one of Ivy's report (`inside`: the line before was): from its
-    `:: loading settings ::` to its `N artifacts copied` line; a line of an error or an
-    exception ends it (shown: Ivy failed after all)."""
-    if line.startswith(IVY_START):
-        return True
-    if not inside or IVY_DONE.match(line):
-        return False
-    return not re.match(rb"^(Exception|Error|\w+(\.\w+)+(Exception|Error))", line)
-
-
-def forward_stderr(source: IO[bytes], target: int) -> None:
-    """Copy the JVM's standard error to the file descriptor `target` (this process's standard
-    error, whatever `sys.stderr` has become meanwhile) line by line, but for `JVM_NOTICES`.
-    It reads to the end whatever happens: a pipe nobody drains would block the JVM, and the
-    Python workers it starts, at their next write to standard error. Ivy's report of the
-    packages it resolves (`spark.jars.packages`: about 35 lines for the Kafka connector, 90
-    for Delta) is dropped too: they were resolved before, output captured, and one line said
-    which (kafka_connector.py, delta_package.py)."""
-    ivy = False
-    for line in iter(source.readline, b""):
-        if line.startswith(JVM_NOTICES):
-            continue
-        ivy = ivy_report(line, ivy)
-        if ivy or IVY_DONE.match(line):
-            continue
-        with contextlib.suppress(OSError):  # our stderr closed: the line has nowhere to go
-            os.write(target, line)
 
 
 def submitted_master() -> str | None:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from slipstream.settings.session import LOG4J2, forward_stderr, java_log_options
+from slipstream.settings.driver_jvm import forward_stderr
+from slipstream.settings.session import LOG4J2, java_log_options
 from slipstream.tools.demo import copy_samples
 from tests.helpers import slipstream
 
