@@ -18,8 +18,6 @@ from slipstream.runtime.checks import restart_verdicts
 from slipstream.runtime.explain import explain
 from slipstream.runtime.interrupt import EXIT_INTERRUPTED, CtrlC, ctrl_c
 from slipstream.runtime.launch import failure_line, launch
-from slipstream.runtime.refuse import refuse_before_start
-from slipstream.runtime.reporting import reporting
 from slipstream.runtime.run import Run, batch_boundaries
 from slipstream.settings.config import Settings
 from slipstream.tools.views import results_view
@@ -119,35 +117,22 @@ def run(settings: Settings, out: TextIO) -> int:
 def _run(settings: Settings, out: TextIO, interrupt: CtrlC) -> int:
     prepared = prepare(settings)  # every check that needs no plan, before Spark starts
     s = prepared.settings
-    refuse_before_start(prepared)  # before the header: a refusal is the whole answer
-    if not s.quiet:
-        print(explain(prepared), file=out, flush=True)
-        print("", file=out, flush=True)
-    console = reporting(prepared, out)
-    waiting, bar = console.waiting, console.bar
-    with (
-        waiting,
-        launch(
-            prepared,
-            out,
-            origin="cli",
-            interrupt=interrupt,
-            handlers=console.handlers,
-            results=partial(results_view, prepared),
-            starting=None if s.quiet else "starting Spark (Ctrl-C stops)...",
-            summarise=True,
-        ) as launched,
-    ):
-        waiting.follow(launched.run.batch_status)
+    with launch(
+        prepared,
+        out,
+        origin="cli",
+        interrupt=interrupt,
+        results=partial(results_view, prepared),
+        starting=None if s.quiet else "starting Spark (Ctrl-C stops)...",
+        summarise=True,
+        console=True,  # after a refusal, which is the whole answer: the header, then batches
+    ) as launched:
         try:
             launched.run.wait(s.duration, idle=s.stop_when_idle)
         except Exception as exc:  # noqa: BLE001 - report a failed query, exit non-zero
             shown = failure_line(exc, launched)
             print(f"slipstream: the query failed: {shown}", file=sys.stderr)
             return EXIT_FAILED
-        finally:
-            if bar is not None:
-                bar.close()
     if interrupt.interrupted:
         print(f"stopped by Ctrl-C: {interrupted_where(launched.run)}", file=out, flush=True)
         return EXIT_INTERRUPTED

@@ -14,8 +14,9 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
-__all__ = ["prune_older_than", "write_atomically"]
+__all__ = ["local_path", "prune_older_than", "write_atomically"]
 
 _FILE_MODE = 0o644
 
@@ -106,3 +107,11 @@ def prune_older_than(directory: Path, age: float, now: float) -> int:
                     os.unlink(entry.path)
                     removed += 1
     return removed
+
+
+def local_path(uri: str) -> Path | None:
+    """The local path of a file Spark recorded (file:///...); None for a remote one."""
+    parsed = urlparse(uri)
+    if parsed.scheme not in ("file", ""):
+        return None
+    return Path(unquote(parsed.path))

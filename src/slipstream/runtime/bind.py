@@ -112,6 +112,7 @@ def prepare(
     prepared = Prepared(
         pipeline, settings, params, inputs, outputs, start_from=start, quarantine_sinks=folders
     )
+    prepared.spark_names = _spark_names(prepared)
     problems = [
         ValidationError(v.code, f"output {out.ctx.query_name}: {v.message}", v.fix)
         for out in outputs.values()
@@ -124,6 +125,41 @@ def prepare(
     if problems and check_rules:
         raise problems[0]
     return prepared
+
+
+def _spark_names(prepared: Prepared) -> dict[str, str]:
+    """Each query's name in Spark, by slipstream's (PIPELINE.OUTPUT): `--query-name` for an
+    output (bare: the first output), else slipstream's own. Two queries of one name, or a name
+    for an output the pipeline does not have, are refused before any query starts."""
+    settings = prepared.settings
+    outputs = [o for o in prepared.outputs.values() if o.is_output]
+    unknown = sorted(set(settings.query_name) - {o.name for o in outputs} - {""})
+    if unknown:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"--query-name names output(s) {', '.join(unknown)}, which {prepared.pipeline.name} "
+            "does not write in this run",
+            "give --query-name OUTPUT=NAME with OUTPUT one of "
+            + ", ".join(o.name for o in outputs),
+        )
+    names = {
+        o.ctx.query_name: _given_name(settings, o.name, o is prepared.primary) or o.ctx.query_name
+        if o.is_output
+        else o.ctx.query_name
+        for o in prepared.outputs.values()
+    }
+    taken = [n for n in names.values() if list(names.values()).count(n) > 1]
+    if taken:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"--query-name gives two queries the name {taken[0]}; Spark runs one query per name",
+            "give each output its own --query-name",
+        )
+    return names
+
+
+def _given_name(settings: Settings, output: str, first: bool) -> str | None:
+    return settings.query_name.get(output) or (settings.query_name.get("") if first else None)
 
 
 def _refuse_shared_targets(outputs: dict[str, BoundOutput]) -> None:
@@ -289,8 +325,7 @@ def _refuse_unknown(pipeline: Pipeline, given: dict[str, Any], what: str, flag: 
 
 def _bind_output(pipeline: Pipeline, output: Output, settings: Settings) -> BoundOutput | None:
     first = output is pipeline.outputs[0]
-    named = settings.sink.get(output.name)
-    spec = named
+    spec = settings.sink.get(output.name)
     if spec is None and output.sink is not None:
         spec = settings.sink.get("") or _default_sink(output.sink, settings, pipeline, output)
         enabled = [o for o in pipeline.outputs if o.sink is not None or o.name in settings.sink]
@@ -299,12 +334,17 @@ def _bind_output(pipeline: Pipeline, output: Output, settings: Settings) -> Boun
     if spec is None:
         return None
     table = settings.table.get(output.name) or (settings.table.get("") if first else None)
+    table = table or output.table_name
+    if sink_class(spec.kind).database:
+        check_table(table)  # a bad or reserved table name fails here, not in a batch
+    sink = make_sink(spec, settings.default_database)
     mode = settings.mode.get(output.name) or (settings.mode.get("") if first else None)
     mode = mode or pipeline.default_mode(output, spec, settings.trigger.kind)
-    ctx = _ctx(pipeline, settings, output.name, table or output.table_name, output.key, mode)
-    if sink_class(spec.kind).database:
-        check_table(ctx.table)  # a bad or reserved table name fails here, not in a batch
-    return BoundOutput(output, make_sink(spec, settings.default_database), ctx)
+    query = f"{pipeline.name}.{output.name}"
+    checkpoint = query_checkpoint(settings.checkpoint_root, output.name)
+    return BoundOutput(
+        output, sink, SinkContext(pipeline.name, query, table, output.key, mode, checkpoint)
+    )
 
 
 def _default_sink(text: str, settings: Settings, pipeline: Pipeline, output: Output) -> SinkSpec:

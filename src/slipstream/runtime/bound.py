@@ -100,6 +100,9 @@ class Prepared:
     # each parsed input's quarantine folder as what it is on disk, a sink (`quarantine.INPUT`):
     # what reset deletes, the outputs' record holds and the ownership checks read
     quarantine_sinks: dict[str, BoundOutput] = field(default_factory=dict)
+    # each query's name in Spark, by slipstream's (PIPELINE.OUTPUT): `--query-name` for an
+    # output, else slipstream's own (runtime/bind.py)
+    spark_names: dict[str, str] = field(default_factory=dict)
 
     @property
     def targets(self) -> dict[str, BoundOutput]:

@@ -37,60 +37,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slipstream.checkpoint.integrity import damages
 from slipstream.checkpoint.lifecycle import last_committed_batch
-from slipstream.checkpoint.logs import files_read_by, kafka_positions
-from slipstream.checkpoint.start import InputStart, StartFrom, read_record, write_record
+from slipstream.checkpoint.logs import files_read_by
+from slipstream.checkpoint.old import FLAG, OldPosition, start_of
+from slipstream.checkpoint.start import InputStart, StartFrom, write_record
 from slipstream.errors import CheckpointError, ConfigError
 from slipstream.runtime.compat import BUILD, read_build
-from slipstream.runtime.landed import local_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from slipstream.core.kafka_url import KafkaTopic
     from slipstream.runtime.bound import BoundInput, Prepared
     from slipstream.settings.config import Settings
-
-FLAG = "--from-checkpoint"
-
-
-def resolve_old(given: Path, pipeline: str) -> Path:
-    """OLD as given: a state dir (its `checkpoints/PIPELINE`) or a pipeline's checkpoint."""
-    inside = Path(given) / "checkpoints" / pipeline
-    old = inside if inside.is_dir() else Path(given)
-    if not _queries(old):
-        raise CheckpointError(
-            "FROM_CHECKPOINT_NOT_FOUND",
-            f"{FLAG} {given}: no checkpoint of pipeline {pipeline} with a committed batch "
-            f"there (looked in {old}); nothing was started",
-            f"give the old version's --state-dir, or its checkpoint folder "
-            f"(STATE_DIR/checkpoints/{pipeline}); a pipeline that never committed a batch "
-            f"needs no {FLAG}",
-        )
-    return old
-
-
-def _queries(root: Path) -> dict[str, Path]:
-    """The query checkpoints in `root` that committed a batch, by query folder name."""
-    if not Path(root).is_dir():
-        return {}
-    return {
-        p.name: p
-        for p in sorted(Path(root).iterdir())
-        if p.is_dir() and last_committed_batch(p) is not None
-    }
-
-
-def _started(root: Path) -> list[str]:
-    """Query checkpoints in `root` that Spark has started (a `metadata` or an offset log)."""
-    if not Path(root).is_dir():
-        return []
-    return [
-        p.name
-        for p in sorted(Path(root).iterdir())
-        if p.is_dir() and ((p / "metadata").exists() or (p / "offsets").is_dir())
-    ]
 
 
 def _refuse_other_input(old: Path, bound: BoundInput) -> None:
@@ -116,137 +74,35 @@ def _resolved(path: str | None) -> Path | None:
     return None if path is None else Path(path).resolve()
 
 
-def take_position(old: Path, inputs: dict[str, BoundInput]) -> StartFrom:
-    """OLD's position now, for each stream input of this run."""
-    queries = _queries(old)
-    batches = {name: int(last_committed_batch(path) or 0) for name, path in queries.items()}
-    read: set[str] = set()
-    offsets: dict[str, dict[str, int]] = {}
-    for name, path in queries.items():
-        found = damages(path)
-        if found:
-            raise CheckpointError(
-                "CHECKPOINT_DAMAGED",
-                f"{FLAG}: the checkpoint {path} is damaged: {found[0].file} {found[0].what}; "
-                "its position cannot be taken; nothing was started",
-                f"run `slipstream check` on the old version, or give another {FLAG}",
-            )
-        try:
-            read.update(files_read_by(path, batches[name]))
-            positions = kafka_positions(path, batches[name])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise CheckpointError(
-                "CHECKPOINT_DAMAGED",
-                f"{FLAG}: the logs of {path} cannot be read ({exc}); nothing was started",
-                f"run `slipstream check` on the old version, or give another {FLAG}",
-            ) from None
-        for topic, partitions in positions.items():
-            mine = offsets.setdefault(topic, {})
-            for partition, at in partitions.items():
-                mine[partition] = max(at, mine.get(partition, 0))
+def take_position(position: OldPosition, inputs: dict[str, BoundInput]) -> StartFrom:
+    """OLD's position, for each stream input of this run."""
     starts: dict[str, InputStart] = {}
     for bound in inputs.values():
         if bound.source is None:
             continue  # a static table: read whole by every batch
-        _refuse_other_input(old, bound)
-        kind, resumes_by = bound.source.kind, bound.source.resumes_by
-        if resumes_by == "files-read" and bound.binding.path is not None:
-            folder = Path(bound.binding.path).resolve()
-            mine = sorted(f for f in read if _under(f, folder))
-            starts[bound.name] = InputStart(bound.name, kind, tuple(mine))
-        elif resumes_by == "offsets" and bound.binding.topic is not None:
-            where = kafka_start(old, bound.name, bound.binding.topic, offsets)
-            starts[bound.name] = InputStart(bound.name, kind, offsets=where)
-        else:
+        _refuse_other_input(position.old, bound)
+        start = bound.source.start_from_old(bound.binding, position)
+        if start is None:
             raise ConfigError(
                 "SOURCE_NOT_SUPPORTED",
                 f"input {bound.name} reads {bound.source.kind}: {FLAG} takes a position in "
                 "files and Kafka inputs only; nothing was started",
                 f"drop {FLAG} (a {bound.source.kind} source has no position to start from)",
             )
+        starts[bound.name] = start
     taken = datetime.now(UTC).isoformat(timespec="seconds")
-    return StartFrom(old, taken, batches, starts)
-
-
-def kafka_start(
-    old: Path, name: str, topic: KafkaTopic, offsets: dict[str, dict[str, int]]
-) -> dict[str, dict[str, int]]:
-    """Where Kafka input `name` starts: OLD's next offset of each partition it reads. Every
-    topic it names (a list, assign's) OLD must have read; a pattern, at least one. Spark takes
-    startingOffsets only naming every partition read: one OLD never read starts at its
-    beginning (-2): an assigned partition, or (asked of the broker) a topic the pattern matches
-    that OLD never read."""
-    never = [t for t in topic.topics if t not in offsets]
-    read = {t: dict(parts) for t, parts in offsets.items() if topic.reads(t)}
-    if never or not read:
-        what = ", ".join(never) if never else f"a topic matching {topic.pattern}"
-        raise CheckpointError(
-            "FROM_CHECKPOINT_OTHER_INPUT",
-            f"input {name}: {old} never read Kafka {what} (it read "
-            f"{', '.join(sorted(offsets)) or 'no topic'}); nothing was started",
-            f"bind the topics OLD read, or drop {FLAG}",
-        )
-    now = topic.assigned
-    if now is None and topic.pattern is not None:
-        from slipstream.sources.kafka import partitions  # the broker, for a pattern only
-
-        now = partitions(topic)
-    if now is None:
-        return read
-    return {
-        t: {str(p): read.get(t, {}).get(str(p), -2) for p in sorted(parts)}
-        for t, parts in now.items()
-    }
-
-
-def _under(uri: str, folder: Path) -> bool:
-    local = local_path(uri)
-    return local is not None and folder in local.resolve().parents
+    return StartFrom(position.old, taken, position.batches, starts)
 
 
 def start_from(
     settings: Settings, pipeline: str, inputs: dict[str, BoundInput]
 ) -> StartFrom | None:
     """This run's start (`--from-checkpoint`, or the one its checkpoint recorded), or None.
-    Refuses, before Spark starts: OLD missing, OLD the same as this run's checkpoint, a
-    checkpoint that already started from something else, or from nothing."""
-    root = settings.checkpoint_root
-    recorded = read_record(root)
-    given = settings.from_checkpoint
-    if given is None:
-        return recorded
-    old = resolve_old(given, pipeline)
-    if old.resolve() == Path(root).resolve():
-        raise CheckpointError(
-            "FROM_CHECKPOINT_SAME",
-            f"{FLAG} {given} is this run's own checkpoint ({root}); nothing was started",
-            "give the new version its own: --state-dir NEW_DIR (or --checkpoint NEW_DIR) "
-            f"with {FLAG} {given}",
-        )
-    if recorded is not None:
-        if recorded.old.resolve() == old.resolve():
-            return recorded  # a restart: the position taken at the first start
-        raise _not_new(root, given, f"it started from {recorded.old}")
-    started = _started(root)
-    if started:
-        raise _not_new(root, given, f"it holds queries that ran ({', '.join(started)})")
-    if (
-        settings.ingest_stage
-        and settings.bronze_root.is_dir()
-        and any(settings.bronze_root.iterdir())
-    ):
-        raise _not_new(root, given, f"the ingest stage's {settings.bronze_root} holds batches")
-    return take_position(old, inputs)
-
-
-def _not_new(root: Path, given: Path, why: str) -> CheckpointError:
-    return CheckpointError(
-        "FROM_CHECKPOINT_NOT_NEW",
-        f"{FLAG} {given} starts a new checkpoint, and {root} is not new: {why}; "
-        "nothing was started",
-        "give a new one: --state-dir NEW_DIR (or --checkpoint NEW_DIR); or run on this "
-        f"one without {FLAG}",
-    )
+    Refuses, before Spark starts, what checkpoint/old.py refuses, and an input OLD read from
+    elsewhere."""
+    bronze = settings.bronze_root if settings.ingest_stage else None
+    found = start_of(settings.checkpoint_root, settings.from_checkpoint, pipeline, bronze)
+    return take_position(found, inputs) if isinstance(found, OldPosition) else found
 
 
 def still_to_skip(where: InputStart, checkpoints: list[Path]) -> frozenset[str]:

@@ -23,23 +23,15 @@ import os
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
 
 from slipstream.checkpoint.logs import LoggedFile, batch_file_entries, logged_files
+from slipstream.core.files import local_path
 from slipstream.errors import SlipstreamError
 
 if TYPE_CHECKING:
     from slipstream.runtime.bound import Prepared
 
 log = logging.getLogger(__name__)
-
-
-def local_path(uri: str) -> Path | None:
-    """The local path of a file Spark recorded (file:///...); None for a remote one."""
-    parsed = urlparse(uri)
-    if parsed.scheme not in ("file", ""):
-        return None
-    return Path(unquote(parsed.path))
 
 
 def judge(entry: LoggedFile) -> SlipstreamError | None:

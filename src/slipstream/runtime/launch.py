@@ -29,6 +29,7 @@ from slipstream.runtime import partitions
 from slipstream.runtime.bound import Prepared, jdbc_drivers, uses_delta, uses_kafka
 from slipstream.runtime.interrupt import CtrlC
 from slipstream.runtime.refuse import refuse_before_start
+from slipstream.runtime.reporting import reporting
 from slipstream.runtime.run import Run
 from slipstream.runtime.start import start
 from slipstream.runtime.summary import summary
@@ -58,6 +59,7 @@ def launch(
     app_name: str | None = None,
     starting: str | None = "starting Spark (Ctrl-C stops)...",
     summarise: bool = False,
+    console: bool = False,
 ) -> Iterator[Launched]:
     """Refuse, monitor, start a session and the run; yield it; then summarise and stop.
 
@@ -66,10 +68,14 @@ def launch(
     view; given, the servers the settings ask for start before Spark (a taken port fails
     fast) and `ready` is called with them. `spark`: the caller's session (a test's), kept;
     otherwise one is built here and stopped at the end. `starting`: the line printed before
-    Spark starts (None: quiet). `summarise`: print the run's summary before stopping."""
+    Spark starts (None: quiet). `summarise`: print the run's summary before stopping.
+    `console`: the terminal's reporting (runtime/reporting.py): the header once nothing
+    refused, then a line per batch or a bar, and a notice until the first batch."""
     s = prepared.settings
     refuse_before_start(prepared)  # not after ~10 s of Spark start-up; again under the lock
     wanted = session_options(prepared, app_name)
+    shown = reporting(prepared, out) if console else None
+    handlers = [*(shown.handlers if shown is not None else ()), *handlers]
     monitoring = start_monitoring(s, results) if results is not None else MonitorHandles()
     try:
         monitoring.announce(out)
@@ -84,11 +90,15 @@ def launch(
             # metrics first: once a batch line is printed, /metrics shows that batch
             run = start(session, prepared, [*monitoring.handlers, *handlers], origin=origin)
             run.quiet_stop = ours and not s.verbose
+            if shown is not None:
+                shown.waiting.follow(run.batch_status)
             try:
                 if interrupt is not None:
                     interrupt.attach(run.request_stop)
                 yield Launched(run, session, monitoring)
             finally:
+                if shown is not None:
+                    shown.close()
                 with contextlib.suppress(Exception):
                     run.stop()
                 monitoring.close()
@@ -102,6 +112,8 @@ def launch(
                 session.stop()
     finally:
         monitoring.close()
+        if shown is not None:
+            shown.close()
 
 
 def session_options(prepared: Prepared, app_name: str | None = None) -> SessionOptions:

@@ -1,6 +1,7 @@
-"""What a CLI run shows on its terminal while it runs: a line per batch (monitor/listener.py),
-or for a finite run over one files input a progress bar (monitor/backfill.py), and a notice
-until the first batch lands (monitor/first_batch.py)."""
+"""What a CLI run shows on its terminal: what it will run (runtime/explain.py), then while it
+runs a line per batch (monitor/listener.py), or for a finite run over one files input a
+progress bar (monitor/backfill.py), and a notice until the first batch lands
+(monitor/first_batch.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from slipstream.monitor.backfill import BackfillBar, pending_files, source_log
 from slipstream.monitor.first_batch import FirstBatchNotice
 from slipstream.monitor.listener import ConsoleReporter, Handler
 from slipstream.runtime.bound import Prepared
+from slipstream.runtime.explain import explain
 from slipstream.runtime.writers import micro_batch_queries
 
 
@@ -23,14 +25,26 @@ class Reporting:
     waiting: FirstBatchNotice
     bar: BackfillBar | None = None
     handlers: list[Handler] = field(default_factory=list)
+    closed: bool = False
+
+    def close(self) -> None:
+        """The bar drawn for the last time and the notice silent (before the summary)."""
+        if not self.closed:
+            self.closed = True
+            if self.bar is not None:
+                self.bar.close()
+            self.waiting.close()
 
 
 def reporting(prepared: Prepared, out: TextIO) -> Reporting:
-    """A run's terminal output: nothing with `--quiet`, the bar instead of one line per batch
-    unless `--verbose` asks for both."""
+    """A run's terminal output: nothing with `--quiet`; the header printed now, then the bar
+    instead of one line per batch unless `--verbose` asks for both."""
     s = prepared.settings
     queries = micro_batch_queries(prepared)
     landing = _backfill_landing(prepared)
+    if not s.quiet:
+        print(explain(prepared), file=out, flush=True)
+        print("", file=out, flush=True)
     bar = None
     if landing is not None:
         log_dir = source_log(prepared.ctx.checkpoint)

@@ -24,7 +24,7 @@ from slipstream.runtime.record import record_start
 from slipstream.runtime.refuse import refuse_before_start
 from slipstream.runtime.run import Run
 from slipstream.runtime.watch import Watch
-from slipstream.runtime.writers import spark_query_names, start_one
+from slipstream.runtime.writers import start_one
 
 
 def start(
@@ -81,7 +81,7 @@ def _start_queries(
     """Start each built query in order into `queries`; how to start each again."""
     settings = prepared.settings
     restarts: dict[str, Callable[[], StreamingQuery]] = {}
-    names = spark_query_names(prepared)
+    names = prepared.spark_names
     for query in built:
         out = query.output
         started, again = start_one(settings, query, names.get(out.ctx.query_name))

@@ -19,7 +19,6 @@ from slipstream.runtime.control import StopControl
 from slipstream.runtime.deadletter import DeadLetter, dead_letter
 from slipstream.runtime.landed import LandedFilesCheck
 from slipstream.runtime.partitions import counts_state_rows
-from slipstream.runtime.writers import spark_query_names
 from slipstream.runtime.written import WrittenRows
 
 
@@ -34,18 +33,17 @@ class Watch:
     def open(cls, spark: SparkSession, prepared: Prepared, handlers: list[Handler]) -> Watch:
         """The listener, added to the session: the event log first, the totals last."""
         settings = prepared.settings
+        state_counted = counts_state_rows(spark, settings)
+        control = StopControl(settings.checkpoint_root)
+        # an output's query named otherwise in Spark (--query-name) keeps slipstream's name
+        named = {spark: ours for ours, spark in prepared.spark_names.items()}
         recorder = RunRecorder(settings.event_log, prepared.pipeline.name)
         totals = RunTotals()
-        # an output's query named otherwise in Spark (--query-name) keeps slipstream's name
-        named = {spark: ours for ours, spark in spark_query_names(prepared).items()}
         listener = RunListener(
-            prepared.pipeline.name,
-            [recorder, *handlers, totals],
-            named,
-            state_counted=counts_state_rows(spark, settings),
+            prepared.pipeline.name, [recorder, *handlers, totals], named, state_counted
         )
         spark.streams.addListener(listener)
-        return cls(listener, recorder, totals, StopControl(settings.checkpoint_root))
+        return cls(listener, recorder, totals, control)
 
     def guard(self, spark: SparkSession, prepared: Prepared) -> tuple[DeadLetter, LandedFilesCheck]:
         """The handlers that judge each batch, before the queries start: the dead-letter

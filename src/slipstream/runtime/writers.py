@@ -12,7 +12,6 @@ from typing import Any
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from slipstream.core.specs import TriggerSpec, spark_interval
-from slipstream.errors import ConfigError
 from slipstream.ingest.quarantine import owned as quarantine_settings
 from slipstream.runtime.bound import BoundOutput, Prepared
 from slipstream.runtime.build import Query
@@ -58,37 +57,6 @@ def row_by_row(settings: Settings, output: BoundOutput) -> DatabaseSink | None:
     if settings.trigger.kind != "real-time" or not output.is_output:
         return None
     return output.sink if isinstance(output.sink, DatabaseSink) else None
-
-
-def spark_query_names(prepared: Prepared) -> dict[str, str]:
-    """Each query's name in Spark, by slipstream's (PIPELINE.OUTPUT): `--query-name` for an
-    output (bare: the first output), else slipstream's own. Two queries of one name, or a name
-    for an output the pipeline does not have, are refused before any query starts."""
-    settings = prepared.settings
-    outputs = [o for o in prepared.outputs.values() if o.is_output]
-    unknown = sorted(set(settings.query_name) - {o.name for o in outputs} - {""})
-    if unknown:
-        raise ConfigError(
-            "CONFIG_BAD_VALUE",
-            f"--query-name names output(s) {', '.join(unknown)}, which {prepared.pipeline.name} "
-            "does not write in this run",
-            "give --query-name OUTPUT=NAME with OUTPUT one of "
-            + ", ".join(o.name for o in outputs),
-        )
-    names = {
-        o.ctx.query_name: settings.spark_query_name(o.name, o is prepared.primary)
-        if o.is_output
-        else o.ctx.query_name
-        for o in prepared.outputs.values()
-    }
-    taken = [n for n in names.values() if list(names.values()).count(n) > 1]
-    if taken:
-        raise ConfigError(
-            "CONFIG_BAD_VALUE",
-            f"--query-name gives two queries the name {taken[0]}; Spark runs one query per name",
-            "give each output its own --query-name",
-        )
-    return names
 
 
 def start_one(

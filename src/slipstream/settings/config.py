@@ -77,7 +77,7 @@ class Settings:
     source_options: dict[str, Any] = field(default_factory=dict)
     sink: dict[str, SinkSpec] = field(default_factory=dict)  # "" = every output
     table: dict[str, str] = field(default_factory=dict)  # "" = the first output
-    #: Spark's query name of an output (default PIPELINE.OUTPUT; `spark_query_name`)
+    #: Spark's query name of an output (default PIPELINE.OUTPUT; runtime/bind.py)
     query_name: dict[str, str] = field(default_factory=dict)  # "" = the first output
     mode: dict[str, OutputMode] = field(default_factory=dict)  # "" = the first output
     trigger: TriggerSpec = field(default_factory=TriggerSpec)
@@ -147,12 +147,6 @@ class Settings:
     @property
     def event_log(self) -> Path:
         return self.state_dir / "events" / f"{self.pipeline}.jsonl"
-
-    def spark_query_name(self, output: str, first: bool) -> str:
-        """Spark's name of `output`'s query: `--query-name`, else PIPELINE.OUTPUT (slipstream's
-        own name of it, which the monitor keeps: monitor/listener.py maps one to the other)."""
-        given = self.query_name.get(output) or (self.query_name.get("") if first else None)
-        return given or f"{self.pipeline}.{output}"
 
     @property
     def default_database(self) -> Path:

@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -31,6 +31,10 @@ from slipstream.core.kafka_url import KafkaTopic
 from slipstream.core.options import Option
 from slipstream.core.spark_format import SparkFormat
 from slipstream.errors import ConfigError
+
+if TYPE_CHECKING:
+    from slipstream.checkpoint.old import OldPosition
+    from slipstream.checkpoint.start import InputStart
 
 #: a source's own settings, by name (its `options`, with their defaults filled in)
 SourceOptions = Mapping[str, Any]
@@ -115,7 +119,7 @@ class Source(ABC):
     binds_formats: ClassVar[bool] = False
     #: an input given as `FORMAT:PATH[?...]` of this format (`delta:PATH`) reads this source
     reads_format: ClassVar[str | None] = None
-    #: what `--from-checkpoint` carries to a new checkpoint (runtime/from_checkpoint.py):
+    #: what `--from-checkpoint` carries to a new checkpoint (`start_from_old`):
     #: "files-read", the files the old one read (never read again); "offsets", the positions
     #: the old one reached in its topic; None: this source has no position to start from
     resumes_by: ClassVar[Literal["files-read", "offsets"] | None] = None
@@ -145,6 +149,12 @@ class Source(ABC):
         """The task slots a real-time query reading this input holds for it (a Kafka topic:
         one per partition, asked of the broker); 0 for a source real-time mode cannot read."""
         return 0
+
+    def start_from_old(self, binding: Binding, old: OldPosition) -> InputStart | None:
+        """Where this input starts on a new checkpoint that starts where OLD stands
+        (`--from-checkpoint`, runtime/from_checkpoint.py); None: a source with no position to
+        start from, or an input bound so that it has none."""
+        return None
 
     def given(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """This source's options from the run's (`Settings.source_options`), defaults filled in."""

@@ -26,17 +26,24 @@ where 7 days would drop entries a week older than the newest file; Spark's sourc
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from slipstream.checkpoint.start import InputStart
 from slipstream.core import values
+from slipstream.core.files import local_path
 from slipstream.core.options import Option
 from slipstream.core.words import count
 from slipstream.errors import ConfigError
 from slipstream.ingest.parse import SOURCE
 from slipstream.sources.base import Binding, RawInput, Source, SourceOptions
 from slipstream.sources.parquet_files import LISTING, parquet_rows
+
+if TYPE_CHECKING:
+    from slipstream.checkpoint.old import OldPosition
 
 #: Spark's `maxFileAge` for the files source: files of any age are read (see the docstring)
 MAX_FILE_AGE = "365000d"
@@ -65,6 +72,11 @@ def _path_in(spark: SparkSession, paths: list[str]) -> Column:
     listed = jvm.java.util.regex.Pattern.compile("\n").splitAsStream("\n".join(paths)).toList()
     column = jvm.org.apache.spark.sql.functions.col("_metadata.file_path")
     return ClassicColumn(column.isInCollection(listed))
+
+
+def _under(uri: str, folder: Path) -> bool:
+    local = local_path(uri)
+    return local is not None and folder in local.resolve().parents
 
 
 class FilesSource(Source):
@@ -103,6 +115,14 @@ class FilesSource(Source):
             extra.append("latest first")
         more = f" ({', '.join(extra)})" if extra else ""
         return f"files {binding.path} as {binding.format}{more}"
+
+    def start_from_old(self, binding: Binding, old: OldPosition) -> InputStart | None:
+        """Every file OLD's committed batches read in this input's folder: skipped."""
+        if binding.path is None:
+            return None
+        folder = Path(binding.path).resolve()
+        mine = sorted(f for f in old.files if _under(f, folder))
+        return InputStart(binding.name, self.kind, tuple(mine))
 
     def read(self, spark: SparkSession, binding: Binding, options: SourceOptions) -> RawInput:
         fmt, schema = binding.format, binding.schema

@@ -20,16 +20,23 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from slipstream.checkpoint.old import FLAG
+from slipstream.checkpoint.start import InputStart
 from slipstream.core import values
 from slipstream.core.kafka_url import KafkaTopic
 from slipstream.core.options import Option
-from slipstream.errors import ConfigError
+from slipstream.errors import CheckpointError, ConfigError
 from slipstream.ingest.records import EMPTY, SOURCE, empty_reason
 from slipstream.sources.base import Binding, RawInput, Source, SourceOptions, spark_stream
+
+if TYPE_CHECKING:
+    from slipstream.checkpoint.old import OldPosition
 
 #: how long the topic check waits for the broker
 CHECK_TIMEOUT_S = 10.0
@@ -185,6 +192,35 @@ def client_settings(topic: KafkaTopic) -> dict[str, str]:
     return config
 
 
+def kafka_start(
+    old: Path, name: str, topic: KafkaTopic, offsets: dict[str, dict[str, int]]
+) -> dict[str, dict[str, int]]:
+    """Where Kafka input `name` starts: OLD's next offset of each partition it reads. Every
+    topic it names (a list, assign's) OLD must have read; a pattern, at least one. Spark takes
+    startingOffsets only naming every partition read: one OLD never read starts at its
+    beginning (-2): an assigned partition, or (asked of the broker) a topic the pattern matches
+    that OLD never read."""
+    never = [t for t in topic.topics if t not in offsets]
+    read = {t: dict(parts) for t, parts in offsets.items() if topic.reads(t)}
+    if never or not read:
+        what = ", ".join(never) if never else f"a topic matching {topic.pattern}"
+        raise CheckpointError(
+            "FROM_CHECKPOINT_OTHER_INPUT",
+            f"input {name}: {old} never read Kafka {what} (it read "
+            f"{', '.join(sorted(offsets)) or 'no topic'}); nothing was started",
+            f"bind the topics OLD read, or drop {FLAG}",
+        )
+    now = topic.assigned
+    if now is None and topic.pattern is not None:
+        now = partitions(topic)
+    if now is None:
+        return read
+    return {
+        t: {str(p): read.get(t, {}).get(str(p), -2) for p in sorted(parts)}
+        for t, parts in now.items()
+    }
+
+
 class KafkaSource(Source):
     kind = "kafka"
     continuous = True
@@ -216,6 +252,13 @@ class KafkaSource(Source):
 
     def topic(self, binding: Binding, options: SourceOptions) -> KafkaTopic:
         return bound_topic(binding, options)
+
+    def start_from_old(self, binding: Binding, old: OldPosition) -> InputStart | None:
+        """The next offset OLD reached in each partition this input reads."""
+        if binding.topic is None:
+            return None
+        offsets = kafka_start(old.old, binding.name, binding.topic, old.offsets)
+        return InputStart(binding.name, self.kind, offsets=offsets)
 
     def real_time_slots(self, binding: Binding, options: SourceOptions) -> int:
         return check_topic(bound_topic(binding, options))

@@ -18,12 +18,9 @@ from slipstream.core.words import count
 from slipstream.errors import ConfigError
 from slipstream.monitor.console import render, table
 from slipstream.monitor.eventlog import log_files
-from slipstream.monitor.first_batch import FirstBatchNotice
-from slipstream.monitor.listener import ConsoleReporter
 from slipstream.pipelines import get_pipeline, pipelines
 from slipstream.runtime.bind import prepare
 from slipstream.runtime.bound import Prepared
-from slipstream.runtime.explain import explain
 from slipstream.runtime.interrupt import EXIT_INTERRUPTED, CtrlC, ctrl_c
 from slipstream.runtime.late_folder import reset_late
 from slipstream.runtime.launch import launch
@@ -101,25 +98,19 @@ def _demo(
     fresh_start(prepared, landing)
     landing.mkdir(parents=True)
     prepared = prepare(settings)
-    print(explain(prepared), file=out)
-    print("", file=out)
     db = prepared.sink.path  # type: ignore[attr-defined]
     columns = ["window_start", "window_end", "action", "count"]
-    with (
-        FirstBatchNotice(out) as waiting,
-        launch(
-            prepared,
-            out,
-            origin="demo",
-            interrupt=interrupt,
-            handlers=[waiting, ConsoleReporter(out)],
-            results=partial(results_view, prepared),
-            app_name="slipstream-demo",
-            starting="\nstarting Spark (Ctrl-C stops)...",
-        ) as launched,
-    ):
+    with launch(
+        prepared,
+        out,
+        origin="demo",
+        interrupt=interrupt,
+        results=partial(results_view, prepared),
+        app_name="slipstream-demo",
+        starting="\nstarting Spark (Ctrl-C stops)...",
+        console=True,
+    ) as launched:
         run, monitoring = launched.run, launched.monitoring
-        waiting.follow(run.batch_status)
         for source in get_pipeline("mobile").sample_files():
             if interrupt.interrupted:
                 break

@@ -10,7 +10,6 @@ import pytest
 
 from slipstream.errors import ConfigError
 from slipstream.monitor.listener import RunListener
-from slipstream.runtime.writers import spark_query_names
 from slipstream.settings.config import load_settings
 from slipstream.testing import PipelineHarness
 
@@ -21,20 +20,19 @@ def no_jvm() -> Any:
 
 def test_the_default_is_pipeline_dot_output(tmp_path: Path) -> None:
     h = PipelineHarness(no_jvm, "mobile", tmp_path)
-    assert spark_query_names(h.prepared)["mobile.counts"] == "mobile.counts"
+    assert h.prepared.spark_names["mobile.counts"] == "mobile.counts"
 
 
 @pytest.mark.parametrize("given", [{"counts": "lake_counts"}, "lake_counts"])
 def test_a_name_for_an_output_or_the_first(given: Any, tmp_path: Path) -> None:
     h = PipelineHarness(no_jvm, "mobile", tmp_path, query_name=given)
-    names = spark_query_names(h.prepared)
+    names = h.prepared.spark_names
     assert names == {"mobile.counts": "lake_counts"}
 
 
 def test_a_name_for_an_output_the_pipeline_lacks_is_refused(tmp_path: Path) -> None:
-    h = PipelineHarness(no_jvm, "mobile", tmp_path, query_name={"nope": "x"})
-    with pytest.raises(ConfigError) as err:
-        spark_query_names(h.prepared)
+    with pytest.raises(ConfigError) as err:  # when binding: before the JVM
+        PipelineHarness(no_jvm, "mobile", tmp_path, query_name={"nope": "x"})
     assert err.value.code == "CONFIG_BAD_VALUE" and "counts" in str(err.value)
 
 

@@ -15,11 +15,11 @@ import pytest
 from slipstream.core.kafka_url import KafkaTopic
 from slipstream.errors import CheckpointError, ConfigError
 from slipstream.monitor.kafka_lag import partition_lag
-from slipstream.runtime.from_checkpoint import kafka_start
 from slipstream.runtime.late_plan import _kafka_input_of
 from slipstream.runtime.late_rows import kafka_ranges
 from slipstream.settings.config import load_settings
 from slipstream.sources import kafka as kafka_source
+from slipstream.sources.kafka import kafka_start
 
 HOST = "kafka://127.0.0.1:9092"
 
