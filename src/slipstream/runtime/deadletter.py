@@ -24,6 +24,10 @@ warning in the log, and the batch is tried again at the next wake. A batch is bo
 trigger; its late rows reach the driver one partition at a time (`sinks.base.local_rows`: not
 `DataFrame.toLocalIterator`, whose jobs Spark 4.3 keeps alive with their plans, issue 16).
 
+A live run reads the batches waiting together, in one Spark job, at most every `LIVE_EVERY_S`
+seconds: not a job a batch beside the query's own on the same cores. A stop, or
+`process_all_available`, reads every committed batch at once.
+
 A batch is read again only when it may hold late rows: its progress reports how many rows its
 stateful operators dropped by watermark (each late row of a deduplication or a join, each late
 partial aggregate of a window aggregation), and a batch with 0 is skipped, so in-order input
@@ -32,10 +36,12 @@ last before a crash) is read again, as is one whose progress does not say."""
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -43,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from slipstream.analysis.late import LatePlan, LateRule
 from slipstream.checkpoint.logs import (
@@ -69,6 +76,8 @@ LATE_SCHEMA = (
     "watermark STRING, batch BIGINT, output STRING"
 )
 DONE = ".done"
+LIVE_EVERY_S = 5.0  # a live run's rest after a catch-up: the batches meanwhile, in one job
+BATCHES_A_JOB = 20  # at most (a catch-up after a restart reads them in groups)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -129,6 +138,7 @@ class DeadLetter:
         self._lock = threading.Lock()
         self._seen = threading.Lock()  # `_dropped`, written by the listener's thread
         self._wake = threading.Event()
+        self._rest = threading.Event()  # set by close: no more resting
         self._closed = False
         self._thread: threading.Thread | None = None
         self._warned: set[str] = set()
@@ -164,9 +174,11 @@ class DeadLetter:
             self._wake.clear()
             if not self._closed:
                 self.catch_up(live=True)
+                self._rest.wait(LIVE_EVERY_S)  # not a synchronisation: a cadence
 
     def close(self) -> None:
         self._closed = True
+        self._rest.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=600)
@@ -205,24 +217,29 @@ class DeadLetter:
                             self.prepared.pipeline.name)  # fmt: skip
             return
         name = cover.output.ctx.query_name
+        waiting: list[int] = []  # to read again, together
         for batch in committed(checkpoint):
             if batch <= last:
                 continue
-            with self._seen:
-                dropped = self._dropped.pop((name, batch), None)
+            with self._seen:  # dropped once handled (below), so a failed read is tried again
+                dropped = self._dropped.get((name, batch))
             if dropped is None and live and batch > self._before.get(name, -1):
                 break  # committed, its progress not delivered yet: the next wake
-            target = cover.folder / f"batch-{batch}.jsonl"
             if dropped == 0:
                 self.skipped += 1  # no operator dropped a row: nothing can be late
             elif cover.delta:
-                self.reread += 1
                 self.written += self._append_batch(cover, batch, qid)
-            elif not target.exists():
-                self.reread += 1
-                self.written += self._write_batch(cover, batch, target)
-            cover.mark_done(qid, batch)
+            elif not _target(cover, batch).exists():
+                waiting.append(batch)
+            if len(waiting) == BATCHES_A_JOB:
+                self.written += self._write_batches(cover, waiting, _target)
+                waiting = []
+            if not waiting:
+                cover.mark_done(qid, batch)
             last = batch
+        if waiting:
+            self.written += self._write_batches(cover, waiting, _target)
+            cover.mark_done(qid, last)
         with self._seen:  # a progress that came after its batch was handled
             for key in [k for k in self._dropped if k[0] == name and k[1] <= last]:
                 del self._dropped[key]
@@ -237,7 +254,7 @@ class DeadLetter:
             return 0  # appended before a crash that came before `.done`
         staging = cover.folder.parent / f"staging-{cover.folder.name}-batch-{batch}.jsonl"
         try:
-            count = self._write_batch(cover, batch, staging)
+            count = self._write_batches(cover, [batch], lambda _cover, _batch: staging)
             if count:
                 reader = self.spark.read.schema(LATE_SCHEMA).option("maxStringLen", str(2**31 - 1))
                 rows = reader.json(str(staging.resolve()))
@@ -246,7 +263,35 @@ class DeadLetter:
         finally:
             staging.unlink(missing_ok=True)
 
-    def _write_batch(self, cover: Covered, batch: int, target: Path) -> int:
+    def _write_batches(
+        self, cover: Covered, batches: list[int], target: Callable[[Covered, int], Path]
+    ) -> int:
+        """`batches` read again in one Spark job (their frames in one union, which keeps each
+        frame's rows together and in order); each batch's late records into its `target`
+        file (none when it has none); the records written."""
+        frames: list[DataFrame] = []
+        marks: dict[int, int] = {}
+        for batch in batches:
+            found = self._batch_frames(cover, batch)
+            if found is not None:
+                marks[batch] = found[0]
+                frames += found[1]
+        self.reread += len(batches)
+        if not frames:
+            return 0
+        rows = local_rows(functools.reduce(DataFrame.unionByName, frames))
+        written, seen = 0, set()
+        for batch, group in itertools.groupby(rows, key=lambda row: int(row["batch"])):
+            if batch in seen:  # a union keeps its inputs' rows in order; never expected
+                raise RuntimeError(f"the late rows of batch {batch} came apart")
+            seen.add(batch)
+            lines = self._lines(cover, batch, group, marks[batch])
+            written += write_private(target(cover, batch), lines)
+        return written
+
+    def _batch_frames(self, cover: Covered, batch: int) -> tuple[int, list[DataFrame]] | None:
+        """The watermark batch `batch` judged by and, for each late rule, its rows that the
+        rule drops (with `batch` and the rule's index); None when Spark purged its logs."""
         checkpoint = cover.output.ctx.checkpoint
         try:
             files = batch_files(checkpoint, batch)
@@ -255,9 +300,9 @@ class DeadLetter:
         except FileNotFoundError as exc:  # Spark purged them (it keeps the last 100 batches)
             log.warning("late-row dead-letter of %s: batch %d not written, its logs are gone "
                         "(%s)", cover.output.ctx.query_name, batch, exc)  # fmt: skip
-            return 0
-        frames: list[tuple[LateRule, DataFrame]] = []
-        for rule in cover.plan.rules:
+            return None
+        frames: list[tuple[int, DataFrame]] = []  # (the rule's index, its late rows)
+        for index, rule in enumerate(cover.plan.rules):
             bound = self.prepared.inputs[rule.input]
             settings = self.prepared.settings
             staged = bound.staged  # the output read bronze files, even of a topic
@@ -268,7 +313,7 @@ class DeadLetter:
                 if ranges:
                     late = kafka_late_rows(self.spark, bound, rule, topic, ranges, at,
                                            watermark_ms)  # fmt: skip
-                    frames.append((rule, late))
+                    frames.append((index, late))
                 continue
             where = bronze_dir(settings, bound) if staged else bound.binding.path
             folder = _local(str(where))
@@ -280,40 +325,34 @@ class DeadLetter:
             ]
             schema = self.prepared.bronze.get(rule.input) if staged else None
             if mine:
-                frames.append(
-                    (rule, late_rows(self.spark, bound, rule, mine, at, watermark_ms, schema))
-                )
-        if not frames:
-            return 0
-        lines = self._lines(cover, batch, frames, watermark_ms)
-        first = next(lines, None)
-        if first is None:
-            return 0
-        return write_private(target, _chain(first, lines))
+                late = late_rows(self.spark, bound, rule, mine, at, watermark_ms, schema)
+                frames.append((index, late))
+        tags = {"batch": F.lit(batch)}
+        return watermark_ms, [late.withColumns({**tags, "rule": F.lit(i)}) for i, late in frames]
 
     def _lines(
-        self,
-        cover: Covered,
-        batch: int,
-        frames: list[tuple[LateRule, DataFrame]],
-        watermark_ms: int,
+        self, cover: Covered, batch: int, rows: Iterable[Any], watermark_ms: int
     ) -> Iterator[str]:
         mark = iso(watermark_ms * 1000)
-        for rule, frame in frames:
-            for row in local_rows(frame):  # not DataFrame.toLocalIterator: see local_rows
-                yield json.dumps(
-                    {
-                        "raw": row["raw"],
-                        "input": rule.input,
-                        "source": row["source"],
-                        "reason": reason(rule, row["at"], row["judged"], watermark_ms),
-                        "event_time": iso(row["at"]),
-                        "watermark": mark,
-                        "batch": batch,
-                        "output": cover.output.name,
-                    },
-                    ensure_ascii=False,
-                )
+        for row in rows:
+            rule = cover.plan.rules[row["rule"]]
+            yield json.dumps(
+                {
+                    "raw": row["raw"],
+                    "input": rule.input,
+                    "source": row["source"],
+                    "reason": reason(rule, row["at"], row["judged"], watermark_ms),
+                    "event_time": iso(row["at"]),
+                    "watermark": mark,
+                    "batch": batch,
+                    "output": cover.output.name,
+                },
+                ensure_ascii=False,
+            )
+
+
+def _target(cover: Covered, batch: int) -> Path:
+    return cover.folder / f"batch-{batch}.jsonl"
 
 
 def _dropped(progress: Any) -> tuple[int, int] | None:
@@ -330,11 +369,6 @@ def _dropped(progress: Any) -> tuple[int, int] | None:
     if len(counts) != len(operators) or not all(isinstance(c, int) for c in counts):
         return None
     return int(progress["batchId"]), sum(counts)
-
-
-def _chain(first: str, rest: Iterator[str]) -> Iterator[str]:
-    yield first
-    yield from rest
 
 
 def dead_letter(spark: SparkSession, prepared: Prepared) -> DeadLetter:

@@ -92,6 +92,19 @@ def test_mobile_dead_letter_holds_the_rows_late_by_the_window_end_rule(
     # Spark counts partial aggregates (late rows of one window and partition count once)
     assert 0 < spark_late <= len(lines)
 
+    # every batch read again together (one job over the three, as a live run's dead-letter
+    # reads the batches committed while it rested): the same records in the same files
+    for done in [*folder.glob("batch-*.jsonl"), folder / ".done"]:
+        done.unlink()
+    with PipelineHarness(
+        spark, "mobile", tmp_path, sink=f"sqlite:{db}", mode="update",
+        window="10m", watermark="5m", max_files_per_trigger=1,
+    ) as h:  # fmt: skip
+        assert h.run is not None and h.run.dead_letter is not None
+        h.run.dead_letter.catch_up()
+        assert h.run.dead_letter.reread >= len(batches)
+    assert late_records(tmp_path / "state", "mobile", "counts") == written
+
     # the results are the counts of the rows that were not late, as pandas computes them
     frame = pd.DataFrame(kept)
     frame["window_start"] = pd.to_datetime(frame["ts"]).dt.floor("10min")
