@@ -76,7 +76,7 @@ LATE_SCHEMA = (
     "watermark STRING, batch BIGINT, output STRING"
 )
 DONE = ".done"
-LIVE_EVERY_S = 5.0  # a live run's rest after a catch-up: the batches meanwhile, in one job
+LIVE_EVERY_S = 2.0  # a live run's rest after a catch-up: the batches meanwhile, in one job
 BATCHES_A_JOB = 20  # at most (a catch-up after a restart reads them in groups)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
