@@ -1,6 +1,6 @@
 """Where a new checkpoint started (`--from-checkpoint OLD`): OLD's position as the new one's
 first start took it, kept in the new checkpoint (`slipstream-from.json`). Plain data and its
-file; runtime/from_checkpoint.py takes the position and binds the inputs to it."""
+file; checkpoint/old.py reads OLD's position, runtime/from_checkpoint.py binds the inputs to it."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -119,10 +119,6 @@ class Source(ABC):
     binds_formats: ClassVar[bool] = False
     #: an input given as `FORMAT:PATH[?...]` of this format (`delta:PATH`) reads this source
     reads_format: ClassVar[str | None] = None
-    #: what `--from-checkpoint` carries to a new checkpoint (`start_from_old`):
-    #: "files-read", the files the old one read (never read again); "offsets", the positions
-    #: the old one reached in its topic; None: this source has no position to start from
-    resumes_by: ClassVar[Literal["files-read", "offsets"] | None] = None
     #: the late-row dead-letter re-reads a batch from the offsets in the query's own source log
     #: (a topic: `topic`), not from the files the batch read (runtime/deadletter.py)
     rereads_offsets: ClassVar[bool] = False

@@ -82,7 +82,6 @@ def _under(uri: str, folder: Path) -> bool:
 class FilesSource(Source):
     kind = "files"
     reads_files = True
-    resumes_by = "files-read"
     options = (
         Option(
             "max_files_per_trigger",

@@ -226,7 +226,6 @@ class KafkaSource(Source):
     continuous = True
     real_time = True
     binds_topics = True
-    resumes_by = "offsets"
     rereads_offsets = True
     needs_kafka_connector = True
     options = (

@@ -140,8 +140,11 @@ def test_the_built_in_sources_capabilities_are_todays() -> None:
     assert _sources_that("binds_formats") == {"format"}
     assert _sources_that("needs_kafka_connector") == {"kafka"}
     assert _sources_that("delta") == _sources_that("reads_format") == {"delta"}
-    resumes = {k: c.resumes_by for k, c in source_registry.sources().items() if c.resumes_by}
-    assert resumes == {"files": "files-read", "kafka": "offsets"}  # from_checkpoint
+    resumes = {
+        k for k, c in source_registry.sources().items()
+        if c.start_from_old is not Source.start_from_old
+    }  # fmt: skip
+    assert resumes == {"files", "kafka"}  # --from-checkpoint: OLD's files, OLD's offsets
 
 
 def test_the_built_in_sinks_capabilities_are_todays() -> None:
