@@ -75,11 +75,22 @@ services:
 # order: the slow end-to-end files first, the short unit files last to even out the end
 TEST_WORKERS ?= 2
 # then the load harness's small set alone (its CPU hogs would slow the other worker's tests past
-# their bounds), then the Spark 4.2 leg
+# their bounds), then the Spark 4.2 leg. The 4.2 line's environment (a download and a build of
+# pyspark 4.2 on a fresh machine: about 1.5 minutes, mostly the network and the disk) is made in
+# the background meanwhile, its output in build/venv-delta.log.
 LOAD_SET := tests/e2e/load
 test: venv check-java lint services
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --ignore=$(LOAD_SET)
-	$(PY) -m pytest -p no:cacheprovider $(LOAD_SET)
+	@mkdir -p build; \
+	$(MAKE) --no-print-directory venv-delta > build/venv-delta.log 2>&1 & delta=$$!; \
+	status=0; \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+	  --ignore=$(LOAD_SET) || status=$$?; \
+	if [ $$status -eq 0 ]; then $(PY) -m pytest -p no:cacheprovider $(LOAD_SET) || status=$$?; fi; \
+	if ! wait $$delta; then \
+	  echo "the 4.2 line's environment failed:"; cat build/venv-delta.log; \
+	  [ $$status -ne 0 ] || status=1; \
+	fi; \
+	exit $$status
 	$(MAKE) test-delta
 
 # the second Spark line (core/spark_line.py): .venv-delta holds slipstream[delta], which brings
