@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import signal
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -191,6 +192,15 @@ def iso_utc(column: str) -> Column:
     return F.when(F.unix_micros(c) % 1_000_000 == 0, whole).otherwise(fraction)
 
 
+#: with_iso_timestamps' columns by session, then by (schema, nested_as_json): a batch sink asks
+#: for the same ones every batch, and building them is about 20 calls into PySpark's functions
+#: (50 ms a batch of trending's output here, on the batch's own path); Columns are expressions,
+#: valid for any DataFrame of their session
+_ISO_COLUMNS: weakref.WeakKeyDictionary[SparkSession, dict[tuple[str, bool], list[Column]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def with_iso_timestamps(df: DataFrame, nested_as_json: bool = False) -> DataFrame:
     """Timestamps as ISO-8601 UTC text; with `nested_as_json`, arrays, maps and structs as
     their JSON text too (what a database column of type TEXT can hold, e.g. a sorted set of
@@ -203,7 +213,12 @@ def with_iso_timestamps(df: DataFrame, nested_as_json: bool = False) -> DataFram
             return F.to_json(F.col(f.name)).alias(f.name)
         return F.col(f.name)
 
-    return df.select(*[column(f) for f in df.schema.fields])
+    schema = df.schema
+    known = _ISO_COLUMNS.setdefault(df.sparkSession, {})
+    key = (schema.json(), nested_as_json)
+    if key not in known:
+        known[key] = [column(f) for f in schema.fields]
+    return df.select(*known[key])
 
 
 def fault_point(point: str, batch_id: int) -> None:
