@@ -25,8 +25,10 @@ trigger; its late rows reach the driver one partition at a time (`sinks.base.loc
 `DataFrame.toLocalIterator`, whose jobs Spark 4.3 keeps alive with their plans, issue 16).
 
 A live run reads the batches waiting together, in one Spark job, at most every `LIVE_EVERY_S`
-seconds: not a job a batch beside the query's own on the same cores. A stop, or
-`process_all_available`, reads every committed batch at once.
+seconds: not a job a batch beside the query's own on the same cores. A file input's records
+of those batches are parsed and judged in one plan, each tagged with its batch, time and
+watermark (late_rows.tagged_records). A stop, or `process_all_available`, reads every
+committed batch at once.
 
 A batch is read again only when it may hold late rows: its progress reports how many rows its
 stateful operators dropped by watermark (each late row of a deduplication or a join, each late
@@ -37,13 +39,11 @@ last before a crash) is read again, as is one whose progress does not say."""
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -51,17 +51,20 @@ from urllib.parse import unquote, urlparse
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from slipstream.analysis.late import LatePlan, LateRule
-from slipstream.checkpoint.logs import (
-    batch_files,
-    batch_offsets,
-    committed,
-    query_id,
-)
+from slipstream.analysis.late import LatePlan
+from slipstream.checkpoint.logs import batch_files, batch_offsets, committed, query_id
 from slipstream.errors import disk_full
 from slipstream.runtime.ingest_stage import bronze_dir
-from slipstream.runtime.late_folder import MARK, private_dir, write_private
-from slipstream.runtime.late_rows import kafka_late_rows, kafka_ranges, late_rows
+from slipstream.runtime.late_folder import MARK, PrivateFiles, private_dir, write_private
+from slipstream.runtime.late_rows import (
+    iso,
+    kafka_late_rows,
+    kafka_ranges,
+    late_of_tagged,
+    late_rows,
+    reason,
+    tagged_records,
+)
 from slipstream.sinks.base import local_rows
 from slipstream.sinks.delta import append_once, committed_batch
 
@@ -78,13 +81,6 @@ LATE_SCHEMA = (
 DONE = ".done"
 LIVE_EVERY_S = 2.0  # a live run's rest after a catch-up: the batches meanwhile, in one job
 BATCHES_A_JOB = 20  # at most (a catch-up after a restart reads them in groups)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def iso(micros: int) -> str:
-    """Microseconds since the epoch as ISO UTC (`2018-03-02T10:03:00Z`; year 0001 too)."""
-    moment = (_EPOCH + timedelta(microseconds=micros)).replace(tzinfo=None)
-    return moment.isoformat(timespec="microseconds" if micros % 10**6 else "seconds") + "Z"
 
 
 def _local(path: str) -> Path:
@@ -95,13 +91,6 @@ def _local(path: str) -> Path:
 def _gone(path: str) -> bool:
     """A local file that is no longer there (remote paths: Spark's ignoreMissingFiles)."""
     return urlparse(path).scheme in ("file", "") and not _local(path).exists()
-
-
-def reason(rule: LateRule, at: int, judged: int, watermark_ms: int) -> str:
-    mark = iso(watermark_ms * 1000)
-    if rule.window is not None:
-        return f"late: {rule.column} {iso(at)} in a window ending {iso(judged)} <= watermark {mark}"
-    return f"late: {rule.column} {iso(at)} <= watermark {mark}"
 
 
 @dataclass
@@ -266,32 +255,38 @@ class DeadLetter:
     def _write_batches(
         self, cover: Covered, batches: list[int], target: Callable[[Covered, int], Path]
     ) -> int:
-        """`batches` read again in one Spark job (their frames in one union, which keeps each
-        frame's rows together and in order); each batch's late records into its `target`
-        file (none when it has none); the records written."""
+        """`batches` read again in one Spark job (a union: each file input's records of all
+        of them in one plan, the other inputs' a frame a batch); each batch's late records into
+        its `target` file (none when it has none); the records written."""
         frames: list[DataFrame] = []
         marks: dict[int, int] = {}
+        tagged: dict[int, list[DataFrame]] = {}  # a rule's text records, by batch: judged once
         for batch in batches:
-            found = self._batch_frames(cover, batch)
+            found = self._batch_frames(cover, batch, tagged)
             if found is not None:
                 marks[batch] = found[0]
                 frames += found[1]
+        for index, raw in tagged.items():
+            rule = cover.plan.rules[index]
+            late = late_of_tagged(_union(raw), self.prepared.inputs[rule.input], rule)
+            frames.append(late.withColumn("rule", F.lit(index)))
         self.reread += len(batches)
         if not frames:
             return 0
-        rows = local_rows(functools.reduce(DataFrame.unionByName, frames))
-        written, seen = 0, set()
-        for batch, group in itertools.groupby(rows, key=lambda row: int(row["batch"])):
-            if batch in seen:  # a union keeps its inputs' rows in order; never expected
-                raise RuntimeError(f"the late rows of batch {batch} came apart")
-            seen.add(batch)
-            lines = self._lines(cover, batch, group, marks[batch])
-            written += write_private(target(cover, batch), lines)
-        return written
+        rows = local_rows(_union(frames))
+        with PrivateFiles() as files:  # a batch's rows may come from several rules' reads
+            for row in rows:
+                batch = int(row["batch"])
+                files.write(target(cover, batch), self._line(cover, batch, row, marks[batch]))
+        return files.lines
 
-    def _batch_frames(self, cover: Covered, batch: int) -> tuple[int, list[DataFrame]] | None:
+    def _batch_frames(
+        self, cover: Covered, batch: int, tagged: dict[int, list[DataFrame]]
+    ) -> tuple[int, list[DataFrame]] | None:
         """The watermark batch `batch` judged by and, for each late rule, its rows that the
-        rule drops (with `batch` and the rule's index); None when Spark purged its logs."""
+        rule drops (with `batch` and the rule's index); a file input's text records go to
+        `tagged` instead, by rule, to be judged with the other batches'. None when Spark
+        purged its logs."""
         checkpoint = cover.output.ctx.checkpoint
         try:
             files = batch_files(checkpoint, batch)
@@ -326,29 +321,33 @@ class DeadLetter:
             schema = self.prepared.bronze.get(rule.input) if staged else None
             if mine:
                 late = late_rows(self.spark, bound, rule, mine, at, watermark_ms, schema)
-                frames.append((index, late))
-        tags = {"batch": F.lit(batch)}
+                if late is None:
+                    raw = tagged_records(self.spark, mine, batch, at, watermark_ms)
+                    tagged.setdefault(index, []).append(raw)
+                else:
+                    frames.append((index, late))
+        tags = {"batch": F.lit(batch).cast("long")}
         return watermark_ms, [late.withColumns({**tags, "rule": F.lit(i)}) for i, late in frames]
 
-    def _lines(
-        self, cover: Covered, batch: int, rows: Iterable[Any], watermark_ms: int
-    ) -> Iterator[str]:
-        mark = iso(watermark_ms * 1000)
-        for row in rows:
-            rule = cover.plan.rules[row["rule"]]
-            yield json.dumps(
-                {
-                    "raw": row["raw"],
-                    "input": rule.input,
-                    "source": row["source"],
-                    "reason": reason(rule, row["at"], row["judged"], watermark_ms),
-                    "event_time": iso(row["at"]),
-                    "watermark": mark,
-                    "batch": batch,
-                    "output": cover.output.name,
-                },
-                ensure_ascii=False,
-            )
+    def _line(self, cover: Covered, batch: int, row: Any, watermark_ms: int) -> str:
+        rule = cover.plan.rules[row["rule"]]
+        return json.dumps(
+            {
+                "raw": row["raw"],
+                "input": rule.input,
+                "source": row["source"],
+                "reason": reason(rule, row["at"], row["judged"], watermark_ms),
+                "event_time": iso(row["at"]),
+                "watermark": iso(watermark_ms * 1000),
+                "batch": batch,
+                "output": cover.output.name,
+            },
+            ensure_ascii=False,
+        )
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    return functools.reduce(DataFrame.unionByName, frames)
 
 
 def _target(cover: Covered, batch: int) -> Path:

@@ -8,6 +8,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 from slipstream.checkpoint.lifecycle import not_ours
 
@@ -30,6 +31,35 @@ def write_private(path: Path, lines: Iterator[str]) -> int:
             count += 1
     os.replace(tmp, path)
     return count
+
+
+class PrivateFiles:
+    """Several files written whole at once, as `write_private` writes one: each a temporary
+    file until the block ends without an error, then renamed into place (removed on an error);
+    a file gets lines in any order of the files. `lines`: how many were written."""
+
+    def __init__(self) -> None:
+        self.lines = 0
+        self._open: dict[Path, tuple[Path, TextIO]] = {}
+
+    def write(self, path: Path, line: str) -> None:
+        if path not in self._open:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            self._open[path] = (tmp, os.fdopen(fd, "w", encoding="utf-8"))
+        self._open[path][1].write(line + "\n")
+        self.lines += 1
+
+    def __enter__(self) -> PrivateFiles:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        for path, (tmp, handle) in self._open.items():
+            handle.close()
+            if kind is None:
+                os.replace(tmp, path)
+            else:
+                tmp.unlink(missing_ok=True)
 
 
 def late_is_ours(root: Path) -> bool:

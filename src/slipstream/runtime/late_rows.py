@@ -11,11 +11,11 @@ the next record to read, so the range ends before them), read with a batch Kafka
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -32,26 +32,73 @@ if TYPE_CHECKING:
     from slipstream.runtime.bound import BoundInput
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def iso(micros: int) -> str:
+    """Microseconds since the epoch as ISO UTC (`2018-03-02T10:03:00Z`; year 0001 too)."""
+    moment = (_EPOCH + timedelta(microseconds=micros)).replace(tzinfo=None)
+    return moment.isoformat(timespec="microseconds" if micros % 10**6 else "seconds") + "Z"
+
+
+def reason(rule: LateRule, at: int, judged: int, watermark_ms: int) -> str:
+    """A late row's reason, as its dead-letter line says it."""
+    mark = iso(watermark_ms * 1000)
+    if rule.window is not None:
+        return f"late: {rule.column} {iso(at)} in a window ending {iso(judged)} <= watermark {mark}"
+    return f"late: {rule.column} {iso(at)} <= watermark {mark}"
+
+
 def late_rows(
     spark: SparkSession, bound: BoundInput, rule: LateRule, files: list[str], at: BatchOffsets,
     watermark_ms: int, bronze: StructType | None = None,
-) -> DataFrame:  # fmt: skip
+) -> DataFrame | None:  # fmt: skip
     """The rows of `files` that `rule` drops against `watermark_ms`: the input parsed,
     guarded at the batch's time and routed by its `drop` expectations as in the query; with
     the ingest stage (`bronze`: the schema its typed rows are read with), `files` are the
-    batch's bronze files, judged once already."""
+    batch's bronze files, judged once already. None for a file input of text records (json,
+    csv, text): those are read with `tagged_records` and judged together (`late_of_tagged`)."""
     spec = bound.spec
     reader = spark.read.option("ignoreMissingFiles", "true")
     if bronze is not None:  # the ingest stage judged them once: typed rows, by batch
         valid = reader.schema(bronze).parquet(*files)
-        return _late(valid, rule, watermark_ms)
+        return _late(valid, rule, F.lit(watermark_ms))
     if bound.binding.format == "parquet":  # judged as the stream judged them
         assert spec.schema is not None
         raw = parquet_rows(reader.format("binaryFile").load(files), spec.schema, spec.required)
         return judged(raw, "parquet", bound, rule, at, watermark_ms)
-    raw = reader.format("text").load(files)
-    raw = raw.select(F.col("value"), F.col("_metadata.file_path").alias(SOURCE))
-    return judged(raw, bound.binding.format, bound, rule, at, watermark_ms)
+    return None
+
+
+def tagged_records(
+    spark: SparkSession, files: list[str], batch: int, at: BatchOffsets, watermark_ms: int
+) -> DataFrame:
+    """A batch's files of text records (value, source), each record's source tagged with the
+    batch, its time and the watermark it judged by (`BATCH|TIME_MS|WATERMARK_MS|path`), so that
+    the records of several batches are parsed, guarded and judged in one plan
+    (`late_of_tagged`): its Python cost is paid once a catch-up, not once a batch."""
+    raw = spark.read.option("ignoreMissingFiles", "true").format("text").load(files)
+    tag = F.lit(f"{batch}|{at.timestamp_ms}|{watermark_ms}|")
+    return raw.select(F.col("value"), F.concat(tag, F.col("_metadata.file_path")).alias(SOURCE))
+
+
+def late_of_tagged(raw: DataFrame, bound: BoundInput, rule: LateRule) -> DataFrame:
+    """`tagged_records` of one or more batches (a union) -> the rows `rule` drops, each against
+    its own batch's watermark, with its `batch`."""
+    records = parse_input(raw, bound.binding.format, bound.spec)
+    tags = F.split(F.col(SOURCE), r"\|", 4)
+    records = records.withColumns(
+        {
+            "_batch": tags[0].cast("long"),
+            "_at_ms": tags[1].cast("long"),
+            "_watermark_ms": tags[2].cast("long"),
+            SOURCE: tags[3],
+        }
+    )
+    if bound.guard is not None:
+        records = bound.guard.apply(records, F.timestamp_millis(F.col("_at_ms")))
+    valid = route(records, bound.expectations).filter(F.col(REASON).isNull())
+    return _late(valid, rule, F.col("_watermark_ms"), F.col("_batch"))
 
 
 def judged(
@@ -63,12 +110,15 @@ def judged(
     if bound.guard is not None:
         records = bound.guard.apply(records, F.timestamp_millis(F.lit(at.timestamp_ms)))
     valid = route(records, bound.expectations).filter(F.col(REASON).isNull())
-    return _late(valid, rule, watermark_ms)
+    return _late(valid, rule, F.lit(watermark_ms))
 
 
-def _late(valid: DataFrame, rule: LateRule, watermark_ms: int) -> DataFrame:
+def _late(
+    valid: DataFrame, rule: LateRule, watermark_ms: Column, batch: Column | None = None
+) -> DataFrame:
+    """The rows `rule` drops against `watermark_ms`: raw, source, at, judged (and `batch`)."""
     time = F.col(rule.column)
-    watermark = F.timestamp_micros(F.lit(watermark_ms * 1000))
+    watermark = F.timestamp_millis(watermark_ms)
     if rule.window is not None:
         judged_at = F.window(time, f"{rule.window // timedelta(microseconds=1)} microseconds").end
     else:
@@ -78,6 +128,7 @@ def _late(valid: DataFrame, rule: LateRule, watermark_ms: int) -> DataFrame:
         F.col(SOURCE).alias("source"),
         F.unix_micros(time).alias("at"),
         F.unix_micros(judged_at).alias("judged"),
+        *([] if batch is None else [batch.alias("batch")]),
     )
 
 
