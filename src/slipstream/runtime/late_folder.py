@@ -21,22 +21,18 @@ def private_dir(folder: Path) -> None:
 
 
 def write_private(path: Path, lines: Iterator[str]) -> int:
-    """Write `lines` to `path` whole (a temporary file, then rename), 0600; the line count."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    count = 0
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+    """Write `lines` to `path` whole (a temporary file, then rename), 0600; the line count
+    (no lines: no file)."""
+    with PrivateFiles() as files:
         for line in lines:
-            handle.write(line + "\n")
-            count += 1
-    os.replace(tmp, path)
-    return count
+            files.write(path, line)
+    return files.lines
 
 
 class PrivateFiles:
-    """Several files written whole at once, as `write_private` writes one: each a temporary
-    file until the block ends without an error, then renamed into place (removed on an error);
-    a file gets lines in any order of the files. `lines`: how many were written."""
+    """Files written whole, 0600: each a temporary file until the block ends without an
+    error, then renamed into place (removed on an error); lines may come for the files in any
+    order. `lines`: how many were written (a file that got none is not made)."""
 
     def __init__(self) -> None:
         self.lines = 0
