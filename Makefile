@@ -107,14 +107,18 @@ $(DELTA_VENV)/.installed: pyproject.toml scripts/venv-delta.sh
 # differ by line, the crash suite's core (mobile into SQLite and PostgreSQL, SIGKILLed), the fault
 # campaign's fixed Delta seed and a Kafka input's restart exactly once; `make test` runs it after
 # the default line's suite
-DELTA_LEG := tests/unit/analysis/test_validate.py tests/unit/core \
-  tests/unit/settings/test_delta_package_unit.py tests/unit/sinks/test_delta_sink_unit.py \
-  tests/e2e/delta tests/e2e/crash/test_chaos.py::test_a_fixed_delta_seed_of_the_campaign_ends_exact \
+# Two workers, a file each at a time, the longest files first (as the default line).
+DELTA_LEG := tests/e2e/crash/test_chaos.py::test_a_fixed_delta_seed_of_the_campaign_ends_exact \
   'tests/e2e/crash/test_crash.py::test_outputs_survive_sigkills_exactly_once[mobile]' \
-  tests/e2e/kafka/test_kafka.py::test_a_restart_resumes_from_the_checkpoints_offsets_into_sqlite_exactly_once
+  tests/e2e/delta/test_delta_sink.py tests/e2e/delta/test_delta_chain.py \
+  tests/e2e/delta/test_delta_records.py tests/e2e/delta/test_delta_source.py \
+  tests/e2e/kafka/test_kafka.py::test_a_restart_resumes_from_the_checkpoints_offsets_into_sqlite_exactly_once \
+  tests/unit/analysis/test_validate.py tests/unit/core \
+  tests/unit/settings/test_delta_package_unit.py tests/unit/sinks/test_delta_sink_unit.py
 test-delta: venv-delta check-java
 	@test -f $(JAR) || $(MAKE) jvm
-	$(DELTA_VENV)/bin/python -m pytest -p no:cacheprovider $(DELTA_LEG)
+	$(DELTA_VENV)/bin/python -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
+	  --no-loadscope-reorder $(DELTA_LEG)
 
 # every test that needs no Spark and no service, in about 2-3 minutes: your own loop
 test-fast: venv lint
