@@ -92,6 +92,7 @@ from slipstream.settings.connect import session_conf, wait_for_server
 from slipstream.settings.delta_package import delta_conf
 from slipstream.settings.driver_jvm import launch_jvm
 from slipstream.settings.driver_memory import memory_refusal, refuse_small_heap
+from slipstream.settings.ivy_jars import as_local_jars
 from slipstream.settings.jdbc_drivers import JdbcDriver, driver_conf
 from slipstream.settings.kafka_connector import connector_conf
 from slipstream.settings.python_workers import python_for_workers
@@ -251,7 +252,8 @@ def build_session(
     With `remote` (sc://HOST:PORT) the session is a Spark Connect client: no JVM starts here;
     a server that does not accept connections yet is waited for up to `connect_wait` seconds.
     `kafka`: a Kafka input or sink is used; Spark's Kafka connector joins `spark.jars.packages`
-    (resolved first: CONNECTOR_UNAVAILABLE when it cannot be had; settings/kafka_connector.py).
+    (resolved first: CONNECTOR_UNAVAILABLE when it cannot be had; settings/kafka_connector.py),
+    which reach Spark as the local jars they resolve to once listed (ivy_jars.py).
     `jdbc`: the JDBC drivers of the sinks a real-time output writes through slipstream's JVM
     writer (`Sink.jdbc`); they join `spark.jars.packages` the same way (jdbc_drivers.py).
     `delta`: a Delta input or output is used: Delta's jar joins them, with its SQL extension and
@@ -276,6 +278,8 @@ def build_session(
     settings.update(driver_conf(jdbc, settings))
     if delta:
         settings.update(delta_conf(settings))
+    if not submitted:  # no Ivy at the JVM's start once listed (ivy_jars.py)
+        settings = as_local_jars(settings)
     settings |= java_log_options(log_level, settings)
     builder = SparkSession.builder.appName(app_name)
     if not submitted:  # spark-submit's own master stands as it is
