@@ -74,12 +74,12 @@ def variant_args(variant: str) -> tuple[str, ...]:
 
 
 def one_rate(
-    ctx: Context, rate: int, seconds: int, settle: int, drain: int, variant: str
+    ctx: Context, rate: int, seconds: int, settle: int, drain: int, variant: str, index: int = 0
 ) -> dict[str, Any]:
     label = f"{rate:,} events/s, {variant}"
     ctx.log(f"  {label}: generating {seconds + 1} files")
     safe = variant.replace("=", "-").replace(",", "+")
-    work = ctx.scratch(f"rate-{rate}-{safe}")
+    work = ctx.scratch(f"run-{index:02d}-rate-{rate}-{safe}")  # a variant given twice: a pair
     if variant == BARE:
         live: LiveRun = BareLiveRun.prepare(work, rate, seconds)
     else:
@@ -132,8 +132,8 @@ def run(ctx: Context) -> Result:
     for i, rate in enumerate(rates):
         mine = variants if rate in variant_rates else [base]
         runs += [(rate, v) for v in (mine if i % 2 == 0 else list(reversed(mine)))]
-    for rate, variant in runs:
-        result.add(**one_rate(ctx, rate, seconds, settle, drain, variant))
+    for index, (rate, variant) in enumerate(runs):
+        result.add(**one_rate(ctx, rate, seconds, settle, drain, variant, index))
     for variant in variants:
         kept = [r["rate"] for r in result.rows if r["keeps_up"] and r["variant"] == variant]
         result.headline[f"highest rate that keeps up, {variant}"] = (
