@@ -21,12 +21,10 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from slipstream.settings.kafka_connector import PACKAGES, RESOLVE_TIMEOUT_S, ivy_lock, ivy_root
+from slipstream.settings.kafka_connector import PACKAGES, ivy_lock, ivy_root, submit_packages
 
 MEMO_PREFIX = "slipstream-jars-"
 #: the line of the listing script's output that carries the jars, as JSON
@@ -72,30 +70,18 @@ def known_jars(settings: Mapping[str, str]) -> list[str]:
 def listed_jars(settings: Mapping[str, str]) -> list[str]:
     """Resolve the packages once in a captured spark-submit and keep the list of their jars
     (one listing at a time per Ivy folder); [] when the listing fails."""
-    import pyspark
-
     with ivy_lock(settings):
         if jars := known_jars(settings):  # another run listed them meanwhile
             return jars
-        submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
         asked = [
             f"--conf={k}={v}"
             for k, v in settings.items()
             if k.startswith("spark.jars.") and k != PACKAGES and v.strip()
         ]
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-        env.setdefault("SPARK_HOME", str(submit.parent.parent))
-        with tempfile.TemporaryDirectory(prefix="slipstream-list-") as tmp:
-            script = Path(tmp) / "list_jars.py"
-            script.write_text(LISTING)
-            try:
-                done = subprocess.run(
-                    [str(submit), "--master", "local[1]", "--packages", settings[PACKAGES],
-                     *asked, "--conf", "spark.ui.enabled=false", str(script)],
-                    capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, env=env,
-                )  # fmt: skip
-            except (OSError, subprocess.TimeoutExpired):
-                return []
+        try:
+            done = submit_packages(settings[PACKAGES], asked, LISTING)
+        except (OSError, subprocess.TimeoutExpired):
+            return []
         jars = resolved(done.stdout, ivy_root(settings)) if done.returncode == 0 else []
         if jars:
             keep(memo_path(settings), jars)

@@ -129,27 +129,13 @@ def _resolve_locked(
     missing = [c for c in coordinates if not ivy_jar(c, conf).is_file()]
     if not missing:
         return 0.0
-    import pyspark
-
     wanted = ",".join(missing)
-    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     began = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="slipstream-resolve-") as tmp:
-        script = Path(tmp) / "empty.py"
-        script.write_text("")
-        extra = (
-            [f"--conf=spark.jars.ivy={conf['spark.jars.ivy']}"] if "spark.jars.ivy" in conf else []
-        )
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-        env.setdefault("SPARK_HOME", str(submit.parent.parent))
-        try:
-            done = subprocess.run(
-                [str(submit), "--master", "local[1]", "--packages", wanted, *extra,
-                 "--conf", "spark.ui.enabled=false", str(script)],
-                capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, env=env,
-            )  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise fail(wanted, str(exc)) from None
+    extra = [f"--conf=spark.jars.ivy={conf['spark.jars.ivy']}"] if "spark.jars.ivy" in conf else []
+    try:
+        done = submit_packages(wanted, extra, "")
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise fail(wanted, str(exc)) from None
     if done.returncode != 0 or not all(ivy_jar(c, conf).is_file() for c in missing):
         text = done.stdout + done.stderr
         found = re.search(r"\[((?:unresolved dependency|download failed): [^\]]+)\]", text)
@@ -157,6 +143,27 @@ def _resolve_locked(
         reason = found.group(1) if found else last
         raise fail(wanted, reason)
     return time.monotonic() - began
+
+
+def submit_packages(
+    packages: str, conf_args: Sequence[str], script: str
+) -> subprocess.CompletedProcess[str]:
+    """A local `spark-submit --packages PACKAGES` of the Python `script`, its output captured:
+    Spark's Ivy resolves the packages into its cache first (settings/ivy_jars.py reads, from
+    the script, the jars they resolved to). Raises OSError or TimeoutExpired."""
+    import pyspark
+
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    env.setdefault("SPARK_HOME", str(submit.parent.parent))
+    with tempfile.TemporaryDirectory(prefix="slipstream-resolve-") as tmp:
+        path = Path(tmp) / "script.py"
+        path.write_text(script)
+        return subprocess.run(
+            [str(submit), "--master", "local[1]", "--packages", packages, *conf_args,
+             "--conf", "spark.ui.enabled=false", str(path)],
+            capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S, env=env,
+        )  # fmt: skip
 
 
 def unavailable(coordinate: str, reason: str) -> ConfigError:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from slipstream.settings import ivy_jars
+from slipstream.settings import kafka_connector
 from slipstream.settings.ivy_jars import MARK, as_local_jars, memo_path
 from slipstream.settings.kafka_connector import PACKAGES
 
@@ -53,7 +53,7 @@ def test_packages_become_their_listed_jars_and_the_list_is_kept(
     settings: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     submit = FakeSubmit(tmp_path / "ivy", ["a_b-1.jar", "c_d-2.jar"])
-    monkeypatch.setattr(ivy_jars.subprocess, "run", submit)
+    monkeypatch.setattr(kafka_connector.subprocess, "run", submit)
     pinned = as_local_jars(settings)
     jars = [str(j) for j in submit.jars]
     assert PACKAGES not in pinned
@@ -73,7 +73,7 @@ def test_another_set_of_packages_or_repositories_is_listed_on_its_own(
     settings: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     submit = FakeSubmit(tmp_path / "ivy", ["a_b-1.jar"])
-    monkeypatch.setattr(ivy_jars.subprocess, "run", submit)
+    monkeypatch.setattr(kafka_connector.subprocess, "run", submit)
     as_local_jars(settings)
     as_local_jars({**settings, PACKAGES: f"{COORDINATE},org.example:other:2.0"})
     as_local_jars({**settings, "spark.jars.repositories": "https://mirror.example/maven"})
@@ -84,7 +84,7 @@ def test_a_jar_gone_from_the_cache_lists_them_again(
     settings: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     submit = FakeSubmit(tmp_path / "ivy", ["a_b-1.jar", "c_d-2.jar"])
-    monkeypatch.setattr(ivy_jars.subprocess, "run", submit)
+    monkeypatch.setattr(kafka_connector.subprocess, "run", submit)
     as_local_jars(settings)
     submit.jars[1].unlink()
     pinned = as_local_jars(settings)
@@ -96,14 +96,14 @@ def test_a_failed_listing_leaves_the_packages_to_spark(
     settings: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     submit = FakeSubmit(tmp_path / "ivy", ["a_b-1.jar"], code=1)
-    monkeypatch.setattr(ivy_jars.subprocess, "run", submit)
+    monkeypatch.setattr(kafka_connector.subprocess, "run", submit)
     assert as_local_jars(settings) == settings
     assert not memo_path(settings).exists()
 
 
 def test_no_packages_no_listing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     submit = FakeSubmit(tmp_path / "ivy", ["a_b-1.jar"])
-    monkeypatch.setattr(ivy_jars.subprocess, "run", submit)
+    monkeypatch.setattr(kafka_connector.subprocess, "run", submit)
     settings = {"spark.jars": "/pkg/slipstream-parse.jar", "spark.jars.ivy": str(tmp_path)}
     assert as_local_jars(settings) == settings
     assert submit.calls == []
