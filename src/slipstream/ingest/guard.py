@@ -66,17 +66,16 @@ class EventTimeGuard:
             f"{past} (--max-future, --max-past)"
         )
 
-    def reason(self, now_ts: Column | None = None) -> Column:
-        """The guard's reason for a row, or NULL when its event time is within bounds.
-        `now_ts`: the batch's time when it is not this query's (the late-row dead-letter
-        re-reads a committed batch with its offset log's `batchTimestampMs`)."""
+    def reason(self) -> Column:
+        """The guard's reason for a row, or NULL when its event time is within bounds (against
+        the batch's time)."""
         at = F.unix_micros(F.col(self.column))
-        now = F.unix_micros(F.current_timestamp() if now_ts is None else now_ts)
+        now = F.unix_micros(F.current_timestamp())
         reason = F.when(at > now + F.lit(_micros(self.max_future)), F.lit(self.reason_future()))
         if self.max_past is not None:
             reason = reason.when(at < now - F.lit(_micros(self.max_past)), F.lit(self.reason_old()))
         return reason
 
-    def apply(self, records: DataFrame, now_ts: Column | None = None) -> DataFrame:
+    def apply(self, records: DataFrame) -> DataFrame:
         """Give rows that parsed and break a bound their reason; parse failures keep theirs."""
-        return records.withColumn(REASON, F.coalesce(F.col(REASON), self.reason(now_ts)))
+        return records.withColumn(REASON, F.coalesce(F.col(REASON), self.reason()))

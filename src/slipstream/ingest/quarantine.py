@@ -70,8 +70,10 @@ def quality_metrics() -> list[Column]:
 
 
 def tapped(parsed: DataFrame, name: str) -> DataFrame:
-    """The valid rows of input `name`; its rejected rows are written to its quarantine by the
-    query that owns it (the module's docstring), in the same pass."""
+    """The valid rows of input `name`, their raw record and source still there (the late-row
+    function reads them, runtime/late_rows.py; then `.drop(RAW, REASON)`); its rejected rows
+    are written to its quarantine by the query that owns it (the module's docstring), in the
+    same pass."""
     keep = F.call_function(
         FUNCTION,
         F.lit(name),
@@ -79,7 +81,7 @@ def tapped(parsed: DataFrame, name: str) -> DataFrame:
         F.col(RAW).cast("string"),
         F.col(SOURCE).cast("string"),
     )
-    return parsed.filter(keep).drop(RAW, REASON)
+    return parsed.filter(keep)
 
 
 def register(spark: SparkSession) -> None:

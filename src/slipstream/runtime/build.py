@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from slipstream.analysis.plan import analyzed_text, read_plan
 from slipstream.ingest.expectations import enforce, route
-from slipstream.ingest.parse import REASON
+from slipstream.ingest.parse import RAW, REASON
 from slipstream.ingest.quarantine import (
     FUNCTION,
     QUALITY_METRICS,
@@ -40,6 +40,7 @@ from slipstream.runtime.ingest_stage import (
 )
 from slipstream.runtime.inputs import read_guarded, read_table
 from slipstream.runtime.late_plan import late_plan
+from slipstream.runtime.late_rows import late_settings, late_tap
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,8 @@ class Query:
     ingest: IngestBatch | None = None  # the ingest stage's query of an input (ingest_stage.py)
     #: the inputs whose quarantine this query writes, and where (ingest/quarantine.py)
     quarantines: Mapping[str, Path] = field(default_factory=dict)
+    #: the session settings that make it write its late rows (runtime/late_rows.py)
+    late: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -109,9 +112,8 @@ def _read_inputs(spark: SparkSession, prepared: Prepared) -> _Read:
             register(spark)
             assert bound.quarantine is not None
             read.tapped[bound.name] = bound.quarantine
-            read.valid[bound.name] = tapped(
-                checked.observe(metrics, *quality_metrics()), bound.name
-            )
+            valid = tapped(checked.observe(metrics, *quality_metrics()), bound.name)
+            read.valid[bound.name] = late_tap(valid, bound).drop(RAW, REASON)
     return read
 
 
@@ -126,7 +128,8 @@ def _staged(
     schema = bronze_schema(checked.filter(F.col(REASON).isNull()).drop(REASON))
     prepared.bronze[bound.name] = schema
     where = bronze_dir(prepared.settings, bound)
-    return typed_rows(read_bronze(spark, where, schema, per_batch(bound)))
+    register(spark)  # the late-row function (runtime/late_rows.py)
+    return typed_rows(late_tap(read_bronze(spark, where, schema, per_batch(bound)), bound))
 
 
 def _query(
@@ -146,6 +149,8 @@ def _query(
     tree = analyzed_text(frame)
     plan = replace(read_plan(tree), quarantine=prepared.parses)
     prepared.plans[output.name] = plan
+    late: dict[str, str] = {}
     if output.is_output and plan.watermark_column is not None:
-        prepared.late[output.name] = late_plan(prepared, output, tree, plan)
-    return Query(output, frame, tree, ingest)
+        found = prepared.late[output.name] = late_plan(prepared, output, tree, plan)
+        late = late_settings(prepared.settings, output, found)
+    return Query(output, frame, tree, ingest, late=late)

@@ -1,72 +1,48 @@
 """The late-row dead-letter: the records Spark dropped as late, each with its reason and the
 watermark it was judged by, in `STATE_DIR/late/PIPELINE/OUTPUT/batch-N.jsonl`.
 
-Spark shows neither its watermark to a query's DataFrames nor the rows an operator drops, so the
-dead-letter re-decides what Spark decided, after the fact and from the checkpoint: once output
-query Q has committed batch N, its offset log says which files batch N read from each file
-source (a Kafka input: which offset ranges of each topic it read, read again with a batch Kafka
-read, late_rows.py) (`offsets/N` and `offsets/N-1`: the source's log offsets; `sources/I/K` or a
-compacted `K.compact`: the paths), the batch's time (`offsets/N` `batchTimestampMs`) and the
-watermark the batch judged late rows by (`offsets/N-1` `batchWatermarkMs`, 0 for batch 0). It
-re-reads those files with Spark, with Q's own parse, event-time guard (at the batch's time) and
-`drop` expectations, so a quarantined record is never also late, and keeps the rows the first
-stateful operator's rule drops (late_plan.py). One line per late record: the raw record, the
-input, the file, the reason (`late: ts 10:01:00Z <= watermark 10:05:00Z`), the event time, the
-watermark (ISO UTC) and the batch. With `--dead-letter delta:DIR` each output's late records
-are rows of a Delta table instead (same columns), a batch appended once with Delta's
+Spark shows neither its watermark to a query's DataFrames nor the rows an operator drops, so
+the query that reads the records decides, beside Spark, which rows its first stateful operator
+will drop (runtime/late_plan.py reads the rule from the plan; runtime/late_rows.py puts the
+JVM function that applies it below that operator): its tasks write each such row, with the
+watermark the batch judges by (`offsets/N-1` `batchWatermarkMs`, 0 for batch 0), into task
+files `OUTPUT/_tasks/INPUT/batch-N.APP.part-P.json`. The records are read and parsed once; a
+quarantined record never reaches the function, so it is never also late. One line per late
+record: the raw record, the input, the file or topic, the reason (`late: ts 10:01:00Z <=
+watermark 10:05:00Z`), the event time, the watermark (ISO UTC) and the batch.
+
+This module gathers them: once output query Q has committed batch N, the task files of the
+application that ran N last (a batch run again after a crash writes the same records under its
+new application) become `batch-N.jsonl`, written whole (temporary file, then rename) and never
+rewritten; `.done` keeps the last batch handled and the query id it belongs to, and the task
+files of handled batches are removed. With `--dead-letter delta:DIR` each output's late
+records are rows of a Delta table instead (same columns), a batch appended once with Delta's
 `txnAppId` (the output's query id) and `txnVersion` (the batch).
 
 It runs on the driver, in a thread of its own woken by each progress event of Q, and catches up
-on every committed batch it has not handled (after a restart or a crash too): a batch file is
-written whole (temporary file, then rename) and never rewritten; `.done` keeps the last batch
-handled and the query id it belongs to. It never blocks or fails the query: a failure is a
-warning in the log, and the batch is tried again at the next wake. A batch is bounded by the
-trigger; its late rows reach the driver one partition at a time (`sinks.base.local_rows`: not
-`DataFrame.toLocalIterator`, whose jobs Spark 4.3 keeps alive with their plans, issue 16).
-
-A live run reads the batches waiting together, in one Spark job, at most every `LIVE_EVERY_S`
-seconds: not a job a batch beside the query's own on the same cores. A file input's records
-of those batches are parsed and judged in one plan, each tagged with its batch, time and
-watermark (late_rows.tagged_records). A stop, or `process_all_available`, reads every
-committed batch at once.
-
-A batch is read again only when it may hold late rows: its progress reports how many rows its
-stateful operators dropped by watermark (each late row of a deduplication or a join, each late
-partial aggregate of a window aggregation), and a batch with 0 is skipped, so in-order input
-costs no second read. A batch whose progress this run never saw (one before a restart, or the
-last before a crash) is read again, as is one whose progress does not say."""
+on every committed batch it has not handled (after a restart or a crash too). It never blocks or
+fails the query: a failure is a warning in the log, and the batch is tried again at the next
+wake. A stop, or `process_all_available`, gathers every committed batch at once."""
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
+import re
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 from slipstream.analysis.late import LatePlan
-from slipstream.checkpoint.logs import batch_files, batch_offsets, committed, query_id
+from slipstream.checkpoint.logs import committed, query_id
 from slipstream.errors import disk_full
-from slipstream.runtime.ingest_stage import bronze_dir
-from slipstream.runtime.late_folder import MARK, PrivateFiles, private_dir, write_private
-from slipstream.runtime.late_rows import (
-    iso,
-    kafka_late_rows,
-    kafka_ranges,
-    late_of_tagged,
-    late_rows,
-    reason,
-    tagged_records,
-)
-from slipstream.sinks.base import local_rows
+from slipstream.runtime.late_folder import MARK, private_dir, write_private
+from slipstream.runtime.late_rows import TASKS, late_folder
 from slipstream.sinks.delta import append_once, committed_batch
+from slipstream.sinks.quarantine import last_runs, task_files
 
 if TYPE_CHECKING:
     from slipstream.runtime.bound import BoundOutput, Prepared
@@ -79,18 +55,7 @@ LATE_SCHEMA = (
     "watermark STRING, batch BIGINT, output STRING"
 )
 DONE = ".done"
-LIVE_EVERY_S = 2.0  # a live run's rest after a catch-up: the batches meanwhile, in one job
-BATCHES_A_JOB = 20  # at most (a catch-up after a restart reads them in groups)
-
-
-def _local(path: str) -> Path:
-    parsed = urlparse(path)
-    return Path(unquote(parsed.path) if parsed.scheme in ("file", "") else path).resolve()
-
-
-def _gone(path: str) -> bool:
-    """A local file that is no longer there (remote paths: Spark's ignoreMissingFiles)."""
-    return urlparse(path).scheme in ("file", "") and not _local(path).exists()
+_HIDDEN = re.compile(r"\.batch-(\d+)\..+\.tmp")  # a task's file until it succeeds
 
 
 @dataclass
@@ -115,7 +80,7 @@ class Covered:
 
 class DeadLetter:
     """The dead-letter of a run's outputs: `handle` is a listener handler (it only wakes the
-    thread); `catch_up` writes every committed batch not yet handled; `close` ends the thread
+    thread); `catch_up` gathers every committed batch not yet handled; `close` ends the thread
     after one last catch-up."""
 
     def __init__(self, spark: SparkSession, prepared: Prepared, covered: list[Covered]) -> None:
@@ -125,22 +90,10 @@ class DeadLetter:
         self.written = 0  # late records written by this run
         self._names = {c.output.ctx.query_name for c in covered}
         self._lock = threading.Lock()
-        self._seen = threading.Lock()  # `_dropped`, written by the listener's thread
         self._wake = threading.Event()
-        self._rest = threading.Event()  # set by close: no more resting
         self._closed = False
         self._thread: threading.Thread | None = None
         self._warned: set[str] = set()
-        # (query, batch) -> rows Spark's stateful operators dropped, from the batch's progress
-        self._dropped: dict[tuple[str, int], int] = {}
-        self.reread = 0  # batches whose files were read again
-        self.skipped = 0  # batches Spark reported nothing late in: nothing to read again
-        # the last batch each output committed before this run: a later one is this run's, and
-        # its progress (with its drop count) is on its way to `handle`
-        self._before = {
-            c.output.ctx.query_name: max(committed(c.output.ctx.checkpoint), default=-1)
-            for c in covered
-        }
 
     def start(self) -> DeadLetter:
         if self.covered:
@@ -151,10 +104,6 @@ class DeadLetter:
 
     def handle(self, record: dict[str, Any]) -> None:
         if record.get("event") == "progress" and record.get("query") in self._names:
-            dropped = _dropped(record.get("progress"))
-            if dropped is not None:
-                with self._seen:
-                    self._dropped[str(record["query"]), dropped[0]] = dropped[1]
             self._wake.set()
 
     def _loop(self) -> None:
@@ -162,26 +111,22 @@ class DeadLetter:
             self._wake.wait()
             self._wake.clear()
             if not self._closed:
-                self.catch_up(live=True)
-                self._rest.wait(LIVE_EVERY_S)  # not a synchronisation: a cadence
+                self.catch_up()
 
     def close(self) -> None:
         self._closed = True
-        self._rest.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=600)
         self.catch_up()
 
-    def catch_up(self, *, live: bool = False) -> int:
-        """Write the batches committed and not yet handled; the late records written. `live`
-        (the thread, woken by a progress): a batch of this run whose progress has not come yet
-        waits for it; otherwise (at a stop, after `process_all_available`) it is read again."""
+    def catch_up(self) -> int:
+        """Gather the batches committed and not yet handled; the late records written."""
         with self._lock:
             before = self.written
             for cover in self.covered:
                 try:
-                    self._catch_up(cover, live)
+                    self._catch_up(cover)
                 except Exception as exc:  # never the query's failure: tried again next time
                     full = disk_full(str(exc), cover.folder)
                     why = f"[{full.code}] {full.message}" if full else _why(exc)
@@ -189,7 +134,7 @@ class DeadLetter:
                                 "batch)", cover.output.ctx.query_name, why)  # fmt: skip
             return self.written - before
 
-    def _catch_up(self, cover: Covered, live: bool) -> None:
+    def _catch_up(self, cover: Covered) -> None:
         checkpoint = cover.output.ctx.checkpoint
         qid = query_id(checkpoint)
         if qid is None:
@@ -205,169 +150,56 @@ class DeadLetter:
                             "over", cover.folder, owner, qid,
                             self.prepared.pipeline.name)  # fmt: skip
             return
-        name = cover.output.ctx.query_name
-        waiting: list[int] = []  # to read again, together
+        folders = [f for f in sorted((cover.folder / TASKS).glob("*")) if f.is_dir()]
+        tasks = [t for folder in folders for t in task_files(folder)]  # a folder per input
+        runs: dict[int, list[Path]] = {}
+        for folder in folders:
+            for batch, paths in last_runs(task_files(folder)).items():
+                runs.setdefault(batch, []).extend(paths)
+        handled = last
         for batch in committed(checkpoint):
-            if batch <= last:
+            if batch <= handled:
                 continue
-            with self._seen:  # dropped once handled (below), so a failed read is tried again
-                dropped = self._dropped.get((name, batch))
-            if dropped is None and live and batch > self._before.get(name, -1):
-                break  # committed, its progress not delivered yet: the next wake
-            if dropped == 0:
-                self.skipped += 1  # no operator dropped a row: nothing can be late
-            elif cover.delta:
-                self.written += self._append_batch(cover, batch, qid)
-            elif not _target(cover, batch).exists():
-                waiting.append(batch)
-            if len(waiting) == BATCHES_A_JOB:
-                self.written += self._write_batches(cover, waiting, _target)
-                waiting = []
-            if not waiting:
-                cover.mark_done(qid, batch)
-            last = batch
-        if waiting:
-            self.written += self._write_batches(cover, waiting, _target)
-            cover.mark_done(qid, last)
-        with self._seen:  # a progress that came after its batch was handled
-            for key in [k for k in self._dropped if k[0] == name and k[1] <= last]:
-                del self._dropped[key]
+            files = runs.get(batch, [])
+            if cover.delta:
+                self.written += self._append_batch(cover, batch, qid, files)
+            elif files and not _target(cover, batch).exists():
+                self.written += write_private(_target(cover, batch), _lines(files))
+            handled = batch
+        if handled > last:
+            cover.mark_done(qid, handled)
+        for batch, path in tasks + [t for f in folders for t in _left_by_tasks(f)]:
+            if batch <= handled:  # every application's, once its batch is handled
+                path.unlink(missing_ok=True)
 
-    def _append_batch(self, cover: Covered, batch: int, qid: str) -> int:
+    def _append_batch(self, cover: Covered, batch: int, qid: str, files: list[Path]) -> int:
         """`--dead-letter delta:DIR`: the batch's late records appended to the output's Delta
-        table once (`txnAppId` the output's query id, `txnVersion` the batch), through a
-        JSON-lines file beside it, written and read as the files' dead-letter is (not a hidden
-        name: Spark reads nothing of a file whose name starts with '.' or '_')."""
+        table once (`txnAppId` the output's query id, `txnVersion` the batch)."""
         held = committed_batch(cover.folder, qid)
-        if held is not None and batch <= held:
-            return 0  # appended before a crash that came before `.done`
-        staging = cover.folder.parent / f"staging-{cover.folder.name}-batch-{batch}.jsonl"
-        try:
-            count = self._write_batches(cover, [batch], lambda _cover, _batch: staging)
-            if count:
-                reader = self.spark.read.schema(LATE_SCHEMA).option("maxStringLen", str(2**31 - 1))
-                rows = reader.json(str(staging.resolve()))
-                append_once(rows, cover.folder, qid, batch)
-            return count
-        finally:
-            staging.unlink(missing_ok=True)
-
-    def _write_batches(
-        self, cover: Covered, batches: list[int], target: Callable[[Covered, int], Path]
-    ) -> int:
-        """`batches` read again in one Spark job (a union: each file input's records of all
-        of them in one plan, the other inputs' a frame a batch); each batch's late records into
-        its `target` file (none when it has none); the records written."""
-        frames: list[DataFrame] = []
-        marks: dict[int, int] = {}
-        tagged: dict[int, list[DataFrame]] = {}  # a rule's text records, by batch: judged once
-        for batch in batches:
-            found = self._batch_frames(cover, batch, tagged)
-            if found is not None:
-                marks[batch] = found[0]
-                frames += found[1]
-        for index, raw in tagged.items():
-            rule = cover.plan.rules[index]
-            late = late_of_tagged(_union(raw), self.prepared.inputs[rule.input], rule)
-            frames.append(late.withColumn("rule", F.lit(index)))
-        self.reread += len(batches)
-        if not frames:
-            return 0
-        rows = local_rows(_union(frames))
-        with PrivateFiles() as files:  # a batch's rows may come from several rules' reads
-            for row in rows:
-                batch = int(row["batch"])
-                files.write(target(cover, batch), self._line(cover, batch, row, marks[batch]))
-        return files.lines
-
-    def _batch_frames(
-        self, cover: Covered, batch: int, tagged: dict[int, list[DataFrame]]
-    ) -> tuple[int, list[DataFrame]] | None:
-        """The watermark batch `batch` judged by and, for each late rule, its rows that the
-        rule drops (with `batch` and the rule's index); a file input's text records go to
-        `tagged` instead, by rule, to be judged with the other batches'. None when Spark
-        purged its logs."""
-        checkpoint = cover.output.ctx.checkpoint
-        try:
-            files = batch_files(checkpoint, batch)
-            at = batch_offsets(checkpoint, batch)
-            watermark_ms = batch_offsets(checkpoint, batch - 1).watermark_ms if batch > 0 else 0
-        except FileNotFoundError as exc:  # Spark purged them (it keeps the last 100 batches)
-            log.warning("late-row dead-letter of %s: batch %d not written, its logs are gone "
-                        "(%s)", cover.output.ctx.query_name, batch, exc)  # fmt: skip
-            return None
-        frames: list[tuple[int, DataFrame]] = []  # (the rule's index, its late rows)
-        for index, rule in enumerate(cover.plan.rules):
-            bound = self.prepared.inputs[rule.input]
-            settings = self.prepared.settings
-            staged = bound.staged  # the output read bronze files, even of a topic
-            if not staged and bound.source is not None and bound.source.rereads_offsets:
-                topic = bound.source.topic(bound.binding, bound.source_options)
-                assert topic is not None  # a source that re-reads offsets reads a topic
-                ranges = kafka_ranges(checkpoint, batch, topic)  # the batch's, every topic
-                if ranges:
-                    late = kafka_late_rows(self.spark, bound, rule, topic, ranges, at,
-                                           watermark_ms)  # fmt: skip
-                    frames.append((index, late))
-                continue
-            where = bronze_dir(settings, bound) if staged else bound.binding.path
-            folder = _local(str(where))
-            # a file deleted since (the query skipped it if it was gone before its read)
-            start = self.prepared.start_from  # --from-checkpoint: never read by this query
-            skip = start.skips(rule.input) if start is not None else frozenset()
-            mine = [
-                f for f in files if folder in _local(f).parents and not _gone(f) and f not in skip
-            ]
-            schema = self.prepared.bronze.get(rule.input) if staged else None
-            if mine:
-                late = late_rows(self.spark, bound, rule, mine, at, watermark_ms, schema)
-                if late is None:
-                    raw = tagged_records(self.spark, mine, batch, at, watermark_ms)
-                    tagged.setdefault(index, []).append(raw)
-                else:
-                    frames.append((index, late))
-        tags = {"batch": F.lit(batch).cast("long")}
-        return watermark_ms, [late.withColumns({**tags, "rule": F.lit(i)}) for i, late in frames]
-
-    def _line(self, cover: Covered, batch: int, row: Any, watermark_ms: int) -> str:
-        rule = cover.plan.rules[row["rule"]]
-        return json.dumps(
-            {
-                "raw": row["raw"],
-                "input": rule.input,
-                "source": row["source"],
-                "reason": reason(rule, row["at"], row["judged"], watermark_ms),
-                "event_time": iso(row["at"]),
-                "watermark": iso(watermark_ms * 1000),
-                "batch": batch,
-                "output": cover.output.name,
-            },
-            ensure_ascii=False,
-        )
+        if not files or (held is not None and batch <= held):
+            return 0  # none, or appended before a crash that came before `.done`
+        reader = self.spark.read.schema(LATE_SCHEMA).option("maxStringLen", str(2**31 - 1))
+        append_once(reader.json([str(f.resolve()) for f in files]), cover.folder, qid, batch)
+        return sum(1 for _ in _lines(files))
 
 
-def _union(frames: list[DataFrame]) -> DataFrame:
-    return functools.reduce(DataFrame.unionByName, frames)
+def _lines(files: list[Path]) -> Any:
+    """The lines of a batch's task files, in order."""
+    for path in files:
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    yield line.rstrip("\n")
+
+
+def _left_by_tasks(folder: Path) -> list[tuple[int, Path]]:
+    """The hidden files of tasks that never finished (a process killed), by batch."""
+    found = [(_HIDDEN.fullmatch(p.name), p) for p in folder.glob(".batch-*.tmp")]
+    return [(int(m[1]), p) for m, p in found if m is not None]
 
 
 def _target(cover: Covered, batch: int) -> Path:
     return cover.folder / f"batch-{batch}.jsonl"
-
-
-def _dropped(progress: Any) -> tuple[int, int] | None:
-    """(batch, rows dropped by watermark over every stateful operator) from a progress, or
-    None when it does not say (no stateful operator, or one without the count): then the batch
-    is read again. Spark counts each late input row of a deduplication or a join, and a late
-    partial aggregate of a window aggregation, so 0 means that no row of the batch was late."""
-    if not isinstance(progress, dict) or not isinstance(progress.get("batchId"), int):
-        return None
-    operators = progress.get("stateOperators")
-    if not isinstance(operators, list) or not operators:
-        return None
-    counts = [op.get("numRowsDroppedByWatermark") for op in operators if isinstance(op, dict)]
-    if len(counts) != len(operators) or not all(isinstance(c, int) for c in counts):
-        return None
-    return int(progress["batchId"]), sum(counts)
 
 
 def dead_letter(spark: SparkSession, prepared: Prepared) -> DeadLetter:
@@ -380,8 +212,8 @@ def dead_letter(spark: SparkSession, prepared: Prepared) -> DeadLetter:
     for name, found in prepared.late.items():
         if not found.rules or not prepared.settings.late_rows:
             continue
-        folder = root / name
-        for made in (root.parent, root, folder):
+        folder = late_folder(settings, name)
+        for made in (root.parent, root, folder, folder / TASKS):
             private_dir(made)
         if not (root / MARK).is_file():
             write_private(root / MARK, iter(["slipstream late-row dead-letter"]))

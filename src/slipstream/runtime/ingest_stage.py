@@ -22,8 +22,8 @@ sums them as it summed the quarantine query's.
 The outputs read `spark.readStream.schema(BRONZE).parquet(bronze)`: Spark's file source lists
 the `batch=N` folders (a partition column `batch`, dropped before the pipeline sees the rows),
 and takes new files in modification-time order; the pipeline's `build` still receives typed
-frames with the columns it received before. The dead-letter re-reads an output's batch from the
-bronze files its offset log names.
+frames with the columns it received before; the late-row function judges the typed rows
+(runtime/late_rows.py).
 
 When the outputs run: under a finite trigger (available-now, once) after the ingest queries
 have ended, back to back over bronze, one bronze batch per output batch when the source bounds

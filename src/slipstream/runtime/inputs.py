@@ -1,6 +1,6 @@
 """Reading a run's inputs: a stream input's records from its source, parsed into typed rows with
 a `_reason` (ingest.parse) and judged by the event-time guard; a static input read as a batch.
-The outputs' queries, the quarantine queries and the dead-letter's re-read share these."""
+The outputs' queries and the ingest stage's queries share these."""
 
 from __future__ import annotations
 
@@ -42,9 +42,7 @@ def register_data_sources(spark: SparkSession, prepared: Prepared) -> None:
 
 
 def parse_input(frame: DataFrame, fmt: str, spec: Input) -> DataFrame:
-    """Raw records of an input (json, csv, typed, parquet) -> typed rows with a `_reason`; the
-    stream and the late-row dead-letter's re-read of a committed batch (runtime/deadletter.py) share
-    it."""
+    """Raw records of an input (json, csv, typed, parquet) -> typed rows with a `_reason`."""
     if fmt == "json":
         assert spec.schema is not None, f"input {spec.name} declares no schema for json"
         return parse_json(frame, spec.schema, spec.required)

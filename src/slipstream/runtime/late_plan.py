@@ -1,5 +1,6 @@
 """Which rows of an output's query Spark drops as late, and by which rule: read from the plan
-Spark analyzed, per stream input (the late-row dead-letter, runtime/deadletter.py, applies it).
+Spark analyzed, per stream input (the input's own read writes them, runtime/late_rows.py; the
+dead-letter gathers them, runtime/deadletter.py).
 
 Spark judges lateness inside the first stateful operator a row meets, against that operator's
 input watermark of the *previous* batch (`WatermarkPropagator.getInputWatermarkForLateEvents`:
@@ -12,10 +13,9 @@ the row when its time is at or before it (`WatermarkSupport.watermarkExpression`
   *end* <= watermark (`StateStoreSaveExec`); with tumbling windows each row is in one window,
   so a row is late exactly when its window's end <= watermark. Complete mode drops nothing.
 
-What is not covered is named (`LatePlan.uncovered`): inputs that are neither files nor Kafka
-topics (a Kafka input's batch is its offset ranges, late_rows.py), inputs without
-an event-time column, sliding and session windows as the first stateful operator, arbitrary
-state (flatMapGroupsWithState, transformWithState), an event-time column renamed before it."""
+What is not covered is named (`LatePlan.uncovered`): inputs without slipstream's parse and
+event time, sliding and session windows as the first stateful operator, arbitrary state
+(flatMapGroupsWithState, transformWithState), an event-time column renamed before it."""
 
 from __future__ import annotations
 
@@ -33,8 +33,10 @@ from slipstream.analysis.plan import (
 )
 from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared
 from slipstream.runtime.ingest_stage import bronze_dir
+from slipstream.runtime.late_rows import FUNCTION
 
 _FILE_SOURCE = re.compile(r"FileSource\[(?P<path>[^\]]*)\]")
+_LATE_CALL = re.compile(rf"\b{FUNCTION}\((?P<name>[^,()]+),")
 
 
 def _ancestors(nodes: list[PlanNode], index: int) -> list[PlanNode]:
@@ -48,7 +50,14 @@ def _ancestors(nodes: list[PlanNode], index: int) -> list[PlanNode]:
     return chain
 
 
-def _input_of(prepared: Prepared, relation: PlanNode) -> BoundInput | None:
+def _input_of(prepared: Prepared, nodes: list[PlanNode], index: int) -> BoundInput | None:
+    """The input a stream relation reads: named by the late-row function above it (every input
+    with an event time, runtime/late_rows.py), else by its folder or its topic."""
+    for node in _ancestors(nodes, index):
+        called = _LATE_CALL.search(node.text)
+        if called is not None and called["name"] in prepared.inputs:
+            return prepared.inputs[called["name"]]
+    relation = nodes[index]
     found = _FILE_SOURCE.search(relation.text)
     if found is None:
         return _kafka_input_of(prepared, relation)
@@ -88,9 +97,9 @@ def late_plan(prepared: Prepared, output: BoundOutput, tree: str, plan: Plan) ->
     for index, node in enumerate(nodes):
         if not node.name.startswith("StreamingRelation"):
             continue
-        bound = _input_of(prepared, node)
+        bound = _input_of(prepared, nodes, index)
         if bound is None:
-            uncovered.append("an input that is not a file or Kafka source cannot be re-read")
+            uncovered.append("an input without slipstream's parse and event time is not covered")
             continue
         rule, why = _rule(nodes, index, bound, output, plan)
         if rule is not None:

@@ -50,7 +50,7 @@ class Watch:
         tells this run's batches from earlier ones; a file that grew since its batch read it
         (a resumed checkpoint) is refused now."""
         late = dead_letter(spark, prepared)
-        self.listener.handlers.insert(0, late.handle)  # drop counts, and a wake for its thread
+        self.listener.handlers.insert(0, late.handle)  # a wake for its thread
         landed = LandedFilesCheck(prepared)
         landed.check_read_files()
         self.listener.handlers.insert(0, landed.handle)  # before totals: a batch's files judged

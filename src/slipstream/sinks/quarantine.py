@@ -84,15 +84,23 @@ def quarantine_files(directory: Path) -> list[Path]:
         return files
     writers = [c for c in mark_names(directory) if c.is_dir()]
     last = last_committed_batch(writers[0]) if writers else tasks[-1][0]
+    for batch, paths in sorted(last_runs(tasks).items()):
+        if last is not None and batch <= last:
+            files.extend(paths)
+    return files
+
+
+def last_runs(tasks: list[tuple[int, Path]]) -> dict[int, list[Path]]:
+    """Of each batch's task files (`task_files`), those of the application that wrote it
+    last (a batch run again after a crash writes the same records under its new one)."""
     runs: dict[int, dict[str, list[Path]]] = {}
     for batch, path in tasks:
-        if last is not None and batch <= last:
-            app = _TASK_FILE.fullmatch(path.name)[2]  # type: ignore[index]
-            runs.setdefault(batch, {}).setdefault(app, []).append(path)
-    for _, apps in sorted(runs.items()):
-        newest = max(apps.values(), key=lambda paths: max(p.stat().st_mtime for p in paths))
-        files.extend(sorted(newest))
-    return files
+        app = _TASK_FILE.fullmatch(path.name)[2]  # type: ignore[index]
+        runs.setdefault(batch, {}).setdefault(app, []).append(path)
+    return {
+        batch: sorted(max(apps.values(), key=lambda ps: max(p.stat().st_mtime for p in ps)))
+        for batch, apps in runs.items()
+    }
 
 
 def read_files(spark: SparkSession, files: list[Path]) -> DataFrame:

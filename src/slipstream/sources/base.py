@@ -119,9 +119,6 @@ class Source(ABC):
     binds_formats: ClassVar[bool] = False
     #: an input given as `FORMAT:PATH[?...]` of this format (`delta:PATH`) reads this source
     reads_format: ClassVar[str | None] = None
-    #: the late-row dead-letter re-reads a batch from the offsets in the query's own source log
-    #: (a topic: `topic`), not from the files the batch read (runtime/deadletter.py)
-    rereads_offsets: ClassVar[bool] = False
     #: a session reading it needs Spark's Kafka connector (settings/kafka_connector.py)
     needs_kafka_connector: ClassVar[bool] = False
     #: a session reading it needs Delta Lake's jar and SQL extension (settings/delta_package.py)

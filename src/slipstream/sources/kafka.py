@@ -226,7 +226,6 @@ class KafkaSource(Source):
     continuous = True
     real_time = True
     binds_topics = True
-    rereads_offsets = True
     needs_kafka_connector = True
     options = (
         Option(
@@ -296,37 +295,3 @@ def raw_records(frame: DataFrame) -> DataFrame:
     where = F.concat_ws(":", F.lit("kafka"), F.col("topic"), F.col("partition"), F.col("offset"))
     value = F.col("value").cast("string")
     return frame.select(value.alias("value"), where.alias(SOURCE), empty_reason(value).alias(EMPTY))
-
-
-#: options of Spark's Kafka source that a batch read refuses or that mean nothing to it
-_STREAM_ONLY = ("startingOffsets", "startingTimestamp", "endingOffsets", "maxOffsetsPerTrigger",
-                "minOffsetsPerTrigger", "maxTriggerDelay")  # fmt: skip
-
-
-Ranges = dict[str, dict[str, tuple[int, int]]]  # topic -> partition -> [start, end)
-
-
-def read_ranges(spark: SparkSession, topic: KafkaTopic, ranges: Ranges) -> DataFrame:
-    """The records of `ranges` (topic -> partition -> [start, end) offsets) as the stream read
-    them: value, and `kafka:TOPIC:P:OFFSET`; the late-row dead-letter re-reads a batch so."""
-    options = {
-        k: v
-        for k, v in topic.spark_options().items()
-        if k not in _STREAM_ONLY and k not in ("subscribe", "subscribePattern", "assign")
-    }
-    starts = {t: {p: s for p, (s, _) in parts.items()} for t, parts in ranges.items()}
-    ends = {t: {p: e for p, (_, e) in parts.items()} for t, parts in ranges.items()}
-    # `assign`, the partitions the batch read, not `subscribe`: Spark refuses offsets that do
-    # not name every partition the consumer is assigned ("Partitions specified for Kafka start
-    # offsets don't match what are assigned"), and a batch that read one partition of two
-    # names one (seen in CI: every re-read of a 2-partition topic failed so)
-    assigned = {t: sorted(int(p) for p in parts) for t, parts in ranges.items()}
-    frame = (
-        spark.read.format("kafka")
-        .options(**options)
-        .option("assign", json.dumps(assigned))
-        .option("startingOffsets", json.dumps(starts))
-        .option("endingOffsets", json.dumps(ends))
-        .load()
-    )
-    return raw_records(frame)

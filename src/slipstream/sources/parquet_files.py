@@ -20,9 +20,8 @@ format (paths and sizes only: Spark does not read a file's content unless asked 
 A file is all or nothing: its rows are decoded in full before the first one is given (held in
 memory up to `BUFFER_BYTES` of uncompressed data; a larger file is decoded twice, once to check
 and once to give), so a page that fails half-way never leaves part of a file in the output. The
-verdict is a function of the file's bytes only, so the outputs' query and the quarantine's query,
-each reading the folder with its own checkpoint, judge every file alike, and so does the late-row
-dead-letter's re-read of a committed batch. Files must land whole (write elsewhere, then rename).
+verdict is a function of the file's bytes only, so every query reading the folder with its own
+checkpoint judges every file alike. Files must land whole (write elsewhere, then rename).
 """
 
 from __future__ import annotations

@@ -135,7 +135,6 @@ def test_the_built_in_sources_capabilities_are_todays() -> None:
     assert set(source_registry.sources()) - _sources_that("stageable") == {"socket"}
     assert set(source_registry.sources()) - _sources_that("replayable") == {"socket"}
     assert _sources_that("reads_files") == {"files"}
-    assert _sources_that("rereads_offsets") == {"kafka"}  # deadletter: Kafka re-read
     assert _sources_that("binds_topics") == {"kafka"}
     assert _sources_that("binds_formats") == {"format"}
     assert _sources_that("needs_kafka_connector") == {"kafka"}

@@ -92,18 +92,8 @@ def test_mobile_dead_letter_holds_the_rows_late_by_the_window_end_rule(
     # Spark counts partial aggregates (late rows of one window and partition count once)
     assert 0 < spark_late <= len(lines)
 
-    # every batch read again together (one job over the three, as a live run's dead-letter
-    # reads the batches committed while it rested): the same records in the same files
-    for done in [*folder.glob("batch-*.jsonl"), folder / ".done"]:
-        done.unlink()
-    with PipelineHarness(
-        spark, "mobile", tmp_path, sink=f"sqlite:{db}", mode="update",
-        window="10m", watermark="5m", max_files_per_trigger=1,
-    ) as h:  # fmt: skip
-        assert h.run is not None and h.run.dead_letter is not None
-        h.run.dead_letter.catch_up()
-        assert h.run.dead_letter.reread >= len(batches)
-    assert late_records(tmp_path / "state", "mobile", "counts") == written
+    # written by the query's own tasks (one read): their files are gone once gathered
+    assert not [p for p in (folder / "_tasks").rglob("*") if p.is_file()]
 
     # the results are the counts of the rows that were not late, as pandas computes them
     frame = pd.DataFrame(kept)
@@ -115,7 +105,7 @@ def test_mobile_dead_letter_holds_the_rows_late_by_the_window_end_rule(
 
     # private, like the quarantine
     assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
-    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in folder.iterdir())
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in folder.iterdir() if p.is_file())
 
 
 def reading(kind: str, location: str, minutes: float) -> dict[str, Any]:
@@ -196,12 +186,16 @@ def test_a_restart_writes_no_batch_twice_and_catches_up_and_reset_clears_it(
     first = sorted(folder.glob("batch-*.jsonl"))
     assert len(first) == 1
     kept = {p.name: (p.stat().st_mtime_ns, p.read_text()) for p in first}
-    # a crash after the batch committed and before its late rows were written: the next
-    # start catches up; what was written already is not written again
+    # a crash after the batch committed and before its late rows were gathered: the next
+    # start catches up; what was gathered already is not written again
     (folder / ".done").unlink()
     with PipelineHarness(spark, "mobile", tmp_path, **settings) as h:
         h.process()  # nothing new: the catch-up alone
         assert {p.name: (p.stat().st_mtime_ns, p.read_text()) for p in first} == kept
+        # the state such a crash leaves: the batch's task files, no batch file, no `.done`
+        batch = first[0].stem.split("-")[1]
+        tasks = folder / "_tasks" / "actions" / f"batch-{batch}.app-1.part-00000.json"
+        tasks.write_text(first[0].read_text())
         first[0].unlink()
         (folder / ".done").unlink()
         h.feed([json.dumps(action(3, 4)), json.dumps(action(4, 40))])
@@ -209,7 +203,7 @@ def test_a_restart_writes_no_batch_twice_and_catches_up_and_reset_clears_it(
         settings_ = h.settings
     again = late_records(tmp_path / "state", "mobile", "counts")
     ids = [json.loads(r["raw"])["id"] for batch in again.values() for r in batch]
-    assert sorted(ids) == ["p2", "p3"]  # each once: p2 rewritten by the catch-up, p3 new
+    assert sorted(ids) == ["p2", "p3"]  # each once: p2 gathered by the catch-up, p3 new
     assert (
         again[int(first[0].stem.split("-")[1])][0]["raw"]
         == json.loads(kept[first[0].name][1])["raw"]
@@ -238,23 +232,24 @@ def test_late_rows_false_only_counts(spark: SparkSession, tmp_path: Path) -> Non
     assert late == 1  # still counted
 
 
-def test_batches_spark_dropped_nothing_in_are_not_read_again(
+def test_in_order_batches_leave_nothing_and_a_late_row_is_written_once(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    """The dead-letter reads a batch's files again only when the batch's progress says that a
-    stateful operator dropped rows (or does not say): in order, nothing is read twice."""
+    """The query's own tasks write the late rows (one read): in-order batches leave no file
+    and no line; a late row is one line, as Spark counts it."""
     settings = {"mode": "update", "window": "10m", "watermark": "5m", "max_files_per_trigger": 1}
+    folder = tmp_path / "state" / "late" / "mobile" / "counts"
     with PipelineHarness(spark, "mobile", tmp_path, **settings) as h:
         assert h.run is not None and h.run.dead_letter is not None
         letter = h.run.dead_letter
         for n in (20, 21, 22):  # in order: nothing is late
             h.feed([json.dumps(action(n, n))])
             h.process()
-        assert (letter.reread, letter.written) == (0, 0)
-        assert letter.skipped >= 3  # the three batches (and any no-data batch after them)
+        assert letter.written == 0 and not [p for p in folder.rglob("*") if p.is_file()
+                                            and p.name.startswith("batch-")]  # fmt: skip
         h.feed([json.dumps(action(99, 3))])  # late against 10:17
         h.process()
-        assert (letter.reread, letter.written) == (1, 1)
+        assert letter.written == 1
         late = h.totals["mobile.counts"]["late"]
     written = late_records(tmp_path / "state", "mobile", "counts")
     assert [json.loads(r["raw"])["id"] for b in written.values() for r in b] == ["p99"]

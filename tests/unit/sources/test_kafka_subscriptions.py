@@ -16,7 +16,6 @@ from slipstream.core.kafka_url import KafkaTopic
 from slipstream.errors import CheckpointError, ConfigError
 from slipstream.monitor.kafka_lag import partition_lag
 from slipstream.runtime.late_plan import _kafka_input_of
-from slipstream.runtime.late_rows import kafka_ranges
 from slipstream.settings.config import load_settings
 from slipstream.sources import kafka as kafka_source
 from slipstream.sources.kafka import kafka_start
@@ -222,30 +221,6 @@ def _offset_log(root: Path, index: int, initial: dict[str, Any], batches: list[A
     for batch, offsets in enumerate(batches):
         sources = "\n".join(json.dumps(o) for o in offsets)
         (root / "offsets" / str(batch)).write_text(f"v1\n{meta}\n{sources}\n")
-
-
-def test_a_batchs_ranges_are_those_of_every_topic_it_read(tmp_path: Path) -> None:
-    """A source reading a list or a pattern logs each topic's offsets; a topic a pattern
-    matched since the batch before is read from its beginning. A source of another input (a
-    files source, a Kafka source of other topics) is not this input's."""
-    _offset_log(
-        tmp_path,
-        2,
-        {"events-x": {"0": 0}},
-        [
-            [{"logOffset": 0}, {"other": {"0": 3}}, {"events-x": {"0": 5}}],
-            [{"logOffset": 1}, {"other": {"0": 3}}, {"events-x": {"0": 8}, "events-y": {"0": 2}}],
-        ],
-    )
-    pattern = KafkaTopic.parse(f"{HOST}/?subscribePattern=events-.*")
-    assert kafka_ranges(tmp_path, 0, pattern) == {"events-x": {"0": (0, 5)}}
-    assert kafka_ranges(tmp_path, 1, pattern) == {
-        "events-x": {"0": (5, 8)},
-        "events-y": {"0": (-2, 2)},
-    }
-    listed = KafkaTopic.parse(f"{HOST}/events-x,events-y")
-    assert kafka_ranges(tmp_path, 1, listed) == kafka_ranges(tmp_path, 1, pattern)
-    assert kafka_ranges(tmp_path, 1, KafkaTopic.parse(f"{HOST}/events-x")) == {}  # not its own
 
 
 def test_the_dead_letter_finds_the_input_by_its_own_subscription_in_the_plan() -> None:

@@ -334,28 +334,6 @@ def test_a_kafka_failure_at_run_time_has_a_code_the_topic_and_the_fix(
     assert as_kafka_failure(RuntimeError("division by zero"), "q", [acts]) is None
 
 
-def test_a_kafka_batchs_offset_ranges_come_from_the_offset_log(tmp_path) -> None:  # noqa: ANN001
-    """Batch 0 from the source's initial offsets (a zero byte, a version line, the JSON), a
-    later batch from the offsets before it; a partition new since starts at its beginning."""
-    import json
-
-    from slipstream.runtime.late_rows import kafka_ranges
-
-    (tmp_path / "offsets").mkdir()
-    (tmp_path / "sources" / "0").mkdir(parents=True)
-    (tmp_path / "sources" / "0" / "0").write_text('\x00v1\n{"acts":{"0":5,"1":0}}')
-    meta = json.dumps({"batchWatermarkMs": 0, "batchTimestampMs": 1})
-    for batch, offsets in enumerate(
-        [{"acts": {"0": 9, "1": 3}}, {"acts": {"0": 9, "1": 7, "2": 4}}]
-    ):
-        (tmp_path / "offsets" / str(batch)).write_text(f"v1\n{meta}\n{json.dumps(offsets)}\n")
-    acts = KafkaTopic.parse("kafka://127.0.0.1:9092/acts")
-    assert kafka_ranges(tmp_path, 0, acts) == {"acts": {"0": (5, 9), "1": (0, 3)}}
-    assert kafka_ranges(tmp_path, 1, acts) == {"acts": {"1": (3, 7), "2": (-2, 4)}}
-    elsewhere = KafkaTopic.parse("kafka://127.0.0.1:9092/elsewhere")
-    assert kafka_ranges(tmp_path, 1, elsewhere) == {}
-
-
 def test_a_topic_read_in_bounded_batches_keeps_its_batches_through_the_ingest_stage() -> None:
     """With `maxOffsetsPerTrigger` the ingest stage writes and the outputs read one bronze batch
     per batch, so lateness is judged at the source's batch boundaries (ingest_stage.per_batch)."""

@@ -2,6 +2,7 @@ package slipstream.jvm;
 
 import java.io.Serializable;
 import org.apache.spark.sql.SparkSessionExtensions;
+import org.apache.spark.sql.api.java.UDF4;
 import org.apache.spark.sql.catalyst.FunctionIdentifier;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.ExpressionInfo;
@@ -12,11 +13,12 @@ import scala.Tuple3;
 import scala.collection.immutable.Nil$;
 import scala.collection.immutable.Seq;
 import scala.runtime.AbstractFunction1;
+import scala.runtime.AbstractFunction2;
 import scala.runtime.AbstractFunction4;
 import scala.runtime.BoxedUnit;
 
 /**
- * `slipstream_quarantine` in every session of a Spark Connect server started with
+ * `slipstream_quarantine`, `slipstream_late` and `slipstream_is_late` in every session of a Spark Connect server started with
  * `--jars slipstream-parse.jar --conf spark.sql.extensions=slipstream.jvm.QuarantineExtension`
  * (a Connect client cannot register a nondeterministic JVM function itself).
  */
@@ -24,32 +26,62 @@ public final class QuarantineExtension extends AbstractFunction1<SparkSessionExt
     implements Serializable {
   private static final long serialVersionUID = 1L;
 
-  /** The function the expression calls: {@link Quarantine#call}. */
-  static final class Call extends AbstractFunction4<String, String, String, String, Boolean>
+  /** The function an expression calls: a {@link Quarantine} or a {@link LateRows}. */
+  static final class Call extends AbstractFunction4<Object, Object, Object, Object, Boolean>
       implements Serializable {
     private static final long serialVersionUID = 1L;
-    private final Quarantine quarantine = new Quarantine();
+    private final UDF4<Object, Object, Object, Object, Boolean> function;
+
+    @SuppressWarnings("unchecked")
+    Call(UDF4<?, ?, ?, ?, Boolean> function) {
+      this.function = (UDF4<Object, Object, Object, Object, Boolean>) function;
+    }
 
     @Override
-    public Boolean apply(String input, String reason, String raw, String source) {
-      return quarantine.call(input, reason, raw, source);
+    public Boolean apply(Object a, Object b, Object c, Object d) {
+      try {
+        return function.call(a, b, c, d);
+      } catch (RuntimeException e) {
+        throw e;
+      } catch (Exception e) {
+        throw new IllegalStateException(e);
+      }
+    }
+  }
+
+  /** {@link LateRows.IsLate}, as an expression calls it. */
+  static final class IsLateCall extends AbstractFunction2<String, Long, Boolean>
+      implements Serializable {
+    private static final long serialVersionUID = 1L;
+    private final LateRows.IsLate function = new LateRows.IsLate();
+
+    @Override
+    public Boolean apply(String input, Long at) {
+      return function.call(input, at);
     }
   }
 
   static final class Builder extends AbstractFunction1<Seq<Expression>, Expression>
       implements Serializable {
     private static final long serialVersionUID = 1L;
+    private final String name;
+    private final Object function;
+
+    Builder(String name, Object function) {
+      this.name = name;
+      this.function = function;
+    }
 
     @Override
     @SuppressWarnings("unchecked")
     public Expression apply(Seq<Expression> children) {
       return new ScalaUDF(
-          new Call(),
+          function,
           DataTypes.BooleanType,
           children,
           (Seq) Nil$.MODULE$,
           Option.empty(),
-          Option.apply(Quarantine.NAME),
+          Option.apply(name),
           false,
           false); // nondeterministic: evaluated once a row, never moved or copied
     }
@@ -57,11 +89,18 @@ public final class QuarantineExtension extends AbstractFunction1<SparkSessionExt
 
   @Override
   public BoxedUnit apply(SparkSessionExtensions extensions) {
+    inject(extensions, Quarantine.NAME, Quarantine.class, new Call(new Quarantine()));
+    inject(extensions, LateRows.NAME, LateRows.class, new Call(new LateRows()));
+    inject(extensions, LateRows.IsLate.NAME, LateRows.IsLate.class, new IsLateCall());
+    return BoxedUnit.UNIT;
+  }
+
+  private static void inject(
+      SparkSessionExtensions extensions, String name, Class<?> type, Object function) {
     extensions.injectFunction(
         new Tuple3<>(
-            FunctionIdentifier.apply(Quarantine.NAME),
-            new ExpressionInfo(Quarantine.class.getName(), Quarantine.NAME),
-            new Builder()));
-    return BoxedUnit.UNIT;
+            FunctionIdentifier.apply(name),
+            new ExpressionInfo(type.getName(), name),
+            new Builder(name, function)));
   }
 }
