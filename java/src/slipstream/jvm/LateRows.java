@@ -13,6 +13,7 @@ import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.SparkEnv;
@@ -55,6 +56,7 @@ public final class LateRows implements UDF4<String, Long, String, String, Boolea
   private static final Map<String, Rule> RULES = new ConcurrentHashMap<>();
   /** Each (checkpoint, batch)'s watermark for late rows, in milliseconds. */
   private static final Map<String, Long> MARKS = new ConcurrentHashMap<>();
+  private static Configuration hadoopConf;
 
   /** One query's rule for one input. */
   private static final class Rule {
@@ -87,9 +89,42 @@ public final class LateRows implements UDF4<String, Long, String, String, Boolea
     @Override
     public Boolean call(String input, Long at) {
       TaskContext task = TaskContext.get();
-      Rule rule = task == null || at == null ? null : rule(task, input);
-      return rule != null && judged(rule, at) <= watermarkMs(task, rule) * 1000;
+      if (task == null || at == null) {
+        return Boolean.FALSE;
+      }
+      Judge judge = judge(task, input);
+      return judge.rule != null && judged(judge.rule, at) <= judge.markMicros;
     }
+  }
+
+  /** A task's rule for an input and its batch's watermark, kept for the task's next rows. */
+  private static final class Judge {
+    final long attempt;
+    final String input;
+    final Rule rule;
+    final long markMicros;
+
+    Judge(long attempt, String input, Rule rule, long markMicros) {
+      this.attempt = attempt;
+      this.input = input;
+      this.rule = rule;
+      this.markMicros = markMicros;
+    }
+  }
+
+  /** The last task this thread ran the function in (a thread runs one task at a time). */
+  private static final ThreadLocal<Judge> LAST = new ThreadLocal<>();
+
+  private static Judge judge(TaskContext task, String input) {
+    Judge last = LAST.get();
+    if (last != null && last.attempt == task.taskAttemptId() && last.input.equals(input)) {
+      return last;
+    }
+    Rule rule = rule(task, input);
+    long mark = rule == null ? 0L : watermarkMs(task, rule) * 1000;
+    Judge judge = new Judge(task.taskAttemptId(), input, rule, mark);
+    LAST.set(judge);
+    return judge;
   }
 
   private static Rule rule(TaskContext task, String input) {
@@ -174,15 +209,22 @@ public final class LateRows implements UDF4<String, Long, String, String, Boolea
     return found;
   }
 
+  /** This JVM's Hadoop settings, made once: a new Configuration reads its XML files again. */
+  private static synchronized Configuration hadoop() {
+    if (hadoopConf == null) {
+      SparkEnv env = SparkEnv.get();
+      hadoopConf =
+          env == null
+              ? new Configuration()
+              : SparkHadoopUtil.get().newConfiguration(env.conf());
+    }
+    return hadoopConf;
+  }
+
   /** An offset log file's `batchWatermarkMs`: its version line, then the batch's JSON line. */
   private static long readWatermark(Path path) {
-    SparkEnv env = SparkEnv.get();
     try {
-      FileSystem fs =
-          path.getFileSystem(
-              env == null
-                  ? new org.apache.hadoop.conf.Configuration()
-                  : SparkHadoopUtil.get().newConfiguration(env.conf()));
+      FileSystem fs = path.getFileSystem(hadoop());
       try (BufferedReader lines =
           new BufferedReader(new InputStreamReader(fs.open(path), StandardCharsets.UTF_8))) {
         lines.readLine(); // the version line
