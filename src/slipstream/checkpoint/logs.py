@@ -164,6 +164,14 @@ def recorded_partitions(checkpoint: Path) -> int | None:
     """The shuffle partitions Spark fixed into a query's checkpoint at its first batch (the
     `conf` of its latest offsets entry; Spark restores it on every restart, whatever the
     session says). None for a checkpoint without batches or without the entry."""
+    value = recorded_conf(checkpoint, PARTITIONS) or ""
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+def recorded_conf(checkpoint: Path, key: str) -> str | None:
+    """A setting Spark fixed into a query's checkpoint at its first batch (the shuffle
+    partitions, the state store's provider: the `conf` of its latest offsets entry), or None
+    for a checkpoint without batches or without the entry."""
     folder = Path(checkpoint) / "offsets"
     try:
         batches = [int(p.name) for p in folder.iterdir() if p.name.isdigit()]
@@ -173,7 +181,7 @@ def recorded_partitions(checkpoint: Path) -> int | None:
         return None
     try:
         meta = json.loads(_log_lines(folder / str(max(batches)))[0])
-        value = str(meta.get("conf", {}).get(PARTITIONS, ""))
+        value = meta.get("conf", {}).get(key)
     except (OSError, ValueError, IndexError, AttributeError):
         return None
-    return int(value) if value.isdigit() and int(value) > 0 else None
+    return str(value) if value else None

@@ -1,5 +1,5 @@
-"""How many shuffle partitions (and so state stores per stateful operator) a run's queries get
-(issue 40 item 2): batches sized for what they carry.
+"""How many shuffle partitions (and so state stores per stateful operator) a run's queries get,
+and which state store (issue 40 item 2): batches sized for what they carry.
 
 Every stateful operator keeps one state store per shuffle partition and commits each one every
 batch, so a batch's fixed cost grows with the partitions while its useful work grows with its
@@ -20,6 +20,17 @@ every restart, whatever the session says; so it is chosen when a checkpoint is m
 A pipeline moves to another number with `--from-checkpoint OLD` and a new `--state-dir`: the
 new checkpoints are made by the new run's rule.
 
+The state store is chosen the same way (Spark fixes its provider into a checkpoint too): the
+user's (`--conf spark.sql.streaming.stateStore.providerClass=...`), else the checkpoints' own,
+else, for a new micro-batch run on a local master with a live trigger (default, an interval),
+Spark's own HDFS-backed store: a live run's small batches commit a delta file a batch, and its
+batches took 0.82-0.83 s against RocksDB's 0.93-1.03 s in live `trending` at 1,000 events/s
+(docs/benchmarks.md section 36). Otherwise (a backfill's large state, real-time mode, a
+cluster, Spark Connect) RocksDB with changelog checkpointing (settings/session.py): its state
+lives off the JVM's heap. A live run whose state outgrows the driver's heap is started with
+`--conf spark.sql.streaming.stateStore.providerClass=org.apache.spark.sql.execution.streaming.
+state.RocksDBStateStoreProvider`, or moved to it with `--from-checkpoint`.
+
 The state's row count is chosen per run, not per checkpoint. To count the rows it holds, Spark's
 RocksDB store reads every key before it writes it; a backfill writes a key for most records it
 reads (trending's deduplication: one per event), and that read cost it 1.07-1.28x the CPU of
@@ -37,7 +48,7 @@ from dataclasses import dataclass, replace
 
 from pyspark.sql import SparkSession
 
-from slipstream.checkpoint.logs import PARTITIONS, recorded_partitions
+from slipstream.checkpoint.logs import PARTITIONS, recorded_conf, recorded_partitions
 from slipstream.runtime.bound import Prepared
 from slipstream.settings.config import Settings
 from slipstream.settings.session import (
@@ -49,6 +60,9 @@ from slipstream.settings.session import (
 )
 
 FINITE = ("available-now", "once")
+LIVE_MICRO_BATCH = ("default", "interval")
+#: Spark's own state store, in the JVM's heap (a live run's on a local master)
+HDFS_STORE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 #: whether RocksDB state stores count their rows (a finite run does not: the module's text)
 STATE_ROWS_COUNTED = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 
@@ -58,10 +72,15 @@ class Choice:
     count: int | None  # None: the session's default stands
     why: str
     count_rows: bool = True  # whether the state stores count the rows they hold
+    store: str | None = None  # the state store's provider; None: the session's (RocksDB)
+    store_why: str = ""
 
     def conf(self) -> dict[str, str]:
         """The session's settings for the run (the row count is set per query: row_settings)."""
-        return {} if self.count is None else {PARTITIONS: str(self.count)}
+        return {
+            **({} if self.count is None else {PARTITIONS: str(self.count)}),
+            **({} if self.store is None else {STATE_PROVIDER: self.store}),
+        }
 
     def describe(self) -> str:
         shown = "the session's default" if self.count is None else str(self.count)
@@ -71,7 +90,8 @@ class Choice:
             else "; state rows not counted in a finite run (a read before every state write; "
             f"--conf {STATE_ROWS_COUNTED}=true counts them)"
         )
-        return f"state partitions {shown}: {self.why}{rows}"
+        store = "the session's (RocksDB)" if self.store is None else self.store.rsplit(".", 1)[-1]
+        return f"state partitions {shown}: {self.why}{rows}\nstate store {store}: {self.store_why}"
 
 
 def row_settings(settings: Settings) -> dict[str, str]:
@@ -92,7 +112,24 @@ def choose(prepared: Prepared) -> Choice:
     """The shuffle partitions for the checkpoints this run makes, and whether its state stores
     count their rows (see the module's text)."""
     count_rows = not row_settings(prepared.settings)
-    return replace(_partitions(prepared), count_rows=count_rows)
+    store, store_why = _store(prepared)
+    return replace(_partitions(prepared), count_rows=count_rows, store=store, store_why=store_why)
+
+
+def _store(prepared: Prepared) -> tuple[str | None, str]:
+    """The state store's provider for the checkpoints this run makes (the module's text)."""
+    s = prepared.settings
+    given = s.conf.get(STATE_PROVIDER)
+    if given:
+        return given, "set with --conf"
+    recorded = {recorded_conf(o.ctx.checkpoint, STATE_PROVIDER) for o in prepared.outputs.values()}
+    recorded.discard(None)
+    if len(recorded) == 1:
+        return recorded.pop(), "the checkpoints' own (Spark fixes it at a first batch)"
+    master = s.master or submitted_master() or DEFAULT_MASTER
+    if s.remote is None and is_local(master) and s.trigger.kind in LIVE_MICRO_BATCH:
+        return HDFS_STORE, "a live run's small batches, Spark's own store in the JVM's heap"
+    return None, "state off the JVM's heap, for a backfill's, real-time mode's or a cluster's"
 
 
 def _partitions(prepared: Prepared) -> Choice:

@@ -269,10 +269,11 @@ def _iso(value: Any) -> str:
 
 def _plans(text: str) -> str:
     """What `check` printed after Spark analyzed the plans (its timing line dropped), but the
-    state partitions line: a run's own choice on a local master, the server's through Connect
-    (runtime/partitions.py)."""
+    state partitions and state store lines: a run's own choice on a local master, the
+    server's through Connect (runtime/partitions.py)."""
     after = text.split(" s)\n", 1)[1]
-    return "\n".join(x for x in after.split("\n") if not x.startswith("state partitions "))
+    own = ("state partitions ", "state store ")
+    return "\n".join(x for x in after.split("\n") if not x.startswith(own))
 
 
 def test_check_through_connect_reads_the_classic_plans_and_refuses_what_cannot_work(
@@ -298,6 +299,8 @@ def test_check_through_connect_reads_the_classic_plans_and_refuses_what_cannot_w
     assert plans == _plans(classic.getvalue()).split("\n\nok: ", 1)[0]
     assert "state partitions the session's default: a cluster's" in done.stdout
     assert "state partitions 1: a live run's small batches" in classic.getvalue()
+    assert "state store HDFSBackedStateStoreProvider: a live run's" in classic.getvalue()
+    assert "state store the session's (RocksDB): state off the JVM's heap" in done.stdout
     assert "window      sliding 10m every 1m on ts" in plans  # the plan was read, not empty
     # the archive on, printing on the server: refused under Connect before Spark starts
     done = slipstream(

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from slipstream.checkpoint.logs import recorded_partitions
+from slipstream.checkpoint.logs import recorded_conf, recorded_partitions
 from slipstream.runtime import runner
 from slipstream.runtime.explain import explain
-from slipstream.runtime.partitions import STATE_ROWS_COUNTED, choose, row_settings
+from slipstream.runtime.partitions import HDFS_STORE, STATE_ROWS_COUNTED, choose, row_settings
 from slipstream.settings.config import load_settings
 
 
@@ -24,10 +24,15 @@ def prepared(tmp_path: Path, **flags: Any) -> runner.Prepared:
     return runner.prepare(load_settings("mobile", flags, environ={}))
 
 
-def offsets(query: Path, batch: int, partitions: str | None) -> None:
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def offsets(query: Path, batch: int, partitions: str | None, store: str | None = None) -> None:
     """An offsets entry as Spark writes it: a version line, the batch's metadata with the
     session conf Spark fixed, then the source's offset."""
     conf = {} if partitions is None else {"spark.sql.shuffle.partitions": partitions}
+    conf.update({} if store is None else {PROVIDER: store})
     meta = {"batchWatermarkMs": 0, "batchTimestampMs": 1, "conf": conf}
     (query / "offsets").mkdir(parents=True, exist_ok=True)
     lines = ["v1", json.dumps(meta), json.dumps({"logOffset": batch})]
@@ -51,10 +56,44 @@ def test_a_new_run_sizes_its_partitions_by_its_trigger(
     choice = choose(prepared(tmp_path, master=master, trigger=trigger))
     assert choice.count == expected
     finite = trigger in ("available-now", "once")
+    store = {PROVIDER: HDFS_STORE} if not finite else {}  # a live run's on a local master
     assert choice.conf() == (
-        {} if expected is None else {"spark.sql.shuffle.partitions": str(expected)}
+        {} if expected is None else {"spark.sql.shuffle.partitions": str(expected), **store}
     )  # the session's; the row count is set while each query starts (row_settings)
     assert choice.count_rows is not finite
+
+
+@pytest.mark.parametrize(
+    ("master", "trigger", "conf", "expected"),
+    [
+        ("local[2]", "default", {}, HDFS_STORE),
+        ("local[2]", "5s", {}, HDFS_STORE),
+        ("local[2]", "available-now", {}, None),  # a backfill: the session's RocksDB
+        ("local[2]", "real-time", {}, None),
+        ("spark://127.0.0.1:7077", "default", {}, None),
+        ("local[2]", "default", {PROVIDER: ROCKSDB}, ROCKSDB),  # the user's
+    ],
+)
+def test_a_new_live_run_on_a_local_master_gets_sparks_own_state_store(
+    tmp_path: Path, master: str, trigger: str, conf: dict[str, str], expected: str | None
+) -> None:
+    choice = choose(prepared(tmp_path, master=master, trigger=trigger, conf=conf))
+    assert choice.store == expected
+    assert choice.conf().get(PROVIDER) == expected
+    said = explain(prepared(tmp_path, master=master, trigger=trigger, conf=conf))
+    shown = "the session's (RocksDB)" if expected is None else expected.rsplit(".", 1)[-1]
+    assert f"state store {shown}: " in said
+
+
+def test_checkpoints_keep_their_own_state_store(tmp_path: Path) -> None:
+    query = tmp_path / "state" / "checkpoints" / "mobile" / "counts"
+    offsets(query, 0, "1", ROCKSDB)
+    assert recorded_conf(query, PROVIDER) == ROCKSDB
+    choice = choose(prepared(tmp_path, master="local[2]", trigger="default"))
+    assert choice.store == ROCKSDB  # not the HDFS-backed store a new live run would get
+    assert "state store RocksDBStateStoreProvider: the checkpoints' own" in explain(
+        prepared(tmp_path, master="local[2]")
+    )
 
 
 @pytest.mark.parametrize(("trigger", "given", "counted"), [
