@@ -41,6 +41,7 @@ from slipstream.runtime.ingest_stage import (
 from slipstream.runtime.inputs import read_guarded, read_table
 from slipstream.runtime.late_plan import late_plan
 from slipstream.runtime.late_rows import late_settings, late_tap
+from slipstream.runtime.partitions import store_settings
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,9 @@ class Query:
     ingest: IngestBatch | None = None  # the ingest stage's query of an input (ingest_stage.py)
     #: the inputs whose quarantine this query writes, and where (ingest/quarantine.py)
     quarantines: Mapping[str, Path] = field(default_factory=dict)
-    #: the session settings that make it write its late rows (runtime/late_rows.py)
-    late: Mapping[str, str] = field(default_factory=dict)
+    #: its own session settings while it starts: its late rules (runtime/late_rows.py), its
+    #: state store where the run's does not fit it (runtime/partitions.py)
+    settings: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -149,8 +151,8 @@ def _query(
     tree = analyzed_text(frame)
     plan = replace(read_plan(tree), quarantine=prepared.parses)
     prepared.plans[output.name] = plan
-    late: dict[str, str] = {}
+    own = store_settings(prepared, plan)
     if output.is_output and plan.watermark_column is not None:
         found = prepared.late[output.name] = late_plan(prepared, output, tree, plan)
-        late = late_settings(prepared.settings, output, found)
-    return Query(output, frame, tree, ingest, late=late)
+        own.update(late_settings(prepared.settings, output, found))
+    return Query(output, frame, tree, ingest, settings=own)

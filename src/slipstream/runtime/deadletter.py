@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
-from slipstream.analysis.late import LatePlan
 from slipstream.checkpoint.logs import committed, query_id
 from slipstream.errors import disk_full
 from slipstream.runtime.late_folder import MARK, private_dir, write_private
@@ -60,10 +59,9 @@ _HIDDEN = re.compile(r"\.batch-(\d+)\..+\.tmp")  # a task's file until it succee
 
 @dataclass
 class Covered:
-    """One output's dead-letter: its folder and its rules."""
+    """One output's dead-letter: its folder (its rules are in its query's settings)."""
 
     output: BoundOutput
-    plan: LatePlan
     folder: Path
     delta: bool = False  # `--dead-letter delta:DIR`: `folder` is a Delta table
 
@@ -217,7 +215,7 @@ def dead_letter(spark: SparkSession, prepared: Prepared) -> DeadLetter:
             private_dir(made)
         if not (root / MARK).is_file():
             write_private(root / MARK, iter(["slipstream late-row dead-letter"]))
-        covered.append(Covered(prepared.outputs[name], found, folder, settings.late_delta))
+        covered.append(Covered(prepared.outputs[name], folder, settings.late_delta))
     return DeadLetter(spark, prepared, covered)
 
 

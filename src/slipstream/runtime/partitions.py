@@ -25,11 +25,12 @@ user's (`--conf spark.sql.streaming.stateStore.providerClass=...`), else the che
 else, for a new micro-batch run on a local master with a live trigger (default, an interval),
 Spark's own HDFS-backed store: a live run's small batches commit a delta file a batch, and its
 batches took 0.82-0.83 s against RocksDB's 0.93-1.03 s in live `trending` at 1,000 events/s
-(docs/benchmarks.md section 36). Otherwise (a backfill's large state, real-time mode, a
-cluster, Spark Connect) RocksDB with changelog checkpointing (settings/session.py): its state
-lives off the JVM's heap. A live run whose state outgrows the driver's heap is started with
-`--conf spark.sql.streaming.stateStore.providerClass=org.apache.spark.sql.execution.streaming.
-state.RocksDBStateStoreProvider`, or moved to it with `--from-checkpoint`.
+(docs/benchmarks.md section 36); a query with arbitrary state keeps RocksDB, which
+transformWithState needs (`store_settings`, set while it starts). Otherwise (a backfill's
+large state, real-time mode, a cluster, Spark Connect) RocksDB with changelog checkpointing
+(settings/session.py): its state lives off the JVM's heap. A live run whose state outgrows
+the driver's heap is started with `--conf spark.sql.streaming.stateStore.providerClass=` and
+RocksDB's class (`ROCKSDB_STORE`), or moved to it with `--from-checkpoint`.
 
 The state's row count is chosen per run, not per checkpoint. To count the rows it holds, Spark's
 RocksDB store reads every key before it writes it; a backfill writes a key for most records it
@@ -48,6 +49,7 @@ from dataclasses import dataclass, replace
 
 from pyspark.sql import SparkSession
 
+from slipstream.analysis.plan import Plan
 from slipstream.checkpoint.logs import PARTITIONS, recorded_conf, recorded_partitions
 from slipstream.runtime.bound import Prepared
 from slipstream.settings.config import Settings
@@ -63,6 +65,7 @@ FINITE = ("available-now", "once")
 LIVE_MICRO_BATCH = ("default", "interval")
 #: Spark's own state store, in the JVM's heap (a live run's on a local master)
 HDFS_STORE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+ROCKSDB_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 #: whether RocksDB state stores count their rows (a finite run does not: the module's text)
 STATE_ROWS_COUNTED = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 
@@ -76,11 +79,9 @@ class Choice:
     store_why: str = ""
 
     def conf(self) -> dict[str, str]:
-        """The session's settings for the run (the row count is set per query: row_settings)."""
-        return {
-            **({} if self.count is None else {PARTITIONS: str(self.count)}),
-            **({} if self.store is None else {STATE_PROVIDER: self.store}),
-        }
+        """The session's settings for the run (the row count and the state store are set per
+        query while it starts: row_settings, store_settings)."""
+        return {} if self.count is None else {PARTITIONS: str(self.count)}
 
     def describe(self) -> str:
         shown = "the session's default" if self.count is None else str(self.count)
@@ -116,6 +117,16 @@ def choose(prepared: Prepared) -> Choice:
     return replace(_partitions(prepared), count_rows=count_rows, store=store, store_why=store_why)
 
 
+def store_settings(prepared: Prepared, plan: Plan) -> dict[str, str]:
+    """A query's state store, set while it starts (not in the session, which a caller may
+    share): the run's choice, but RocksDB for arbitrary state under a live run's HDFS-backed
+    store (transformWithState needs it); nothing when the session's stands."""
+    store = _store(prepared)[0]
+    if store == HDFS_STORE and plan.arbitrary_state:
+        return {STATE_PROVIDER: ROCKSDB_STORE}
+    return {} if store is None else {STATE_PROVIDER: store}
+
+
 def _store(prepared: Prepared) -> tuple[str | None, str]:
     """The state store's provider for the checkpoints this run makes (the module's text)."""
     s = prepared.settings
@@ -128,7 +139,10 @@ def _store(prepared: Prepared) -> tuple[str | None, str]:
         return recorded.pop(), "the checkpoints' own (Spark fixes it at a first batch)"
     master = s.master or submitted_master() or DEFAULT_MASTER
     if s.remote is None and is_local(master) and s.trigger.kind in LIVE_MICRO_BATCH:
-        return HDFS_STORE, "a live run's small batches, Spark's own store in the JVM's heap"
+        return HDFS_STORE, (
+            "a live run's small batches, Spark's own store in the JVM's heap (RocksDB for a "
+            "query with arbitrary state: transformWithState needs it)"
+        )
     return None, "state off the JVM's heap, for a backfill's, real-time mode's or a cluster's"
 
 

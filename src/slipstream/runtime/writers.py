@@ -87,11 +87,16 @@ def start_one(
     start = out.sink.start if rows is None and query.ingest is None else None
 
     def begin() -> StreamingQuery:
-        # the inputs whose quarantine it writes (their folders), its late rules and the
-        # state's row count, in the session's settings while it starts (Spark keeps a started
-        # query's settings and carries them to its tasks); the session's own come back after
+        # the inputs whose quarantine it writes (their folders), its own settings (late
+        # rules, state store) and the state's row count, in the session's settings while it
+        # starts (Spark keeps a started query's settings and carries them to its tasks); the
+        # session's own come back after
         conf = frame.sparkSession.conf
-        owned = {**quarantine_settings(query.quarantines), **query.late, **row_settings(settings)}
+        owned = {
+            **quarantine_settings(query.quarantines),
+            **query.settings,
+            **row_settings(settings),
+        }
         before = {key: conf.get(key, None) for key in owned}
         for key, value in owned.items():
             conf.set(key, value)

@@ -19,7 +19,9 @@ from slipstream.app.reset import reset as reset_command
 from slipstream.checkpoint.integrity import as_state_damage, damages, refuse_damaged
 from slipstream.errors import CheckpointError
 from slipstream.runtime import runner
+from slipstream.runtime.partitions import ROCKSDB_STORE as ROCKSDB
 from slipstream.settings.config import load_settings
+from slipstream.settings.session import STATE_PROVIDER as PROVIDER
 
 QUERY_ID = "5d0f6a1e-6b1a-4a8c-9f44-1f2d3e4c5b6a"
 
@@ -226,7 +228,10 @@ def test_a_real_checkpoint_passes_and_its_damage_is_refused_then_reset_is_exact(
     from slipstream.testing import PipelineHarness
 
     def harness() -> PipelineHarness:
-        return PipelineHarness(spark, "mobile", tmp_path, mode="update", window="1ms")  # type: ignore[arg-type]
+        return PipelineHarness(
+            spark, "mobile", tmp_path, mode="update", window="1ms",  # type: ignore[arg-type]
+            conf={PROVIDER: ROCKSDB},  # RocksDB's changelogs (a live run's default is HDFS's)
+        )  # fmt: skip
 
     lines = [
         json.dumps({"id": "p1", "action": "open", "ts": f"2018-03-02T10:00:{s:02d}"})

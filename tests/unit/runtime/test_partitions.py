@@ -10,10 +10,17 @@ from typing import Any
 
 import pytest
 
+from slipstream.analysis.plan import Plan
 from slipstream.checkpoint.logs import recorded_conf, recorded_partitions
 from slipstream.runtime import runner
 from slipstream.runtime.explain import explain
-from slipstream.runtime.partitions import HDFS_STORE, STATE_ROWS_COUNTED, choose, row_settings
+from slipstream.runtime.partitions import (
+    HDFS_STORE,
+    STATE_ROWS_COUNTED,
+    choose,
+    row_settings,
+    store_settings,
+)
 from slipstream.settings.config import load_settings
 
 
@@ -56,10 +63,9 @@ def test_a_new_run_sizes_its_partitions_by_its_trigger(
     choice = choose(prepared(tmp_path, master=master, trigger=trigger))
     assert choice.count == expected
     finite = trigger in ("available-now", "once")
-    store = {PROVIDER: HDFS_STORE} if not finite else {}  # a live run's on a local master
     assert choice.conf() == (
-        {} if expected is None else {"spark.sql.shuffle.partitions": str(expected), **store}
-    )  # the session's; the row count is set while each query starts (row_settings)
+        {} if expected is None else {"spark.sql.shuffle.partitions": str(expected)}
+    )  # the session's; the row count and the store are set while each query starts
     assert choice.count_rows is not finite
 
 
@@ -77,9 +83,10 @@ def test_a_new_run_sizes_its_partitions_by_its_trigger(
 def test_a_new_live_run_on_a_local_master_gets_sparks_own_state_store(
     tmp_path: Path, master: str, trigger: str, conf: dict[str, str], expected: str | None
 ) -> None:
-    choice = choose(prepared(tmp_path, master=master, trigger=trigger, conf=conf))
-    assert choice.store == expected
-    assert choice.conf().get(PROVIDER) == expected
+    run = prepared(tmp_path, master=master, trigger=trigger, conf=conf)
+    assert choose(run).store == expected
+    assert PROVIDER not in choose(run).conf()  # never the session's: each query's, at start
+    assert store_settings(run, Plan(steps=())) == ({} if expected is None else {PROVIDER: expected})
     said = explain(prepared(tmp_path, master=master, trigger=trigger, conf=conf))
     shown = "the session's (RocksDB)" if expected is None else expected.rsplit(".", 1)[-1]
     assert f"state store {shown}: " in said
@@ -138,3 +145,13 @@ def test_a_checkpoint_without_the_entry_says_nothing(tmp_path: Path) -> None:
     assert recorded_partitions(query) is None
     (query / "offsets" / "1").write_text("v1\n")  # a batch cut short
     assert recorded_partitions(query) is None
+
+
+@pytest.mark.parametrize(("trigger", "expected"), [("default", {PROVIDER: ROCKSDB}),
+                                                   ("available-now", {})])  # fmt: skip
+def test_a_query_with_arbitrary_state_keeps_rocksdb_under_a_live_runs_store(
+    tmp_path: Path, trigger: str, expected: dict[str, str]
+) -> None:
+    """transformWithState needs RocksDB: its query is given it while it starts."""
+    run = prepared(tmp_path, master="local[2]", trigger=trigger)
+    assert store_settings(run, Plan(steps=(), arbitrary_state=True)) == expected
