@@ -30,6 +30,7 @@ import json
 import logging
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -181,7 +182,7 @@ class DeadLetter:
         return sum(1 for _ in _lines(files))
 
 
-def _lines(files: list[Path]) -> Any:
+def _lines(files: list[Path]) -> Iterator[str]:
     """The lines of a batch's task files, in order."""
     for path in files:
         with path.open(encoding="utf-8") as handle:

@@ -144,17 +144,17 @@ public final class LateRows implements UDF4<String, Long, String, String, Boolea
   @Override
   public Boolean call(String input, Long at, String raw, String source) {
     TaskContext task = TaskContext.get();
-    Rule rule = task == null || at == null ? null : rule(task, input);
-    if (rule == null) {
+    Judge judge = task == null || at == null ? null : judge(task, input);
+    if (judge == null || judge.rule == null) {
       return Boolean.TRUE; // no late rule of this query's for the input
     }
+    Rule rule = judge.rule;
     String batch = TaskFile.batch(task);
-    long mark = watermarkMs(task, rule);
     long judged = judged(rule, at);
-    if (judged > mark * 1000) {
+    if (judged > judge.markMicros) {
       return Boolean.TRUE;
     }
-    String watermark = iso(mark * 1000);
+    String watermark = iso(judge.markMicros);
     String reason =
         rule.window > 0
             ? String.format(
