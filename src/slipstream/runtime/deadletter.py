@@ -150,10 +150,12 @@ class DeadLetter:
                             self.prepared.pipeline.name)  # fmt: skip
             return
         folders = [f for f in sorted((cover.folder / TASKS).glob("*")) if f.is_dir()]
-        tasks = [t for folder in folders for t in task_files(folder)]  # a folder per input
-        runs: dict[int, list[Path]] = {}
-        for folder in folders:
-            for batch, paths in last_runs(task_files(folder)).items():
+        tasks: list[tuple[int, Path]] = []  # every application's, of every input
+        runs: dict[int, list[Path]] = {}  # a batch's files of the application that ran it last
+        for folder in folders:  # a folder per input
+            found = task_files(folder)
+            tasks += found
+            for batch, paths in last_runs(found).items():
                 runs.setdefault(batch, []).extend(paths)
         handled = last
         for batch in committed(checkpoint):
