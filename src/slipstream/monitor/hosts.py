@@ -77,17 +77,19 @@ class BoundedServer:
             logger.debug("%s: %d connections open, closed", client_address, MAX_CONNECTIONS)
             self.shutdown_request(request)  # type: ignore[attr-defined]
             return
-        try:
-            super().process_request(request, client_address)  # type: ignore[misc]
-        except BaseException:
-            self._slots.release()
-            raise
+        slot = _Slot(self._slots)
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        def serve() -> None:
+            try:  # ThreadingMixIn's: finish the request, handle_error, shut it down
+                self.process_request_thread(request, client_address)  # type: ignore[attr-defined]
+            finally:
+                slot.release()
+
         try:
-            super().process_request_thread(request, client_address)  # type: ignore[misc]
-        finally:
-            self._slots.release()
+            threading.Thread(target=serve, daemon=True).start()
+        except BaseException:  # no thread, or SIGTERM's KeyboardInterrupt while it started
+            slot.release()
+            raise
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         import sys
@@ -97,6 +99,23 @@ class BoundedServer:
             logger.debug("%s went away: %r", client_address, error)
         else:  # one line in the log, not socketserver's traceback on the run's terminal
             logger.warning("a request from %s failed: %r", client_address, error)
+
+
+class _Slot:
+    """One connection's slot, released once by whichever comes first: its thread's end, or
+    an exception in the server's thread while starting it (a KeyboardInterrupt can land after
+    the thread has served and released; a second release must not replace it)."""
+
+    def __init__(self, slots: threading.BoundedSemaphore) -> None:
+        self._slots = slots
+        self._lock = threading.Lock()
+        self._held = True
+
+    def release(self) -> None:
+        with self._lock:
+            if self._held:
+                self._held = False
+                self._slots.release()
 
 
 def guarded(app: Callable[..., Iterable[bytes]], bind: str, port: Callable[[], int]) -> Any:

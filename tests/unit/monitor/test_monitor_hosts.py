@@ -180,3 +180,34 @@ def test_a_client_that_vanishes_mid_answer_prints_nothing(
     printed = capfd.readouterr()
     assert "Traceback" not in printed.err + printed.out
     assert "BrokenPipeError" not in printed.err and "ConnectionResetError" not in printed.err
+
+
+def test_sigterm_while_a_connection_thread_starts_stops_the_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CI at df7127b: SIGTERM's KeyboardInterrupt landed in the server's thread after the
+    connection's thread had served and released its slot; the second release raised
+    ValueError, socketserver logged it as a failed request, and the server served on."""
+    import socketserver
+
+    from slipstream.monitor import hosts
+
+    class Server(hosts.BoundedServer, socketserver.ThreadingTCPServer):
+        pass
+
+    server = Server(("127.0.0.1", 0), socketserver.BaseRequestHandler)
+    client = socket.create_connection(server.server_address, timeout=5)
+    request, address = server.get_request()
+
+    def served_then_interrupted(thread: threading.Thread) -> None:
+        thread.run()  # the connection is served and its slot released...
+        raise KeyboardInterrupt  # ...before start() returns in the server's thread
+
+    monkeypatch.setattr(threading.Thread, "start", served_then_interrupted)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            server.process_request(request, address)
+        assert server._slots._value == hosts.MAX_CONNECTIONS  # every slot back, once
+    finally:
+        client.close()
+        server.server_close()
