@@ -35,7 +35,7 @@ SPARK_OWN = {
 ROWS_COUNTED_KEY = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 NO_DATA_KEY = "spark.sql.streaming.noDataMicroBatches.enabled"
 #: settings slipstream sets while each query starts (a variant passes them as --conf)
-PER_QUERY = (ROWS_COUNTED_KEY, NO_DATA_KEY)
+PER_QUERY = (ROWS_COUNTED_KEY, NO_DATA_KEY, PROVIDER_KEY)
 
 #: the state store variants a scenario can ask for, as the SQL confs that select them
 STATE_STORES: dict[str, dict[str, str]] = {

@@ -31,7 +31,6 @@ the streaming variants run with the shuffle partitions slipstream's CLI chooses 
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -131,15 +130,12 @@ def run_streaming(
     max_files: int | None,
     label: str,
     conf: dict[str, str] | None = None,
-    late: str = "skip",
+    late: str = "on",
     *,
     ingest_stage: bool,
 ) -> dict[str, Any]:
-    """`late`: the dead-letter as it is ("skip": a batch Spark dropped nothing in is not read
-    again), "reread" (every batch read again, as before that skip) or "off" (`--late-rows
-    false`). `ingest_stage` is always passed (bench/stage.py)."""
-    from unittest import mock
-
+    """`late`: the dead-letter as it is, or "off" (`--late-rows false`). `ingest_stage` is
+    always passed (bench/stage.py)."""
     from slipstream.runtime import partitions, runner
     from slipstream.settings.config import load_settings
 
@@ -162,14 +158,12 @@ def run_streaming(
         flags["conf"] = per_query
     prepared = runner.prepare(load_settings("trending", flags, environ={}))
     conf = {**partitions.choose(prepared).conf(), **(conf or {})}  # as the CLI's session has
-    unknown = mock.patch("slipstream.runtime.deadletter._dropped", lambda progress: None)
-    with unknown if late == "reread" else contextlib.nullcontext():
-        with inproc.sql_conf(spark, conf):
-            cpu = cpu_seconds(spark)
-            watch = Stopwatch()
-            run = runner.start(spark, prepared)
-        run.wait()
-        seconds = watch.seconds()
+    with inproc.sql_conf(spark, conf):
+        cpu = cpu_seconds(spark)
+        watch = Stopwatch()
+        run = runner.start(spark, prepared)
+    run.wait()
+    seconds = watch.seconds()
     totals = run.totals.by_query.get("trending.views", {})
     return {
         "seconds": seconds,
@@ -272,7 +266,6 @@ def run(ctx: Context) -> Result:
     slip_batch = "batch job, slipstream parser"
     by_partitions = {f"streaming, {p} shuffle partitions": p for p in partitions}
     dead_letter = {
-        "streaming, dead-letter reads every batch again": "reread",
         "streaming, --late-rows false": "off",
     }
     by_store = {
