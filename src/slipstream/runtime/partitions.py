@@ -22,15 +22,27 @@ new checkpoints are made by the new run's rule.
 
 The state store is chosen the same way (Spark fixes its provider into a checkpoint too): the
 user's (`--conf spark.sql.streaming.stateStore.providerClass=...`), else the checkpoints' own,
-else, for a new micro-batch run on a local master with a live trigger (default, an interval),
-Spark's own HDFS-backed store: a live run's small batches commit a delta file a batch, and its
-batches took 0.82-0.83 s against RocksDB's 0.93-1.03 s in live `trending` at 1,000 events/s
-(docs/benchmarks.md section 36); a query with arbitrary state keeps RocksDB, which
-transformWithState needs (`store_settings`, set while it starts). Otherwise (a backfill's
-large state, real-time mode, a cluster, Spark Connect) RocksDB with changelog checkpointing
-(settings/session.py): its state lives off the JVM's heap. A live run whose state outgrows
-the driver's heap is started with `--conf spark.sql.streaming.stateStore.providerClass=` and
-RocksDB's class (`ROCKSDB_STORE`), or moved to it with `--from-checkpoint`.
+else, for a new micro-batch run on a local master, Spark's own HDFS-backed store (the state in
+the driver's heap) when the state is sure to fit there:
+
+- a live trigger (default, an interval): small batches, each committing a delta file; its
+  batches took 0.82-0.83 s against RocksDB's 0.93-1.03 s in live `trending` at 1,000 events/s
+  (docs/benchmarks.md section 36);
+- a finite trigger (available-now, once) whose inputs hold at most 1/BACKLOG_SHARE_OF_HEAP of
+  the driver's heap (`spark.driver.memory`, a quarter of RAM by default), as their sources
+  measure them before Spark starts (files: the folder's bytes). A backfill's state holds about
+  a key per record it keeps (trending's deduplication: one per event, of the order of the
+  record's raw bytes in the heap), and Spark's store keeps two versions of the map. Over a
+  1,000,000-event `trending` backfill (103 MiB), slipstream on Spark's store used 1.10x the
+  CPU of the bare query, on RocksDB 1.36x (docs/benchmarks.md section 37). A backfill larger
+  than that share, or of a size its source cannot tell (a topic), gets RocksDB.
+
+A query with arbitrary state keeps RocksDB, which transformWithState needs (`store_settings`,
+set while it starts). Otherwise (real-time mode, a cluster, Spark Connect) RocksDB with
+changelog checkpointing (settings/session.py): its state lives off the JVM's heap. A run whose
+state outgrows the driver's heap is started with `--conf
+spark.sql.streaming.stateStore.providerClass=` and RocksDB's class (`ROCKSDB_STORE`), or moved
+to it with `--from-checkpoint`.
 
 The state's row count is chosen per run, not per checkpoint. To count the rows it holds, Spark's
 RocksDB store reads every key before it writes it; a backfill writes a key for most records it
@@ -53,19 +65,25 @@ from slipstream.analysis.plan import Plan
 from slipstream.checkpoint.logs import PARTITIONS, recorded_conf, recorded_partitions
 from slipstream.runtime.bound import Prepared
 from slipstream.settings.config import Settings
+from slipstream.settings.driver_memory import size_mib
 from slipstream.settings.session import (
     DEFAULT_MASTER,
     STATE_PROVIDER,
     cores_of,
+    default_driver_memory,
     is_local,
     submitted_master,
 )
+
+DRIVER_MEMORY = "spark.driver.memory"
 
 FINITE = ("available-now", "once")
 LIVE_MICRO_BATCH = ("default", "interval")
 #: Spark's own state store, in the JVM's heap (a live run's on a local master)
 HDFS_STORE = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 ROCKSDB_STORE = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+#: a backfill whose input is within this share of the driver's heap keeps its state in the heap
+BACKLOG_SHARE_OF_HEAP = 8
 #: whether RocksDB state stores count their rows (a finite run does not: the module's text)
 STATE_ROWS_COUNTED = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 
@@ -103,17 +121,18 @@ def row_settings(settings: Settings) -> dict[str, str]:
     return {} if counted else {STATE_ROWS_COUNTED: "false"}
 
 
-def counts_state_rows(spark: SparkSession, settings: Settings) -> bool:
+def counts_state_rows(spark: SparkSession, prepared: Prepared) -> bool:
     """Whether the run's state stores count the rows they hold (only RocksDB can not)."""
-    provider = spark.conf.get(STATE_PROVIDER, "") or ""
-    return "RocksDB" not in provider or not row_settings(settings)
+    provider = _store(prepared)[0] or spark.conf.get(STATE_PROVIDER, "") or ""
+    return "RocksDB" not in provider or not row_settings(prepared.settings)
 
 
 def choose(prepared: Prepared) -> Choice:
     """The shuffle partitions for the checkpoints this run makes, and whether its state stores
     count their rows (see the module's text)."""
-    count_rows = not row_settings(prepared.settings)
     store, store_why = _store(prepared)
+    # only RocksDB can leave them uncounted: Spark's own store always counts
+    count_rows = not row_settings(prepared.settings) or "RocksDB" not in (store or ROCKSDB_STORE)
     return replace(_partitions(prepared), count_rows=count_rows, store=store, store_why=store_why)
 
 
@@ -138,12 +157,40 @@ def _store(prepared: Prepared) -> tuple[str | None, str]:
     if len(recorded) == 1:
         return recorded.pop(), "the checkpoints' own (Spark fixes it at a first batch)"
     master = s.master or submitted_master() or DEFAULT_MASTER
-    if s.remote is None and is_local(master) and s.trigger.kind in LIVE_MICRO_BATCH:
+    if s.remote is not None or not is_local(master):
+        return None, "state off the JVM's heap, for a cluster's"
+    if s.trigger.kind in LIVE_MICRO_BATCH:
         return HDFS_STORE, (
             "a live run's small batches, Spark's own store in the JVM's heap (RocksDB for a "
             "query with arbitrary state: transformWithState needs it)"
         )
-    return None, "state off the JVM's heap, for a backfill's, real-time mode's or a cluster's"
+    if s.trigger.kind in FINITE:
+        return _backfill_store(prepared)
+    return None, "state off the JVM's heap, for real-time mode's"
+
+
+def _backfill_store(prepared: Prepared) -> tuple[str | None, str]:
+    """A finite run's store on a local master: Spark's own when what it reads is small beside
+    the driver's heap, else RocksDB (the module's text)."""
+    sizes = [
+        b.source.backlog_bytes(b.binding, b.source.given(b.source_options))
+        for b in prepared.inputs.values()
+        if b.source is not None
+    ]
+    heap = size_mib(prepared.settings.conf.get(DRIVER_MEMORY) or default_driver_memory())
+    if not sizes or None in sizes or heap is None:
+        return None, "a backfill of a size not known before it starts: state off the JVM's heap"
+    backlog = sum(s for s in sizes if s is not None) / 2**20
+    if backlog <= heap / BACKLOG_SHARE_OF_HEAP:
+        return HDFS_STORE, (
+            f"a backfill of {backlog:,.0f} MiB, within 1/{BACKLOG_SHARE_OF_HEAP} of the driver's "
+            f"{heap:,.0f} MiB heap: Spark's own store in the heap (RocksDB for a query with "
+            "arbitrary state)"
+        )
+    return None, (
+        f"a backfill of {backlog:,.0f} MiB, over 1/{BACKLOG_SHARE_OF_HEAP} of the driver's "
+        f"{heap:,.0f} MiB heap: state off the JVM's heap"
+    )
 
 
 def _partitions(prepared: Prepared) -> Choice:

@@ -33,7 +33,7 @@ class Watch:
     def open(cls, spark: SparkSession, prepared: Prepared, handlers: list[Handler]) -> Watch:
         """The listener, added to the session: the event log first, the totals last."""
         settings = prepared.settings
-        state_counted = counts_state_rows(spark, settings)
+        state_counted = counts_state_rows(spark, prepared)
         control = StopControl(settings.checkpoint_root)
         # an output's query named otherwise in Spark (--query-name) keeps slipstream's name
         named = {spark: ours for ours, spark in prepared.spark_names.items()}

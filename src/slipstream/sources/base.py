@@ -143,6 +143,12 @@ class Source(ABC):
         one per partition, asked of the broker); 0 for a source real-time mode cannot read."""
         return 0
 
+    def backlog_bytes(self, binding: Binding, options: SourceOptions) -> int | None:
+        """The bytes this input holds now, before Spark starts (what a finite run will read on
+        a new checkpoint; runtime/partitions.py sizes the state store by it); None for a
+        source that cannot tell."""
+        return None
+
     def start_from_old(self, binding: Binding, old: OldPosition) -> InputStart | None:
         """Where this input starts on a new checkpoint that starts where OLD stands
         (`--from-checkpoint`, runtime/from_checkpoint.py); None: a source with no position to

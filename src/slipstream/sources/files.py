@@ -25,6 +25,9 @@ where 7 days would drop entries a week older than the newest file; Spark's sourc
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -74,6 +77,20 @@ def _path_in(spark: SparkSession, paths: list[str]) -> Column:
     return ClassicColumn(column.isInCollection(listed))
 
 
+@functools.lru_cache(maxsize=16)
+def folder_bytes(folder: str, mtime_ns: int) -> int:
+    """The bytes of the files under `folder` that Spark's file source reads (not hidden); once
+    a run for the folder as it stands (`mtime_ns`: a file landed or went since is a new key)."""
+    total = 0
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
+        for name in files:
+            if not name.startswith((".", "_")):
+                with contextlib.suppress(OSError):  # gone meanwhile
+                    total += os.stat(os.path.join(root, name)).st_size
+    return total
+
+
 def _under(uri: str, folder: Path) -> bool:
     local = local_path(uri)
     return local is not None and folder in local.resolve().parents
@@ -114,6 +131,14 @@ class FilesSource(Source):
             extra.append("latest first")
         more = f" ({', '.join(extra)})" if extra else ""
         return f"files {binding.path} as {binding.format}{more}"
+
+    def backlog_bytes(self, binding: Binding, options: SourceOptions) -> int | None:
+        """The sizes of the files under the folder, as Spark lists them (names starting with
+        `.` or `_` are hidden, at any depth)."""
+        if binding.path is None or not Path(binding.path).is_dir():
+            return None
+        folder = str(Path(binding.path).resolve())
+        return folder_bytes(folder, os.stat(folder).st_mtime_ns)
 
     def start_from_old(self, binding: Binding, old: OldPosition) -> InputStart | None:
         """Every file OLD's committed batches read in this input's folder: skipped."""

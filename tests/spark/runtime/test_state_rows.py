@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from slipstream.runtime.partitions import STATE_ROWS_COUNTED
+from slipstream.checkpoint.logs import recorded_conf
+from slipstream.runtime.partitions import HDFS_STORE, ROCKSDB_STORE, STATE_ROWS_COUNTED
+from slipstream.settings.session import STATE_PROVIDER
 from tests.helpers import slipstream
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -51,7 +53,9 @@ def test_a_finite_run_does_not_count_state_rows_and_a_live_count_is_right_after_
     landing = tmp_path / "landing"
     landing.mkdir()
     land(landing, "a.json", 0, 40)
+    # RocksDB: Spark's own store (a small backfill's) always counts
     run = ["run", "mobile", "--input", "landing", "--window", "10s"]
+    run += ["--conf", f"{STATE_PROVIDER}={ROCKSDB_STORE}"]
     first = slipstream(*run, "--trigger", "available-now", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     lines = batch_lines(first.stdout)
@@ -84,6 +88,7 @@ def test_a_finite_run_in_this_process_leaves_the_session_counting(
     state = tmp_path / "state"
     out = io.StringIO()
     argv = ["run", "mobile", "--input", str(landing), "--window", "10s", "--state-dir", str(state)]
+    argv += ["--conf", f"{STATE_PROVIDER}={ROCKSDB_STORE}"]
     assert main([*argv, "--trigger", "available-now"], out=out) == 0, out.getvalue()
     assert all("| state - |" in line for line in batch_lines(out.getvalue())), out.getvalue()
     assert spark.conf.get(STATE_ROWS_COUNTED, None) is None  # the session's own: unset
@@ -100,3 +105,24 @@ def test_a_finite_run_in_this_process_leaves_the_session_counting(
         assert query.lastProgress["stateOperators"][0]["numRowsTotal"] == 1  # one key: null
     finally:
         query.stop()
+
+
+def test_a_small_backfill_keeps_its_state_in_sparks_own_store_and_counts_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """A backfill whose input is small beside the driver's heap gets Spark's HDFS-backed store
+    (runtime/partitions.py), fixed in its checkpoint, and its batch lines count the rows."""
+    from slipstream.app.cli import main
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    land(landing, "a.json", 0, 30)
+    state = tmp_path / "state"
+    out = io.StringIO()
+    argv = ["run", "mobile", "--input", str(landing), "--window", "10s", "--state-dir", str(state)]
+    assert main([*argv, "--trigger", "available-now"], out=out) == 0, out.getvalue()
+    checkpoint = state / "checkpoints" / "mobile" / "counts"
+    assert recorded_conf(checkpoint, STATE_PROVIDER) == HDFS_STORE
+    last = batch_lines(out.getvalue())[-1]
+    shown = int(last.split("| state ")[1].split(" |")[0].replace(",", ""))
+    assert shown == held(spark, checkpoint) > 0, out.getvalue()

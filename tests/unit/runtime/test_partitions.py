@@ -66,7 +66,9 @@ def test_a_new_run_sizes_its_partitions_by_its_trigger(
     assert choice.conf() == (
         {} if expected is None else {"spark.sql.shuffle.partitions": str(expected)}
     )  # the session's; the row count and the store are set while each query starts
-    assert choice.count_rows is not finite
+    # a finite run on RocksDB does not count its rows; Spark's own store (a small backfill's on
+    # a local master) always does
+    assert choice.count_rows is not (finite and choice.store is None)
 
 
 @pytest.mark.parametrize(
@@ -74,13 +76,14 @@ def test_a_new_run_sizes_its_partitions_by_its_trigger(
     [
         ("local[2]", "default", {}, HDFS_STORE),
         ("local[2]", "5s", {}, HDFS_STORE),
-        ("local[2]", "available-now", {}, None),  # a backfill: the session's RocksDB
+        ("local[2]", "available-now", {}, HDFS_STORE),  # a small backfill (an empty folder)
+        ("local[2]", "once", {}, HDFS_STORE),
         ("local[2]", "real-time", {}, None),
         ("spark://127.0.0.1:7077", "default", {}, None),
         ("local[2]", "default", {PROVIDER: ROCKSDB}, ROCKSDB),  # the user's
     ],
 )
-def test_a_new_live_run_on_a_local_master_gets_sparks_own_state_store(
+def test_a_new_micro_batch_run_on_a_local_master_gets_sparks_own_state_store(
     tmp_path: Path, master: str, trigger: str, conf: dict[str, str], expected: str | None
 ) -> None:
     run = prepared(tmp_path, master=master, trigger=trigger, conf=conf)
@@ -90,6 +93,54 @@ def test_a_new_live_run_on_a_local_master_gets_sparks_own_state_store(
     said = explain(prepared(tmp_path, master=master, trigger=trigger, conf=conf))
     shown = "the session's (RocksDB)" if expected is None else expected.rsplit(".", 1)[-1]
     assert f"state store {shown}: " in said
+
+
+@pytest.mark.parametrize(
+    ("memory", "landed_mib", "expected"),
+    [
+        ("1g", 100, HDFS_STORE),  # within 1/8 of the heap (128 MiB)
+        ("1g", 200, None),  # over it: RocksDB, the session's
+        ("4g", 200, HDFS_STORE),
+        ("4g", 600, None),
+    ],
+)
+def test_a_backfill_keeps_its_state_in_the_heap_only_when_its_input_is_small_beside_it(
+    tmp_path: Path, memory: str, landed_mib: int, expected: str | None
+) -> None:
+    landing = tmp_path / "landing"
+    (landing / "day=1").mkdir(parents=True)
+    # sparse files: the sizes Spark would read, no disk used
+    os.truncate(_touch(landing / "a.json"), landed_mib * 2**20 // 2)
+    os.truncate(_touch(landing / "day=1" / "b.json"), landed_mib * 2**20 // 2)
+    os.truncate(_touch(landing / "_hidden.json"), 10 * 2**30)  # Spark skips these: not counted
+    os.truncate(_touch(landing / "day=1" / ".part.tmp"), 10 * 2**30)
+    conf = {"spark.driver.memory": memory}
+    run = prepared(tmp_path, master="local[2]", trigger="available-now", conf=conf)
+    assert choose(run).store == expected
+    said = explain(run)
+    assert f"a backfill of {landed_mib:,} MiB, " in said
+    assert ("within 1/8 of the driver's" in said) is (expected is not None)
+    live = prepared(tmp_path, master="local[2]", trigger="default", conf=conf)
+    assert choose(live).store == HDFS_STORE  # a live run's rule does not look at the backlog
+
+
+def test_a_backfill_of_a_topic_keeps_rocksdb(tmp_path: Path) -> None:
+    run = runner.prepare(
+        load_settings(
+            "mobile",
+            {"input": ["kafka://127.0.0.1:9/actions"], "state_dir": tmp_path / "state",
+             "master": "local[2]", "trigger": "available-now"},
+            environ={},
+        ),
+        check_source=False,
+    )  # fmt: skip
+    assert choose(run).store is None
+    assert "a backfill of a size not known before it starts" in explain(run)
+
+
+def _touch(path: Path) -> Path:
+    path.touch()
+    return path
 
 
 def test_checkpoints_keep_their_own_state_store(tmp_path: Path) -> None:
@@ -112,7 +163,7 @@ def test_checkpoints_keep_their_own_state_store(tmp_path: Path) -> None:
 def test_a_finite_run_does_not_count_state_rows_unless_told(
     tmp_path: Path, trigger: str, given: str | None, counted: bool
 ) -> None:
-    conf = {} if given is None else {STATE_ROWS_COUNTED: given}
+    conf = {PROVIDER: ROCKSDB} if given is None else {STATE_ROWS_COUNTED: given, PROVIDER: ROCKSDB}
     choice = choose(prepared(tmp_path, master="local[2]", trigger=trigger, conf=conf))
     assert choice.count_rows is counted
     settings = prepared(tmp_path, master="local[2]", trigger=trigger, conf=conf).settings
@@ -147,11 +198,11 @@ def test_a_checkpoint_without_the_entry_says_nothing(tmp_path: Path) -> None:
     assert recorded_partitions(query) is None
 
 
-@pytest.mark.parametrize(("trigger", "expected"), [("default", {PROVIDER: ROCKSDB}),
-                                                   ("available-now", {})])  # fmt: skip
-def test_a_query_with_arbitrary_state_keeps_rocksdb_under_a_live_runs_store(
-    tmp_path: Path, trigger: str, expected: dict[str, str]
+@pytest.mark.parametrize("trigger", ["default", "available-now"])
+def test_a_query_with_arbitrary_state_keeps_rocksdb_under_sparks_own_store(
+    tmp_path: Path, trigger: str
 ) -> None:
+    expected = {PROVIDER: ROCKSDB}
     """transformWithState needs RocksDB: its query is given it while it starts."""
     run = prepared(tmp_path, master="local[2]", trigger=trigger)
     assert store_settings(run, Plan(steps=(), arbitrary_state=True)) == expected
