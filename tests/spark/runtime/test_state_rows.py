@@ -75,21 +75,27 @@ def test_a_finite_run_does_not_count_state_rows_and_a_live_count_is_right_after_
     assert shown == held(spark, checkpoint) > 0, second.stdout
 
 
+def backfill_here(landing: Path, state: Path, records: int, *flags: str) -> io.StringIO:
+    """`records` landed, then `mobile` run available-now in this process; what it printed."""
+    from slipstream.app.cli import main
+
+    landing.mkdir()
+    land(landing, "a.json", 0, records)
+    out = io.StringIO()
+    argv = ["run", "mobile", "--input", str(landing), "--window", "10s", "--state-dir", str(state)]
+    assert main([*argv, *flags, "--trigger", "available-now"], out=out) == 0, out.getvalue()
+    return out
+
+
 def test_a_finite_run_in_this_process_leaves_the_session_counting(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     """The row count is set while each query starts, not left in the session: a later query
     on the same session (a live run, a test's harness) counts its rows."""
-    from slipstream.app.cli import main
-
     landing = tmp_path / "landing"
-    landing.mkdir()
-    land(landing, "a.json", 0, 10)
-    state = tmp_path / "state"
-    out = io.StringIO()
-    argv = ["run", "mobile", "--input", str(landing), "--window", "10s", "--state-dir", str(state)]
-    argv += ["--conf", f"{STATE_PROVIDER}={ROCKSDB_STORE}"]
-    assert main([*argv, "--trigger", "available-now"], out=out) == 0, out.getvalue()
+    out = backfill_here(
+        landing, tmp_path / "state", 10, "--conf", f"{STATE_PROVIDER}={ROCKSDB_STORE}"
+    )
     assert all("| state - |" in line for line in batch_lines(out.getvalue())), out.getvalue()
     assert spark.conf.get(STATE_ROWS_COUNTED, None) is None  # the session's own: unset
 
@@ -112,15 +118,8 @@ def test_a_small_backfill_keeps_its_state_in_sparks_own_store_and_counts_it(
 ) -> None:
     """A backfill whose input is small beside the driver's heap gets Spark's HDFS-backed store
     (runtime/partitions.py), fixed in its checkpoint, and its batch lines count the rows."""
-    from slipstream.app.cli import main
-
-    landing = tmp_path / "landing"
-    landing.mkdir()
-    land(landing, "a.json", 0, 30)
     state = tmp_path / "state"
-    out = io.StringIO()
-    argv = ["run", "mobile", "--input", str(landing), "--window", "10s", "--state-dir", str(state)]
-    assert main([*argv, "--trigger", "available-now"], out=out) == 0, out.getvalue()
+    out = backfill_here(tmp_path / "landing", state, 30)
     checkpoint = state / "checkpoints" / "mobile" / "counts"
     assert recorded_conf(checkpoint, STATE_PROVIDER) == HDFS_STORE
     last = batch_lines(out.getvalue())[-1]
