@@ -29,7 +29,8 @@ the driver's heap) when the state is sure to fit there:
   batches took 0.82-0.83 s against RocksDB's 0.93-1.03 s in live `trending` at 1,000 events/s
   (docs/benchmarks.md section 36);
 - a finite trigger (available-now, once) whose inputs hold at most 1/BACKLOG_SHARE_OF_HEAP of
-  the driver's heap (`spark.driver.memory`, a quarter of RAM by default), as their sources
+  the driver's heap (`spark.driver.memory`: a quarter of RAM by default, spark-submit's
+  own under spark-submit), as their sources
   measure them before Spark starts (files: the folder's bytes). A backfill's state holds about
   a key per record it keeps (trending's deduplication: one per event, of the order of the
   record's raw bytes in the heap), and Spark's store keeps two versions of the map. Over a
@@ -70,12 +71,10 @@ from slipstream.settings.session import (
     DEFAULT_MASTER,
     STATE_PROVIDER,
     cores_of,
-    default_driver_memory,
+    driver_memory,
     is_local,
     submitted_master,
 )
-
-DRIVER_MEMORY = "spark.driver.memory"
 
 FINITE = ("available-now", "once")
 LIVE_MICRO_BATCH = ("default", "interval")
@@ -177,7 +176,7 @@ def _backfill_store(prepared: Prepared) -> tuple[str | None, str]:
         for b in prepared.inputs.values()
         if b.source is not None
     ]
-    heap = size_mib(prepared.settings.conf.get(DRIVER_MEMORY) or default_driver_memory())
+    heap = size_mib(driver_memory(prepared.settings.conf))
     if not sizes or None in sizes or heap is None:
         return None, "a backfill of a size not known before it starts: state off the JVM's heap"
     backlog = sum(s for s in sizes if s is not None) / 2**20

@@ -335,6 +335,21 @@ def submitted_master() -> str | None:
     return SparkConf().get("spark.master", None)
 
 
+def driver_memory(conf: Mapping[str, str]) -> str:
+    """The driver heap a local run's JVM has or will have: the run's `--conf
+    spark.driver.memory`; under spark-submit, what its JVM was given (Spark's 1g by default);
+    else slipstream's default for a local session (default_driver_memory)."""
+    given = conf.get("spark.driver.memory")
+    if given:
+        return given
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()  # spark-submit's JVM, already up
+        return str(SparkConf().get("spark.driver.memory", "1g"))
+    return default_driver_memory()
+
+
 def remote_session(url: str, conf: Mapping[str, str], connect_wait: float = 300.0) -> SparkSession:
     """A Spark Connect session on the server at `url` with the session-level defaults (the
     server's own settings, memory and UI included, are the server's to choose; its log level

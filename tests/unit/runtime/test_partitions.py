@@ -206,3 +206,35 @@ def test_a_query_with_arbitrary_state_keeps_rocksdb_under_sparks_own_store(
     """transformWithState needs RocksDB: its query is given it while it starts."""
     run = prepared(tmp_path, master="local[2]", trigger=trigger)
     assert store_settings(run, Plan(steps=(), arbitrary_state=True)) == expected
+
+
+def test_a_backfill_under_spark_submit_is_judged_against_the_heap_spark_submit_gave(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under spark-submit the heap is fixed before slipstream runs (Spark's 1g unless told):
+    not the quarter of RAM a session slipstream builds would get."""
+    import pyspark
+
+    given: dict[str, str] = {}
+
+    class SubmittedConf:  # spark-submit's JVM's conf, as SparkConf reads it
+        def get(self, key: str, default: str | None = None) -> str | None:
+            return {"spark.master": "local[2]", **given}.get(key, default)
+
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")
+    monkeypatch.setattr(pyspark.SparkContext, "_ensure_initialized", classmethod(lambda c: None))
+    monkeypatch.setattr(pyspark, "SparkConf", SubmittedConf)
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    os.truncate(_touch(landing / "a.json"), 200 * 2**20)
+    run = runner.prepare(
+        load_settings(
+            "mobile",
+            {"input": [str(landing)], "state_dir": tmp_path / "state", "trigger": "available-now"},
+            environ={},
+        )
+    )
+    assert choose(run).store is None  # 200 MiB over 1/8 of Spark's default 1g
+    assert "over 1/8 of the driver's 1,024 MiB heap" in choose(run).describe()
+    given["spark.driver.memory"] = "4g"
+    assert choose(run).store == HDFS_STORE
