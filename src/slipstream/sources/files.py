@@ -79,8 +79,9 @@ def _path_in(spark: SparkSession, paths: list[str]) -> Column:
 
 @functools.lru_cache(maxsize=16)
 def folder_bytes(folder: str, mtime_ns: int) -> int:
-    """The bytes of the files under `folder` that Spark's file source reads (not hidden); once
-    a run for the folder as it stands (`mtime_ns`: a file landed or went since is a new key)."""
+    """The bytes of the files under `folder` that Spark's file source reads (not hidden),
+    walked once for the folder as it stands: `mtime_ns` is its own, so a file landed in it or
+    gone since is a new key (one in a subfolder is not: the figure only sizes a run's state)."""
     total = 0
     for root, dirs, files in os.walk(folder):
         dirs[:] = [d for d in dirs if not d.startswith((".", "_"))]
