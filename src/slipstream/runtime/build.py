@@ -41,7 +41,7 @@ from slipstream.runtime.ingest_stage import (
 from slipstream.runtime.inputs import read_guarded, read_table
 from slipstream.runtime.late_plan import late_plan
 from slipstream.runtime.late_rows import late_settings, late_tap
-from slipstream.runtime.partitions import store_settings
+from slipstream.runtime.partitions import query_settings
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Query:
     #: the inputs whose quarantine this query writes, and where (ingest/quarantine.py)
     quarantines: Mapping[str, Path] = field(default_factory=dict)
     #: its own session settings while it starts: its late rules (runtime/late_rows.py), its
-    #: state store where the run's does not fit it (runtime/partitions.py)
+    #: state store where the run's does not fit it and its row count (runtime/partitions.py)
     settings: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -151,7 +151,7 @@ def _query(
     tree = analyzed_text(frame)
     plan = replace(read_plan(tree), quarantine=prepared.parses)
     prepared.plans[output.name] = plan
-    own = store_settings(prepared, plan)
+    own = query_settings(frame.sparkSession, prepared, plan)
     if output.is_output and plan.watermark_column is not None:
         found = prepared.late[output.name] = late_plan(prepared, output, tree, plan)
         own.update(late_settings(prepared.settings, output, found))

@@ -135,6 +135,15 @@ def choose(prepared: Prepared) -> Choice:
     return replace(_partitions(prepared), count_rows=count_rows, store=store, store_why=store_why)
 
 
+def query_settings(spark: SparkSession, prepared: Prepared, plan: Plan) -> dict[str, str]:
+    """A query's own settings while it starts: its state store (store_settings) and its row
+    count, off only where the run's stores leave rows uncounted (counts_state_rows, which the
+    batch lines follow): a query given RocksDB under a run on Spark's own store (arbitrary
+    state) counts, or its lines would show a false 0."""
+    rows = {} if counts_state_rows(spark, prepared) else row_settings(prepared.settings)
+    return {**rows, **store_settings(prepared, plan)}
+
+
 def store_settings(prepared: Prepared, plan: Plan) -> dict[str, str]:
     """A query's state store, set while it starts (not in the session, which a caller may
     share): the run's choice, but RocksDB for arbitrary state under a live run's HDFS-backed

@@ -15,7 +15,6 @@ from slipstream.core.specs import TriggerSpec, spark_interval
 from slipstream.ingest.quarantine import owned as quarantine_settings
 from slipstream.runtime.bound import BoundOutput, Prepared
 from slipstream.runtime.build import Query
-from slipstream.runtime.partitions import row_settings
 from slipstream.settings.config import Settings
 from slipstream.settings.connect import start_query
 from slipstream.sinks.base import SinkContext
@@ -87,16 +86,12 @@ def start_one(
     start = out.sink.start if rows is None and query.ingest is None else None
 
     def begin() -> StreamingQuery:
-        # the inputs whose quarantine it writes (their folders), its own settings (late
-        # rules, state store) and the state's row count, in the session's settings while it
+        # the inputs whose quarantine it writes (their folders) and its own settings (late
+        # rules, state store, the state's row count), in the session's settings while it
         # starts (Spark keeps a started query's settings and carries them to its tasks); the
         # session's own come back after
         conf = frame.sparkSession.conf
-        owned = {
-            **quarantine_settings(query.quarantines),
-            **query.settings,
-            **row_settings(settings),
-        }
+        owned = {**quarantine_settings(query.quarantines), **query.settings}
         before = {key: conf.get(key, None) for key in owned}
         for key, value in owned.items():
             conf.set(key, value)

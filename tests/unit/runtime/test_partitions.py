@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,6 +19,8 @@ from slipstream.runtime.partitions import (
     HDFS_STORE,
     STATE_ROWS_COUNTED,
     choose,
+    counts_state_rows,
+    query_settings,
     row_settings,
     store_settings,
 )
@@ -238,3 +241,25 @@ def test_a_backfill_under_spark_submit_is_judged_against_the_heap_spark_submit_g
     assert "over 1/8 of the driver's 1,024 MiB heap" in choose(run).describe()
     given["spark.driver.memory"] = "4g"
     assert choose(run).store == HDFS_STORE
+
+
+@pytest.mark.parametrize(
+    ("conf", "arbitrary", "expected"),
+    [
+        # a small backfill on Spark's own store counts its rows in every query, the one given
+        # RocksDB for its arbitrary state too (the batch lines count: no false 0)
+        ({}, False, {PROVIDER: HDFS_STORE}),
+        ({}, True, {PROVIDER: ROCKSDB}),
+        # a backfill on RocksDB does not count them
+        ({PROVIDER: ROCKSDB}, False, {PROVIDER: ROCKSDB, STATE_ROWS_COUNTED: "false"}),
+    ],
+)
+def test_a_querys_row_count_follows_the_runs_store(
+    tmp_path: Path, conf: dict[str, str], arbitrary: bool, expected: dict[str, str]
+) -> None:
+    run = prepared(tmp_path, master="local[2]", trigger="available-now", conf=conf)
+    session = SimpleNamespace(conf={PROVIDER: ROCKSDB})  # the session's own (settings/session.py)
+    counted = STATE_ROWS_COUNTED not in expected
+    assert counts_state_rows(session, run) is counted  # type: ignore[arg-type]
+    plan = Plan(steps=(), arbitrary_state=arbitrary)
+    assert query_settings(session, run, plan) == expected  # type: ignore[arg-type]
