@@ -9,6 +9,11 @@ resolves it first with its output captured: a jar that cannot be had is CONNECTO
 naming `--conf spark.jars=...`, never Ivy's report on the terminal. Delta's SQL extension and
 catalog are set with it (MERGE, `delta.`PATH`` tables). A session without Delta gets nothing.
 
+On a local master Delta rebuilds a table's snapshot (its log's state, read before every MERGE and
+write) in as many partitions as the session has cores (`spark.databricks.delta.snapshotPartitions`;
+Delta's 50 is sized for clusters). A MERGE of 40 rows into a small table took 6.2-6.6 s with 50
+and 1.4-2.0 s with 1-2 on 2 cores (docs/benchmarks.md section 38).
+
 Delta runs on the Spark 4.2 line only (core/spark_line.py): on another line, DELTA_UNAVAILABLE
 before the JVM starts. What the user set wins: a delta-spark jar in `spark.jars` or a
 coordinate of their own in `spark.jars.packages`."""
@@ -34,6 +39,7 @@ GROUP = "io.delta"
 ARTIFACT = "delta-spark_2.13"
 EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 #: the jar taken when the delta-spark Python package is not installed (the newest served for
 #: Spark 4.2 in November 2026)
 DEFAULT_VERSION = "4.4.0"
@@ -104,11 +110,14 @@ def unavailable(coordinates: str, reason: str) -> ConfigError:
     )
 
 
-def delta_conf(conf: Mapping[str, str]) -> dict[str, str]:
+def delta_conf(conf: Mapping[str, str], local_cores: int | None = None) -> dict[str, str]:
     """The settings that give a new session Delta Lake (to merge over `conf`): its jar
-    (resolved first, unless the user's settings carry one), SQL extension and catalog."""
+    (resolved first, unless the user's settings carry one), SQL extension and catalog; on a
+    local master of `local_cores` cores, snapshots rebuilt in that many partitions."""
     spark_line.require_delta()
     found: dict[str, str] = {}
+    if local_cores is not None and SNAPSHOT_PARTITIONS not in conf:
+        found[SNAPSHOT_PARTITIONS] = str(max(1, local_cores))
     extensions = [e for e in conf.get("spark.sql.extensions", "").split(",") if e.strip()]
     if EXTENSION not in extensions:
         found["spark.sql.extensions"] = ",".join([*extensions, EXTENSION])

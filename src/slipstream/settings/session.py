@@ -279,7 +279,8 @@ def build_session(
         settings.update(connector_conf(settings))
     settings.update(driver_conf(jdbc, settings))
     if delta:
-        settings.update(delta_conf(settings))
+        local_cores = (cores or os.cpu_count() or 1) if is_local(master) else None
+        settings.update(delta_conf(settings, local_cores))
     if not submitted:  # no Ivy at the JVM's start once listed (ivy_jars.py)
         settings = as_local_jars(settings)
     settings |= java_log_options(log_level, settings)

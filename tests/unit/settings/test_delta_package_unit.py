@@ -69,3 +69,12 @@ def test_a_cached_choice_asks_no_repository_and_offline_the_cache_answers(
     (tmp_path / "slipstream-delta-for-4.4.1").unlink()
     assert delta_package.coordinate(conf).endswith(":4.4.0")  # no repository: the cache's
     assert asked == ["io.delta"]
+
+
+def test_a_local_master_rebuilds_snapshots_in_as_many_partitions_as_cores(
+    on_42: list[list[str]],
+) -> None:
+    assert delta_package.delta_conf({}, local_cores=2)[delta_package.SNAPSHOT_PARTITIONS] == "2"
+    assert delta_package.SNAPSHOT_PARTITIONS not in delta_package.delta_conf({})  # a cluster
+    theirs = {delta_package.SNAPSHOT_PARTITIONS: "50"}
+    assert delta_package.SNAPSHOT_PARTITIONS not in delta_package.delta_conf(theirs, 2)
