@@ -5,11 +5,12 @@ Scenarios (by name or number): 1 ceiling, 2 overhead, 3 flagship, 4 sustained, 5
 15 parquet, 16 filesage, 17 realtime (a Kafka broker; real-time mode vs micro-batches),
 18 kafka_latency (trending from a topic to PostgreSQL beside the peers; a topic vs files),
 19 realtime_peers (mobile from a topic into PostgreSQL: slipstream real-time beside Spark's
-Kafka sink, Flink, Bytewax, Pathway), or `all` (all but the soak, which runs for an hour:
-`python -m bench soak --minutes 60 --rate 2000`, and the peers, kafka_latency and
-realtime_peers, which need `make bench-peers`). `--quick` shrinks every size so that `all`
-takes a few minutes; its figures show the shape, the full run gives the numbers for
-docs/benchmarks.md.
+Kafka sink, Flink, Bytewax, Pathway), 20 delta (mobile MERGEd into Delta beside the query by
+hand; the 4.2 line: `.venv-delta/bin/python -m bench delta`), or `all` (all but the soak,
+which runs for an hour: `python -m bench soak --minutes 60 --rate 2000`, the peers,
+kafka_latency and realtime_peers, which need `make bench-peers`, and delta). `--quick` shrinks
+every size so that `all` takes a few minutes; its figures show the shape, the full run gives
+the numbers for docs/benchmarks.md.
 
 Results go to bench/results/<time>-<scenarios>.json (and a .md with the same tables)."""
 
@@ -57,11 +58,12 @@ SCENARIOS = (
     "realtime",
     "kafka_latency",
     "realtime_peers",
+    "delta",
 )
 IN_ALL = tuple(
-    s for s in SCENARIOS if s not in ("soak", "peers", "kafka_latency", "realtime_peers")
+    s for s in SCENARIOS if s not in ("soak", "peers", "kafka_latency", "realtime_peers", "delta")
 )  # `all` leaves out the
-# hour-long soak and the peers (their own environments, `make bench-peers`)
+# hour-long soak, the peers (their own environments, `make bench-peers`) and delta (the 4.2 line)
 
 
 def scenario_module(name: str) -> ModuleType:

@@ -3,10 +3,12 @@
     python -m bench.worker state --store rocksdb+changelog --seconds 300 --out F.jsonl
     python -m bench.worker plain-mobile --input DIR --db FILE
     python -m bench.worker session-floor
+    python -m bench.worker plain-mobile-delta --input DIR --table DIR --checkpoint DIR
 
 `state` samples state rows and memory after every batch (scenario 6); `plain-mobile` is the
 hand-written PySpark job the start-up scenario compares slipstream with; `session-floor` is
-the least a PySpark program can do: start a session and run one trivial job."""
+the least a PySpark program can do: start a session and run one trivial job;
+`plain-mobile-delta` is the mobile query by hand MERGEd into a Delta table (scenario 20)."""
 
 from __future__ import annotations
 
@@ -158,6 +160,65 @@ def plain_mobile(args: argparse.Namespace) -> int:
     return 0
 
 
+def plain_mobile_delta(args: argparse.Namespace) -> int:
+    """The mobile query by hand, each batch MERGEd into a Delta table on (window_start, action)
+    with Delta's idempotent txnAppId/txnVersion: Spark and Delta at their own settings, except
+    a local master of 2 cores and 2 shuffle partitions (as the slipstream runs it is beside),
+    and `--snapshot-partitions` when given. Delta's jar comes as slipstream finds it (a local
+    jar, no Ivy at the start), so that the variants differ in the query alone."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    from slipstream.settings.delta_package import delta_conf
+    from slipstream.settings.ivy_jars import as_local_jars
+
+    conf = as_local_jars(delta_conf({}))
+    if args.snapshot_partitions:
+        conf["spark.databricks.delta.snapshotPartitions"] = args.snapshot_partitions
+    builder = SparkSession.builder.master("local[2]").appName("bench-plain-mobile-delta")
+    for key, value in {**conf, "spark.sql.shuffle.partitions": "2"}.items():
+        builder = builder.config(key, value)
+    spark = builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    counts = (
+        spark.readStream.schema("id STRING, action STRING, ts TIMESTAMP")
+        .option("maxFilesPerTrigger", 1)
+        .json(args.input)
+        .dropna()
+        .withWatermark("ts", "10 minutes")
+        .groupBy(F.window("ts", "10 minutes"), "action")
+        .count()
+        .select(F.col("window.start").alias("window_start"), "action", "count")
+    )
+
+    def write(batch: Any, batch_id: int) -> None:
+        if not (Path(args.table) / "_delta_log").is_dir():
+            batch.write.format("delta").option("txnAppId", "bench").option(
+                "txnVersion", batch_id
+            ).save(args.table)
+            return
+        batch.createOrReplaceTempView("batch")
+        session = batch.sparkSession  # the query's own (foreachBatch's views live there)
+        session.conf.set("spark.databricks.delta.write.txnAppId", "bench")
+        session.conf.set("spark.databricks.delta.write.txnVersion", str(batch_id))
+        session.sql(
+            f"MERGE INTO delta.`{args.table}` AS t USING batch AS s ON t.window_start = "
+            "s.window_start AND t.action = s.action WHEN MATCHED THEN UPDATE SET * "
+            "WHEN NOT MATCHED THEN INSERT *"
+        )
+
+    query = (
+        counts.writeStream.foreachBatch(write)
+        .outputMode("update")
+        .option("checkpointLocation", args.checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    spark.stop()
+    return 0
+
+
 def session_floor(args: argparse.Namespace) -> int:
     from slipstream.settings.session import build_session
 
@@ -185,9 +246,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--input", required=True)
     p.add_argument("--db", required=True)
     p.add_argument("--checkpoint", required=True)
+    p = sub.add_parser("plain-mobile-delta")
+    p.add_argument("--input", required=True)
+    p.add_argument("--table", required=True)
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--snapshot-partitions")
     sub.add_parser("session-floor")
     args = parser.parse_args(argv)
-    handler = {"state": state, "plain-mobile": plain_mobile, "session-floor": session_floor}
+    handler = {
+        "state": state,
+        "plain-mobile": plain_mobile,
+        "plain-mobile-delta": plain_mobile_delta,
+        "session-floor": session_floor,
+    }
     return handler[args.command](args)
 
 
