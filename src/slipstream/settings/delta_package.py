@@ -12,7 +12,7 @@ catalog are set with it (MERGE, `delta.`PATH`` tables). A session without Delta 
 On a local master Delta rebuilds a table's snapshot (its log's state, read before every MERGE and
 write) in as many partitions as the session has cores (`spark.databricks.delta.snapshotPartitions`;
 Delta's 50 is sized for clusters). A MERGE of 40 rows into a small table took 6.2-6.6 s with 50
-and 1.4-2.0 s with 1-2 on 2 cores (docs/benchmarks.md section 38).
+and 1.4-2.5 s with 1-2 on 2 cores (docs/benchmarks.md section 38).
 
 Delta runs on the Spark 4.2 line only (core/spark_line.py): on another line, DELTA_UNAVAILABLE
 before the JVM starts. What the user set wins: a delta-spark jar in `spark.jars` or a
