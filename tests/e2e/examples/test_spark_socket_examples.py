@@ -145,7 +145,9 @@ def test_windowed_network_wordcount_port_equals_the_original(
     got = pd.DataFrame(read_table(db, "windowed_word_counts"))
     assert got.groupby("word")["count"].sum().to_dict() == {w: 2 * n for w, n in WORDS.items()}
     assert want.groupby("word")["count"].sum().to_dict() == {w: 2 * n for w, n in WORDS.items()}
-    lengths = pd.to_datetime(got["window_end"]) - pd.to_datetime(got["window_start"])
+    lengths = pd.to_datetime(got["window_end"], format="ISO8601") - pd.to_datetime(
+        got["window_start"], format="ISO8601"
+    )
     assert set(lengths) == {timedelta(seconds=10)}
     assert {w["end"] - w["start"] for w in want["window"]} == {timedelta(seconds=10)}
 
