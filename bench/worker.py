@@ -111,6 +111,20 @@ def sample(progress: dict[str, Any], elapsed: float, mem: dict[str, float]) -> d
     }
 
 
+def run_to_end(counts: Any, write: Any, checkpoint: str) -> int:
+    """Run `counts` available-now in update mode through `write` (foreachBatch), then stop."""
+    query = (
+        counts.writeStream.foreachBatch(write)
+        .outputMode("update")
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    counts.sparkSession.stop()
+    return 0
+
+
 def plain_mobile(args: argparse.Namespace) -> int:
     """The mobile query by hand: JSON files -> 10 min windows per action -> SQLite."""
     from pyspark.sql import SparkSession
@@ -148,16 +162,7 @@ def plain_mobile(args: argparse.Namespace) -> int:
             )
             conn.executemany("INSERT OR REPLACE INTO counts VALUES (?, ?, ?)", rows)
 
-    query = (
-        counts.writeStream.foreachBatch(write)
-        .outputMode("update")
-        .option("checkpointLocation", args.checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    spark.stop()
-    return 0
+    return run_to_end(counts, write, args.checkpoint)
 
 
 def plain_mobile_delta(args: argparse.Namespace) -> int:
@@ -207,16 +212,7 @@ def plain_mobile_delta(args: argparse.Namespace) -> int:
             "WHEN NOT MATCHED THEN INSERT *"
         )
 
-    query = (
-        counts.writeStream.foreachBatch(write)
-        .outputMode("update")
-        .option("checkpointLocation", args.checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    spark.stop()
-    return 0
+    return run_to_end(counts, write, args.checkpoint)
 
 
 def session_floor(args: argparse.Namespace) -> int:

@@ -23,7 +23,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.core import Context, Result, alternate, median, paired_ratios, summarize_ratio
+from bench.core import (
+    Context,
+    Result,
+    add_medians,
+    alternate,
+    median,
+    paired_ratios,
+    summarize_ratio,
+)
 from bench.procs import Proc, slipstream_command
 from bench.workloads import write_mobile_files
 
@@ -74,17 +82,10 @@ def run(ctx: Context) -> Result:
         if code != 0:
             raise RuntimeError(f"{variant} failed ({code}):\n{proc.tail()}")
         batches = [b.seconds for b in proc.batch_lines()][1:]
-        return {"exit_s": exited, "batch_s": median(batches) if batches else float("nan")}
+        return {"exit_s": exited, "batch_s": median(batches) if batches else None}
 
     runs = alternate(VARIANTS, one, reps, warmup=True, log=ctx.log)
-    for v in VARIANTS:
-        mine = [r for r in runs if r["variant"] == v]
-        result.add(
-            variant=v,
-            exit_s=median([r["exit_s"] for r in mine]),
-            batch_s=median([r["batch_s"] for r in mine]),
-            runs=len(mine),
-        )
+    add_medians(result, runs, VARIANTS, {"exit_s": "exit_s", "batch_s": "batch_s"})
     for a, b in (
         ("slipstream", "slipstream, Delta's 50"),
         ("slipstream", "bare PySpark"),
