@@ -78,3 +78,26 @@ def test_a_local_master_rebuilds_snapshots_in_as_many_partitions_as_cores(
     assert delta_package.SNAPSHOT_PARTITIONS not in delta_package.delta_conf({})  # a cluster
     theirs = {delta_package.SNAPSHOT_PARTITIONS: "50"}
     assert delta_package.SNAPSHOT_PARTITIONS not in delta_package.delta_conf(theirs, 2)
+
+
+def test_the_session_builder_gives_delta_a_local_masters_cores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from slipstream.settings import session
+
+    class Stop(Exception):
+        pass
+
+    seen: list[int | None] = []
+
+    def chosen(conf: object, local_cores: int | None = None) -> dict[str, str]:
+        seen.append(local_cores)
+        raise Stop  # before any JVM
+
+    monkeypatch.setattr(session, "delta_conf", chosen)
+    monkeypatch.setenv("PYSPARK_PYTHON", "python3")
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    for master in ("local[3]", "spark://127.0.0.1:7077"):
+        with pytest.raises(Stop):
+            session.build_session(master, {}, delta=True)
+    assert seen == [3, None]
