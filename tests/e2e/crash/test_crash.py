@@ -37,6 +37,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from slipstream.core import spark_line
 from slipstream.core.files import write_atomically
 from slipstream.pipelines import get_pipeline
 from tests.helpers import quarantine_records
@@ -583,7 +584,12 @@ def test_outputs_survive_sigkills_exactly_once(
             tmp_path / "parquet", random.Random(f"{SEED}-parquet"),
         ),
     }  # fmt: skip
-    plans = case.plans
+    plans, min_kills = case.plans, case.min_kills
+    if spark_line.delta():
+        # the 4.2 line's leg (the Makefile's DELTA_LEG) runs mobile as the crash suite's core
+        # on that line: every kind of kill, into the two databases; the default line runs its
+        # 8 kills and the Parquet chain
+        plans, min_kills = SHORT_PLANS, HeavyCase.min_kills
     chains = {name: chain for name, chain in chains.items() if name in plans}
     started = time.monotonic()
 
@@ -632,7 +638,7 @@ def test_outputs_survive_sigkills_exactly_once(
         assert APP_PASSWORD not in chain.output_text() and "s3cret" not in chain.output_text()
     print("\n".join(report))
     kills = [k for chain in chains.values() for k in chain.kills]
-    assert len(kills) >= case.min_kills, report
+    assert len(kills) >= min_kills, report
     kinds = {k.kind for k in kills}
     assert {"after-write", "before-commit", "random"} <= kinds, report
     assert any(k.kind == "random" and k.where.startswith("inside") for k in kills), report
