@@ -148,6 +148,22 @@ VALUES = [
     *['"2018"', '"2018-03"', '" 2018-03-02"', '"2018-03-02 "', '"+2018-03-02"', '"2018-13-02"'],
     *['"9999-12-31T23:59:59.999"', '"0001-01-01T00:00:00"', '"1520000000"', '"a\\"b\\u0000"'],
     *['"\\ud800"', '"\\ud83d\\ude00"', '"2018-03-02\\u2028"', '"\\t2018-03-02"', '"\u00e9t\u00e9"'],
+    *[f'"{text}"' for text in ("2018-03-02 10:02:33", "2016-02-29T23:59:59.5Z", "2018-04-31")],
+    *[f'"{text}"' for text in ("2018-03-02T10:02:33.1234567Z", "2018-03-02T10:02:33+18:30")],
+]
+#: timestamp and date texts: the plain forms the JVM parser reads itself (java PlainTime) and
+#: their neighbours, which Spark's Cast decides
+TIMES = [
+    *["2018-03-02", "2018-03-02T10:02:33", "2018-03-02 10:02:33", "2018-03-02T10:02:33Z"],
+    *["2018-03-02T10:02:33.5", "2018-03-02T10:02:33.123456Z", "2018-03-02T10:02:33.1234567Z"],
+    *["2018-03-02T10:02:33.Z", "2018-03-02T10:02:33.000", "1969-12-31T23:59:59.999999Z"],
+    *["2018-03-02T10:02:33-07:30", "2018-03-02T10:02:33+17:59", "2018-03-02T10:02:33+18:00"],
+    *["2018-03-02T10:02:33+18:30", "2018-03-02T10:02:33+0200", "2018-03-02T10:02:33+2:00"],
+    *["2018-03-02T10:02:33 Z", "2018-03-02t10:02:33z", "2018-03-02T10:02", "2018-03-02T24:00:00"],
+    *["2018-03-02T23:59:60Z", "2016-02-29T12:00:00", "2018-02-29T12:00:00", "2018-04-31"],
+    *["0000-01-01T00:00:00Z", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z"],
+    *["2024-03-10T02:30:00", "2024-11-03T01:30:00", "2024-03-31T02:30:00", "12018-03-02"],
+    *["2018-03-02T10:02:33[UTC]", "2018-03-02T10:02:33 America/Los_Angeles", "2018-3-2"],
 ]
 SHAPES = [
     *["not json", '{"s": "p1", "ts": "2018-03-02T10:0', "[1, 2]", '"a string"', "5", "null"],
@@ -243,3 +259,39 @@ def test_a_record_sources_null_empty_and_blank_values_are_rejected_by_every_pars
     assert got == want
     for parse in (jvm_parse.parse_json, parse_json_expressions):  # a file's lines
         assert [r["_source"] for r in parse(frame, schema, required).collect()] == ["kafka:t:0:0"]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("zone", ["UTC", "+05:30", "America/Los_Angeles", "Europe/Berlin"])
+def test_timestamp_and_date_texts_read_as_sparks_cast_in_every_session_zone(
+    spark: SparkSession, zone: str
+) -> None:
+    """The JVM parser's values for timestamp and date texts are Spark's CAST of the text in the
+    session's zone (daylight-saving gaps and overlaps included) and its fates the expression
+    parser's, whether the text is in a plain form it reads itself or not."""
+    schema = StructType([StructField("ts", TimestampType()), StructField("d", DateType())])
+    lines = [(json.dumps({"ts": t, "d": t}), t) for t in TIMES]
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        raw = spark.createDataFrame(lines, "value string, _source string")
+        texts = F.col("_source")
+        got = {}
+        for parse in (jvm_parse.parse_json, parse_json_expressions):
+            rows = parse(raw, schema, ()).select(
+                texts, F.unix_micros("ts").alias("ts"), F.unix_date("d").alias("d"), "_reason"
+            )
+            got[parse] = {r["_source"]: r.asDict() for r in rows.collect()}
+        cast = raw.select(
+            texts,
+            F.unix_micros(texts.try_cast("timestamp")).alias("ts"),
+            F.unix_date(texts.try_cast("date")).alias("d"),
+        ).collect()
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before or "UTC")
+    mine = got[jvm_parse.parse_json]
+    assert mine == got[parse_json_expressions]
+    taken = [r for r in cast if mine[r["_source"]]["_reason"] is None]
+    assert len(taken) > 15  # the plain forms and more
+    for row in taken:
+        assert (mine[row["_source"]]["ts"], mine[row["_source"]]["d"]) == (row["ts"], row["d"])

@@ -37,8 +37,8 @@ import scala.Option;
  *   <li>the fast path: Jackson's streaming parser over the bytes, each declared field read once
  *       and every other value skipped (still tokenized, so still validated). It takes a record
  *       only when every check of the reference passes on a value whose conversion is plain
- *       (a string, a boolean, an integer within the type's range, a timestamp or date text cast by
- *       Spark's own Cast);
+ *       (a string, a boolean, an integer within the type's range, a timestamp or date text read
+ *       by {@link PlainTime} in its plainest ISO forms, else cast by Spark's own Cast);
  *   <li>the reference path, for everything else (a rejected record, a number with a fraction or
  *       an exponent, a root that is not an object, a long record): the record parsed into
  *       Spark's variant by Spark's own code (VariantBuilder), each field read and cast by Spark's
@@ -87,6 +87,7 @@ public final class StrictJsonParser implements Serializable {
   private transient VariantCastArgs castArgs;
   private transient ZoneId zone;
   private transient Cast[] textCasts; // per field: Spark's Cast of a text to its date/time type
+  private transient java.time.ZoneOffset fixedZone; // the session zone's, when fixed
   private transient GenericInternalRow textRow;
 
   public StrictJsonParser(String[] names, String[] typeNames, boolean[] required, String timeZone) {
@@ -176,6 +177,7 @@ public final class StrictJsonParser implements Serializable {
     fast.enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
     reference = new JsonFactory(); // as VariantUtil.JSON_FACTORY (package-private): defaults
     zone = ZoneId.of(timeZone);
+    fixedZone = PlainTime.fixedOffset(zone);
     castArgs = VariantCastArgs.apply(false, Option.apply(timeZone), zone);
     index = idx;
   }
@@ -336,6 +338,13 @@ public final class StrictJsonParser implements Serializable {
         if (t != JsonToken.VALUE_STRING) return null;
         String s = p.getText();
         if (!datedFirst(s)) return null;
+        Object plain; // (not a conditional expression: it would unbox a date to a long)
+        if (kinds[f] == DATE) {
+          plain = PlainTime.date(s);
+        } else {
+          plain = PlainTime.timestamp(s, fixedZone);
+        }
+        if (plain != null) return plain;
         textRow.update(0, UTF8String.fromString(s));
         return textCasts[f].eval(textRow); // Integer days or Long micros, null if unparseable
       }
