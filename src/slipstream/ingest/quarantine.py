@@ -74,14 +74,16 @@ def tapped(parsed: DataFrame, name: str) -> DataFrame:
     function reads them, runtime/late_rows.py; then `.drop(RAW, REASON)`); its rejected rows
     are written to its quarantine by the query that owns it (the module's docstring), in the
     same pass."""
-    keep = F.call_function(
+    write = F.call_function(
         FUNCTION,
         F.lit(name),
         F.col(REASON),
         F.col(RAW).cast("string"),
         F.col(SOURCE).cast("string"),
     )
-    return parsed.filter(keep)
+    # only a rejected row has its raw record and source copied out of Spark's memory into the
+    # function (a branch of a CASE is evaluated only when taken); a valid row is kept
+    return parsed.filter(F.when(F.col(REASON).isNull(), F.lit(True)).otherwise(write))
 
 
 def register(spark: SparkSession) -> None:
