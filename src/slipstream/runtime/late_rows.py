@@ -46,7 +46,9 @@ def late_tap(valid: DataFrame, bound: BoundInput) -> DataFrame:
                             F.col(SOURCE).cast("string"))  # fmt: skip
     # only a late row has its raw record copied out of Spark's memory (a branch of a CASE is
     # evaluated only when taken)
-    return valid.filter(F.when(F.call_function(IS_LATE, name, at), write).otherwise(F.lit(True)))
+    # the input's name as UTF-8 bytes: a string would be copied into a Java string each row
+    late = F.call_function(IS_LATE, F.lit(bound.name.encode()), at)
+    return valid.filter(F.when(late, write).otherwise(F.lit(True)))
 
 
 def late_folder(settings: Settings, output: str) -> Path:

@@ -11,6 +11,7 @@ import java.nio.file.Paths;
 import java.time.LocalDateTime;
 import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
+import java.util.Arrays;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import org.apache.hadoop.conf.Configuration;
@@ -78,21 +79,29 @@ public final class LateRows implements UDF4<String, Long, String, String, Boolea
   /**
    * `slipstream_is_late(input, event_time_micros)`: whether this query's rule finds the row late
    * (false without a rule). The filter calls {@link LateRows} only then, so a row that is not
-   * late never has its raw record copied out of Spark's memory.
+   * late never has its raw record copied out of Spark's memory. The input's name comes as its
+   * UTF-8 bytes (a binary literal, which Spark passes as it is): a string argument would be
+   * copied into a Java string at every row.
    */
-  public static final class IsLate implements UDF2<String, Long, Boolean> {
+  public static final class IsLate implements UDF2<byte[], Long, Boolean> {
     private static final long serialVersionUID = 1L;
 
     /** The function's name in a session. */
     public static final String NAME = "slipstream_is_late";
 
     @Override
-    public Boolean call(String input, Long at) {
+    public Boolean call(byte[] input, Long at) {
       TaskContext task = TaskContext.get();
-      if (task == null || at == null) {
+      if (task == null || at == null || input == null) {
         return Boolean.FALSE;
       }
-      Judge judge = judge(task, input);
+      Judge last = LAST.get();
+      Judge judge =
+          last != null
+                  && last.attempt == task.taskAttemptId()
+                  && (last.name == input || Arrays.equals(last.name, input))
+              ? last
+              : judge(task, new String(input, StandardCharsets.UTF_8));
       return judge.rule != null && judged(judge.rule, at) <= judge.markMicros;
     }
   }
@@ -101,12 +110,14 @@ public final class LateRows implements UDF4<String, Long, String, String, Boolea
   private static final class Judge {
     final long attempt;
     final String input;
+    final byte[] name; // the input's UTF-8 bytes
     final Rule rule;
     final long markMicros;
 
     Judge(long attempt, String input, Rule rule, long markMicros) {
       this.attempt = attempt;
       this.input = input;
+      this.name = input.getBytes(StandardCharsets.UTF_8);
       this.rule = rule;
       this.markMicros = markMicros;
     }

@@ -50,13 +50,13 @@ public final class QuarantineExtension extends AbstractFunction1<SparkSessionExt
   }
 
   /** {@link LateRows.IsLate}, as an expression calls it. */
-  static final class IsLateCall extends AbstractFunction2<String, Long, Boolean>
+  static final class IsLateCall extends AbstractFunction2<byte[], Long, Boolean>
       implements Serializable {
     private static final long serialVersionUID = 1L;
     private final LateRows.IsLate function = new LateRows.IsLate();
 
     @Override
-    public Boolean apply(String input, Long at) {
+    public Boolean apply(byte[] input, Long at) {
       return function.call(input, at);
     }
   }
