@@ -25,7 +25,7 @@ classifies rows the same way.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -126,16 +126,39 @@ def _parsed_ok() -> Column:
     return F.col(REASON).isNull()
 
 
-def enforce(records: DataFrame, rules: Sequence[Expectation], suffix: str = "") -> DataFrame:
+def apply_expectations(
+    records: DataFrame, rules: Sequence[Expectation], suffix: str = ""
+) -> DataFrame:
+    """`route(enforce(records, rules, suffix), rules)`, each rule's test evaluated once a row: a
+    column of its own (TRUE where a parsed row breaks the rule) that the count, the `fail` check
+    and the routing read, dropped after. (Spark does not share an expression between the
+    `observe()` and the projections around it: written in each, a rule ran twice a row.)"""
+    if not rules:
+        return records
+    broken = {rule.name: f"_broken_{i}" for i, rule in enumerate(rules)}
+    ok = _parsed_ok()
+    marked = records.withColumns({broken[rule.name]: ok & rule.violated() for rule in rules})
+    tests = {rule.name: F.col(broken[rule.name]) for rule in rules}
+    return route(enforce(marked, rules, suffix, tests), rules, tests).drop(*broken.values())
+
+
+def enforce(
+    records: DataFrame,
+    rules: Sequence[Expectation],
+    suffix: str = "",
+    tests: Mapping[str, Column] | None = None,
+) -> DataFrame:
     """Count violations per rule with `observe("expectations" + suffix)` and fail on `fail`
     rules. Apply to the branch the outputs read; a query reading several inputs needs a
-    `suffix` per input (observed metric names are unique within a query)."""
+    `suffix` per input (observed metric names are unique within a query). `tests`: per rule, a
+    column already TRUE where a parsed row breaks it (`apply_expectations`)."""
     if not rules:
         return records
     ok = _parsed_ok()
+    broken = {rule.name: ok & rule.violated() for rule in rules} if tests is None else tests
     counted = records.observe(
         EXPECTATIONS_METRICS + suffix,
-        *[F.count(F.when(ok & rule.violated(), 1)).alias(rule.name) for rule in rules],
+        *[F.count(F.when(broken[rule.name], 1)).alias(rule.name) for rule in rules],
     )
     fatal = [rule for rule in rules if rule.on_fail == "fail"]
     if not fatal:
@@ -146,21 +169,23 @@ def enforce(records: DataFrame, rules: Sequence[Expectation], suffix: str = "") 
             F.lit(f"{FAILED_MARKER} expectation {rule.name} failed ({rule.describe()}) on: "),
             F.substring(F.coalesce(F.col(RAW), F.lit("")), 1, 500),
         )
-        reason = F.when(ok & rule.violated(), F.raise_error(message).cast("string")).otherwise(
-            reason
-        )
+        reason = F.when(broken[rule.name], F.raise_error(message).cast("string")).otherwise(reason)
     return counted.withColumn(REASON, reason)
 
 
-def route(records: DataFrame, rules: Sequence[Expectation]) -> DataFrame:
+def route(
+    records: DataFrame, rules: Sequence[Expectation], tests: Mapping[str, Column] | None = None
+) -> DataFrame:
     """Give rows that break a `drop` rule the reason `expectation NAME failed`, so the runner's
-    split sends them to the quarantine. Parse failures keep their own reason."""
+    split sends them to the quarantine. Parse failures keep their own reason. `tests`: as
+    `enforce`'s."""
     dropping = [rule for rule in rules if rule.on_fail == "drop"]
     if not dropping:
         return records
     reason: Column = F.lit(None).cast("string")
     for rule in reversed(dropping):
-        reason = F.when(rule.violated(), F.lit(rule.reason)).otherwise(reason)
+        test = rule.violated() if tests is None else tests[rule.name]
+        reason = F.when(test, F.lit(rule.reason)).otherwise(reason)
     return records.withColumn(REASON, F.when(_parsed_ok(), reason).otherwise(F.col(REASON)))
 
 

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from slipstream.analysis.plan import analyzed_text, read_plan
-from slipstream.ingest.expectations import enforce, route
+from slipstream.ingest.expectations import apply_expectations
 from slipstream.ingest.parse import RAW, REASON
 from slipstream.ingest.quarantine import (
     FUNCTION,
@@ -109,7 +109,7 @@ def _read_inputs(spark: SparkSession, prepared: Prepared) -> _Read:
             # query may read several.
             rules = bound.expectations
             suffix = f".{bound.name}" if several else ""
-            checked = route(enforce(parsed, rules, suffix), rules)
+            checked = apply_expectations(parsed, rules, suffix)
             metrics = QUALITY_METRICS + suffix
             register(spark)
             assert bound.quarantine is not None
@@ -125,7 +125,7 @@ def _staged(
     """A staged input: parsed, guarded and routed once, in its ingest query; the outputs read
     the typed rows it writes (bronze)."""
     rules = bound.expectations
-    checked = route(enforce(parsed, rules), rules)
+    checked = apply_expectations(parsed, rules)
     read.staged[bound.name] = quality(checked)
     schema = bronze_schema(checked.filter(F.col(REASON).isNull()).drop(REASON))
     prepared.bronze[bound.name] = schema
