@@ -135,7 +135,7 @@ def apply_expectations(
     `observe()` and the projections around it: written in each, a rule ran twice a row.)"""
     if not rules:
         return records
-    broken = {rule.name: f"_broken_{i}" for i, rule in enumerate(rules)}
+    broken = {rule.name: f"_slipstream_broken_{i}" for i, rule in enumerate(rules)}
     ok = _parsed_ok()
     marked = records.withColumns({broken[rule.name]: ok & rule.violated() for rule in rules})
     tests = {rule.name: F.col(broken[rule.name]) for rule in rules}
