@@ -97,7 +97,7 @@ def prepare(
     # `--ingest-stage auto`: decided here, once, from the checkpoints and the outputs; each
     # input records whether it is staged, and a staged input's query is its ingest query (an
     # input not staged has none: its first output writes its quarantine, ingest/quarantine.py)
-    settings = settings.with_(ingest_stage=decide(settings, inputs, outputs))
+    settings = settings.with_(ingest_stage=decide(settings, outputs))
     inputs = {n: replace(b, staged=applies(settings, b)) for n, b in inputs.items()}
     refuse_unstaged_delta(settings, inputs)
     folders = {n: o for n, o in outputs.items() if o.reads}

@@ -84,36 +84,22 @@ def applies(settings: Settings, bound: BoundInput) -> bool:
     return bound.source.stageable
 
 
-#: `--ingest-stage auto` stages a new checkpoint's inputs under a finite trigger when they are
-#: read by this many queries or more (the outputs; the quarantine is written by the first of
-#: them from its own read). docs/benchmarks.md section 23, available-now, stage / no stage,
-#: measured when the quarantine was a query of its own: `sensors` (4 readers) 1.01x, `ads` (4
-#: per input) 1.11-1.31x, `trending` (2) 1.01-1.07x, `mobile` (2) 0.66x; live, latency
-#: 1.43-1.71x worse with the stage, so a live trigger does not stage by default.
-AUTO_READERS = 3
-
-
-def decide(
-    settings: Settings, inputs: dict[str, BoundInput], outputs: dict[str, BoundOutput]
-) -> bool:
+def decide(settings: Settings, outputs: dict[str, BoundOutput]) -> bool:
     """`--ingest-stage auto` (the default): whether this run stages its inputs. A checkpoint
-    that has planned a batch goes on as it was made (its mark); a new one stages when the
-    trigger is finite (available-now, once) and a stream input it parses is read by
-    `AUTO_READERS` queries or more. `true`/`false` are taken as given."""
+    that has planned a batch goes on as it was made (its mark); a new one stages only when a
+    Delta quarantine asks for the ingest query's writer. Otherwise every output reads its
+    inputs itself: since the quarantine and the dead-letter are written by the outputs' own
+    read, the stage's Parquet write and read of every valid row cost more than the parses it
+    saves, with three outputs on an input too (docs/benchmarks.md section 40, available-now,
+    staged / not: `sensors` 0.90x the events/s, `ads` 0.95x, both at more CPU; live, the hop
+    made latency 1.43-1.71x worse, section 23). `true`/`false` are taken as given."""
     if settings.ingest_stage is not None:
         return settings.ingest_stage
     checkpoints = [Path(out.ctx.checkpoint) for out in outputs.values()]
     made = [c for c in checkpoints if _has_run(c)]
     if made:
         return any((c / MARK).is_file() for c in made)
-    if settings.quarantine_delta:
-        return True  # a Delta quarantine is written by the ingest query's batch writer
-    if not settings.trigger.finite:
-        return False
-    n_outputs = sum(1 for out in outputs.values() if out.is_output)
-    return n_outputs >= AUTO_READERS and any(
-        b.source is not None and b.parses for b in inputs.values()
-    )
+    return settings.quarantine_delta  # written by the ingest query's batch writer
 
 
 def refuse_unstaged_delta(settings: Settings, inputs: dict[str, BoundInput]) -> None:

@@ -90,7 +90,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
         "read and parse each stream input once, in one ingest query that writes the valid typed "
         "rows to STATE_DIR/bronze and the rejected ones to the quarantine; every output reads "
         "the typed rows. auto (the default): a checkpoint goes on as it was made; a new one "
-        "uses the stage under a finite trigger when an input feeds two or more outputs "
+        "uses the stage only for a Delta quarantine, which its ingest query writes "
         "(runtime/ingest_stage.py)",
         "true, false or auto",
         default=None,
