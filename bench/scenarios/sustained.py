@@ -62,13 +62,15 @@ def variant_args(variant: str) -> tuple[str, ...]:
             args += ["--late-rows", value]
         elif key == "max-files":
             args += ["--max-files-per-trigger", value]
+        elif key == "conf" and "=" in value:
+            args += ["--conf", value]
         elif key == "ingest-stage" and value in ("true", "false"):
             args += [*cli_args(value == "true")]
         else:
             raise ValueError(
                 f"unknown variant part {part!r} "
                 "(ingest-stage=, trigger=, late-rows=, partitions=, "
-                f"max-files=, store={'|'.join(STORES)})"
+                f"max-files=, conf=KEY=VALUE, store={'|'.join(STORES)})"
             )
     return tuple(args)
 
