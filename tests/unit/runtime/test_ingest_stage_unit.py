@@ -22,9 +22,9 @@ def test_a_quarantine_the_ingest_stage_wrote_is_read_file_by_file_in_batch_order
 def test_auto_stages_a_new_run_only_for_a_delta_quarantine_and_keeps_a_checkpoints_kind(
     tmp_path: Path,
 ) -> None:
+    from slipstream.core.specs import DeltaFolder
     from slipstream.runtime import runner
     from slipstream.runtime.ingest_stage import MARK, decide
-    from slipstream.core.specs import DeltaFolder
     from slipstream.settings.config import load_settings
 
     def staged(pipeline: str, **flags: Any) -> bool | None:
