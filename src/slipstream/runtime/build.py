@@ -151,7 +151,7 @@ def _query(
     tree = analyzed_text(frame)
     plan = replace(read_plan(tree), quarantine=prepared.parses)
     prepared.plans[output.name] = plan
-    own = query_settings(frame.sparkSession, prepared, plan)
+    own = query_settings(frame.sparkSession, prepared, plan, output.ctx.mode)
     if output.is_output and plan.watermark_column is not None:
         found = prepared.late[output.name] = late_plan(prepared, output, tree, plan)
         own.update(late_settings(prepared.settings, output, found))

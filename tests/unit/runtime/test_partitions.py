@@ -17,6 +17,7 @@ from slipstream.runtime import runner
 from slipstream.runtime.explain import explain
 from slipstream.runtime.partitions import (
     HDFS_STORE,
+    NO_DATA_BATCHES,
     STATE_ROWS_COUNTED,
     choose,
     counts_state_rows,
@@ -262,4 +263,32 @@ def test_a_querys_row_count_follows_the_runs_store(
     counted = STATE_ROWS_COUNTED not in expected
     assert counts_state_rows(session, run) is counted  # type: ignore[arg-type]
     plan = Plan(steps=(), arbitrary_state=arbitrary)
-    assert query_settings(session, run, plan) == expected  # type: ignore[arg-type]
+    assert query_settings(session, run, plan, "update") == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("trigger", "mode", "arbitrary", "conf", "expected"), [
+    ("default", "update", False, {}, "false"),
+    ("5s", "complete", False, {}, "false"),
+    ("default", "append", False, {}, None),  # it emits the windows the watermark closes
+    ("default", "update", True, {}, None),  # timers fire in batches of no data
+    ("available-now", "update", False, {}, None),  # a finite run's last batch
+    ("default", "update", False, {NO_DATA_BATCHES: "true"}, "true"),  # the user's, per query
+    ("available-now", "append", False, {NO_DATA_BATCHES: "false"}, "false"),
+])  # fmt: skip
+def test_a_live_runs_upserted_outputs_skip_batches_of_no_data(
+    tmp_path: Path,
+    trigger: str,
+    mode: str,
+    arbitrary: bool,
+    conf: dict[str, str],
+    expected: str | None,
+) -> None:
+    run = prepared(tmp_path, master="local[2]", trigger=trigger, conf=conf)
+    session = SimpleNamespace(conf={PROVIDER: ROCKSDB})
+    plan = Plan(steps=(), arbitrary_state=arbitrary)
+    own = query_settings(session, run, plan, mode)  # type: ignore[arg-type]
+    assert own.get(NO_DATA_BATCHES) == expected
+    said = explain(run)
+    assert ("batches of no data: skipped by a live run's update" in said) is (
+        trigger in ("default", "5s") and not conf
+    )
