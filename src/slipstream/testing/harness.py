@@ -178,8 +178,8 @@ class PipelineHarness(StartStop):
         }
         # each step runs the batch of no data its new watermark calls for (Spark's rule), so
         # late rows are judged by the watermark every batch before reached; a live `slipstream
-        # run` skips it for upserted outputs (runtime/partitions.py): `conf={NO_DATA_BATCHES:
-        # "false"}` tests that way
+        # run` skips it for upserted outputs (runtime/partitions.py); `conf={NO_DATA_BATCHES:
+        # "false"}` skips it for every query
         flags["conf"] = {NO_DATA_BATCHES: "true", **dict(flags.get("conf") or {})}
         if isinstance(sink, Sink):
             sink_obj = sink
