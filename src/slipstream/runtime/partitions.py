@@ -60,10 +60,11 @@ batch without new data to evict the state the new watermark expires and to emit 
 A live micro-batch query whose output is upserted (update or complete mode: the batch emits
 nothing) and that keeps no arbitrary state (no timers) skips it: its state is evicted by the
 next data batch instead, with the same watermark, and on a live run that batch no longer waits
-behind it (docs/benchmarks.md section 40: live `trending` at 1,000 events/s, p50 0.80 s against
-1.24 s). Append outputs keep it (it emits the windows the watermark closes, whether more data
-comes or not), as do queries with timers, finite runs (their last batch) and real-time mode;
-`--conf spark.sql.streaming.noDataMicroBatches.enabled=...` chooses for every query."""
+behind it (docs/benchmarks.md section 40: live `trending` at 1,000 events/s, p50 0.80-0.91 s
+against 1.24 s). Append outputs keep it (it emits the windows the watermark closes, whether
+more data comes or not), as do queries with timers, finite runs (their last batch) and
+real-time mode; `--conf spark.sql.streaming.noDataMicroBatches.enabled=...` chooses for every
+query."""
 
 from __future__ import annotations
 
