@@ -2,13 +2,11 @@
 runs when the watermark moves; its append outputs, its queries with timers and finite runs keep
 it. The choice is read from the queries the runtime builds for the real pipelines; that Spark
 takes it as the runtime sets it while each query starts, from the batches of controlled runs
-(one file a batch, run until idle), whose counts are checked against a count of what was fed."""
+(one file a batch, run until idle), whose counts are checked against pandas' (mobile_counts)."""
 
 from __future__ import annotations
 
 import json
-from collections import Counter
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +18,9 @@ from slipstream.runtime.build import build
 from slipstream.runtime.partitions import NO_DATA_BATCHES
 from slipstream.settings.config import load_settings
 from slipstream.testing import PipelineHarness
+from tests.helpers import iso_at, mobile_counts
 
 pytestmark = pytest.mark.spark
-
-T0 = datetime(2018, 3, 2, 10, 0, 0)
 
 
 def built(spark: SparkSession, tmp_path: Path, pipeline: str, **flags: Any) -> dict[str, Any]:
@@ -50,8 +47,7 @@ def test_each_query_of_a_live_run_gets_its_own_choice(spark: SparkSession, tmp_p
 
 
 def action(n: int, minutes: float) -> str:
-    ts = (T0 + timedelta(minutes=minutes)).isoformat()
-    return json.dumps({"id": f"p{n}", "action": "open", "ts": ts})
+    return json.dumps({"id": f"p{n}", "action": "open", "ts": iso_at(minutes)})
 
 
 @pytest.mark.parametrize("no_data", ["true", "false"])
@@ -68,17 +64,10 @@ def test_a_query_started_without_batches_of_no_data_runs_none_and_counts_the_sam
         for lines in files:
             h.feed(lines)
             h.process()
-        got = {(r["window_start"], r["action"]): r["count"] for r in h.results()}
+        got = sorted((r["window_start"], r["action"], r["count"]) for r in h.results())
         query = h.run.queries["counts"] if h.run else None
         rows_read = [p["numInputRows"] for p in query.recentProgress] if query else []
-    want = Counter(
-        (T0 + timedelta(minutes=10 * (m // 10)), "open") for m in (1 + n / 10 for n in range(5))
-    ) + Counter((T0 + timedelta(minutes=60), "open") for _ in range(3))  # mobile's 10m windows
-    assert {(naive(k[0]), k[1]): v for k, v in got.items()} == dict(want)
-    assert sum(rows_read) == sum(len(f) for f in files)
+    sent = [line for lines in files for line in lines]
+    assert got == sorted(mobile_counts(sent).itertuples(index=False, name=None))
+    assert sum(rows_read) == len(sent)
     assert (0 in rows_read) is (no_data == "true")
-
-
-def naive(text: str) -> datetime:
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment.replace(tzinfo=None) - (moment.utcoffset() or timedelta(0))
