@@ -36,7 +36,7 @@ def demo(pipeline: str) -> Callable[..., Any] | None:
     if target is None:
         return None
     module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module), attr)
 
 
 def generator(pipeline: str) -> ModuleType | None:

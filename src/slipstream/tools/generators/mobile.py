@@ -47,7 +47,8 @@ class Phones:
     def records(self, rng: random.Random, start_ms: int, end_ms: int) -> Iterator[Record]:
         if self.next_ms is None:
             self.next_ms = start_ms + rng.expovariate(1 / self.mean_gap_ms)
-        names, weights = zip(*ACTIONS, strict=True)
+        names = [action for action, _ in ACTIONS]
+        weights = [weight for _, weight in ACTIONS]
         while self.next_ms < end_ms:
             action = rng.choices(names, weights)[0]
             self.made[action] += 1

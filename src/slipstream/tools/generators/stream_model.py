@@ -70,7 +70,11 @@ class Record(NamedTuple):
 
 class Workload(Protocol):
     name: str
-    shapes: tuple[Shape, ...]
+
+    @property
+    def shapes(self) -> tuple[Shape, ...]:
+        """The record shapes it makes (read only, so a workload may name exactly its own)."""
+        ...
 
     def records(self, rng: random.Random, start_ms: int, end_ms: int) -> Iterable[Record]:
         """The records with event time in `[start_ms, end_ms)`, in event-time order; called
