@@ -7,7 +7,7 @@ import contextlib
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from slipstream.app.exits import EXIT_FAILED, EXIT_OK
 from slipstream.checkpoint import start as checkpoint_start
@@ -147,13 +147,13 @@ def status(state_dir: Path, pipeline: str | None, as_json: bool, out: TextIO) ->
     return EXIT_OK
 
 
-def latest_rows(state_dir: Path, pipeline: str, limit: int = 5) -> dict[str, dict[str, object]]:
+def latest_rows(state_dir: Path, pipeline: str, limit: int = 5) -> dict[str, dict[str, Any]]:
     """query name -> the latest rows of each output of `pipeline` on its default sink under
     `state_dir` (what its sink can show; none for sinks that cannot be read back)."""
     prepared = StateDirResults(state_dir, pipeline).prepared(pipeline)
     if prepared is None:
         return {}
-    shown: dict[str, dict[str, object]] = {}
+    shown: dict[str, dict[str, Any]] = {}
     for out in prepared.outputs.values():
         if not out.is_output:
             continue  # the quarantine: raw records, not results

@@ -18,6 +18,7 @@ The outputs count rejected rows per batch with `observe()`, so the batch line ca
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -112,6 +113,6 @@ def register(spark: SparkSession) -> None:
         )
 
 
-def owned(folders: dict[str, Path]) -> dict[str, str]:
+def owned(folders: Mapping[str, Path]) -> dict[str, str]:
     """The session settings that make a query write the quarantines of these inputs."""
     return {SETTING + name: str(Path(folder).resolve()) for name, folder in folders.items()}

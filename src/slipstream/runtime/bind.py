@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from slipstream.analysis.validate import settings_violations
-from slipstream.api.pipeline import Input, Output, Params
+from slipstream.api.pipeline import Input, Output, Params, Pipeline
 from slipstream.checkpoint.lifecycle import query_checkpoint
 from slipstream.core import spark_line
 from slipstream.core.kafka_url import KafkaTopic
@@ -22,7 +22,7 @@ from slipstream.core.specs import SinkSpec, sink_kinds
 from slipstream.errors import ConfigError, ValidationError
 from slipstream.ingest.expectations import check_expectations
 from slipstream.ingest.guard import EventTimeGuard
-from slipstream.pipelines import Pipeline, get_pipeline
+from slipstream.pipelines import get_pipeline
 from slipstream.runtime.bound import QUARANTINE, BoundInput, BoundOutput, Prepared, QueryKind
 from slipstream.runtime.from_checkpoint import apply, start_from
 from slipstream.runtime.ingest_stage import applies, decide, refuse_unstaged_delta
@@ -105,8 +105,8 @@ def prepare(
     start = start_from(settings, pipeline.name, inputs) if check_source else None
     # the queries that read the raw files (`--from-checkpoint`'s filter lasts until each has
     # committed past OLD's files): with every stream input staged, its ingest queries only
-    streams = [b for b in inputs.values() if b.source is not None]
-    staged = bool(streams) and all(b.staged for b in streams)
+    bound_streams = [b for b in inputs.values() if b.source is not None]
+    staged = bool(bound_streams) and all(b.staged for b in bound_streams)
     raw = [Path(o.ctx.checkpoint) for o in outputs.values() if not o.is_output or not staged]
     inputs = apply(inputs, start, raw)
     prepared = Prepared(
@@ -168,6 +168,7 @@ def _refuse_shared_targets(outputs: dict[str, BoundOutput]) -> None:
     seen: dict[tuple[str, ...], str] = {}
     for out in outputs.values():
         spec = out.sink.spec
+        where: tuple[str, ...]
         if spec.is_file_sink:
             where = (str(spec.path().resolve()),)
             shown = where[0]
@@ -215,22 +216,21 @@ def _bind_input(
 ) -> BoundInput:
     streams = pipeline.stream_inputs()
     given = settings.input
-    path = given.get(spec.name)
+    value = given.get(spec.name)
     flag = f"--input {spec.name}="
-    if path is None and "" in given and not spec.static and len(streams) == 1:
-        path, flag = given[""], "--input "
-    topic = path if isinstance(path, KafkaTopic) else None
-    spark_format = path if isinstance(path, SparkFormat) else None
-    if topic is not None or spark_format is not None:
-        path = None
-        if spec.static:
-            raise ConfigError(
-                "CONFIG_BAD_VALUE",
-                f"{flag}{topic or spark_format}: input {spec.name} is a table (read whole at "
-                "every batch), not a stream; a Kafka topic or a format:... can bind only a "
-                "stream input",
-                f"give it a file: {flag}FILE",
-            )
+    if value is None and "" in given and not spec.static and len(streams) == 1:
+        value, flag = given[""], "--input "
+    topic = value if isinstance(value, KafkaTopic) else None
+    spark_format = value if isinstance(value, SparkFormat) else None
+    path = value if isinstance(value, Path) else None
+    if (topic is not None or spark_format is not None) and spec.static:
+        raise ConfigError(
+            "CONFIG_BAD_VALUE",
+            f"{flag}{topic or spark_format}: input {spec.name} is a table (read whole at "
+            "every batch), not a stream; a Kafka topic or a format:... can bind only a "
+            "stream input",
+            f"give it a file: {flag}FILE",
+        )
     if spark_format is not None and spark_format.path is not None:
         path = Path(spark_format.path).expanduser()
     if spec.static:

@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from slipstream.analysis.late import LatePlan
 from slipstream.analysis.plan import Plan
-from slipstream.api.pipeline import Input, Output, Params
+from slipstream.api.pipeline import Input, Output, Params, Pipeline
 from slipstream.ingest.expectations import Expectation
 from slipstream.ingest.guard import EventTimeGuard
-from slipstream.pipelines import Pipeline
 from slipstream.settings.config import Settings
 from slipstream.settings.jdbc_drivers import JdbcDriver
 from slipstream.sinks import Sink, SinkContext

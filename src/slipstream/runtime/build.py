@@ -135,7 +135,7 @@ def _staged(
 
 
 def _query(
-    prepared: Prepared, output: BoundOutput, read: _Read, frames: dict[str, DataFrame]
+    prepared: Prepared, output: BoundOutput, read: _Read, frames: Mapping[str, DataFrame]
 ) -> Query:
     ingest = None
     if output.kind is QueryKind.INGEST:

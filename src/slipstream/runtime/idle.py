@@ -10,7 +10,7 @@ slow first batch does not end the run."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
@@ -23,7 +23,7 @@ class Watched(Protocol):
     def status(self) -> dict[str, Any]: ...
 
     @property
-    def recentProgress(self) -> list[dict[str, Any]]: ...  # noqa: N802 (Spark's name)
+    def recentProgress(self) -> Sequence[Mapping[str, Any]]: ...  # noqa: N802 (Spark's name)
 
 
 #: Spark's status message before a query's sources exist (a socket not yet connected)

@@ -129,7 +129,9 @@ def _recorded(prepared: Prepared) -> list[tuple[BoundOutput, dict[str, Any]]]:
     """Every output a run on this checkpoint recorded that these settings do not bind, bound
     to the sink it was written to, with its record entry."""
     settings = prepared.settings
-    seen = {(o.name, o.sink.location(o.ctx), o.ctx.table) for o in prepared.targets.values()}
+    seen: set[tuple[str, str | None, str | None]] = {
+        (o.name, o.sink.location(o.ctx), o.ctx.table) for o in prepared.targets.values()
+    }
     found = []
     for entry in _entries(settings.checkpoint_root):
         name, target, table = (

@@ -62,9 +62,9 @@ def _backfill_landing(prepared: Prepared) -> Path | None:
     """The folder a finite run reads, when it reads one files input (the bar counts its
     files); None otherwise."""
     s = prepared.settings
-    streams = [b for b in prepared.inputs.values() if b.source is not None]
-    if not s.trigger.finite or s.quiet or len(streams) != 1 or not streams[0].source.reads_files:
+    sources = [(b, b.source) for b in prepared.inputs.values() if b.source is not None]
+    if not s.trigger.finite or s.quiet or len(sources) != 1 or not sources[0][1].reads_files:
         return None
-    landing = streams[0].binding.path
+    landing = sources[0][0].binding.path
     assert landing is not None
     return landing

@@ -181,7 +181,7 @@ class Run:
                 running = next((q for q in self.queries.values() if q.isActive), None)
                 if running is not None:
                     with contextlib.suppress(StreamingQueryException):
-                        running.awaitTermination(poll)
+                        running.awaitTermination(poll)  # type: ignore[arg-type]  # seconds
         except KeyboardInterrupt:
             self.stop_reason = "interrupted (Ctrl-C)"
             raise
@@ -341,7 +341,7 @@ def _stop_at_batch_boundaries(
         # failure here: it is not this stop's, and raise_failure reads it from the query
         for query in list(waiting.values())[:1]:
             with contextlib.suppress(StreamingQueryException):
-                query.awaitTermination(poll)
+                query.awaitTermination(poll)  # type: ignore[arg-type]  # seconds
     return ended
 
 

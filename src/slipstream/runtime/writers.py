@@ -98,11 +98,11 @@ def start_one(
         try:
             return start_query(ready, start=start)
         finally:
-            for key, value in before.items():
-                if value is None:
+            for key, old in before.items():
+                if old is None:
                     conf.unset(key)
                 else:
-                    conf.set(key, value)
+                    conf.set(key, old)
 
     started = begin()
     if rows is not None:
