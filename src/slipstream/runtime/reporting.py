@@ -62,9 +62,10 @@ def _backfill_landing(prepared: Prepared) -> Path | None:
     """The folder a finite run reads, when it reads one files input (the bar counts its
     files); None otherwise."""
     s = prepared.settings
-    sources = [(b, b.source) for b in prepared.inputs.values() if b.source is not None]
-    if not s.trigger.finite or s.quiet or len(sources) != 1 or not sources[0][1].reads_files:
+    streams = [b for b in prepared.inputs.values() if b.source is not None]
+    source = streams[0].source if len(streams) == 1 else None
+    if not s.trigger.finite or s.quiet or source is None or not source.reads_files:
         return None
-    landing = sources[0][0].binding.path
+    landing = streams[0].binding.path
     assert landing is not None
     return landing

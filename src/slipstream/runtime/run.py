@@ -180,8 +180,9 @@ class Run:
                     break
                 running = next((q for q in self.queries.values() if q.isActive), None)
                 if running is not None:
+                    # seconds, a float: PySpark's annotation says int, it sends timeout * 1000
                     with contextlib.suppress(StreamingQueryException):
-                        running.awaitTermination(poll)  # type: ignore[arg-type]  # seconds
+                        running.awaitTermination(poll)  # type: ignore[arg-type]
         except KeyboardInterrupt:
             self.stop_reason = "interrupted (Ctrl-C)"
             raise
@@ -340,8 +341,9 @@ def _stop_at_batch_boundaries(
         # a query that fails meanwhile (a sibling's cause, a broker gone for both) raises its
         # failure here: it is not this stop's, and raise_failure reads it from the query
         for query in list(waiting.values())[:1]:
+            # seconds, a float: PySpark's annotation says int, it sends timeout * 1000
             with contextlib.suppress(StreamingQueryException):
-                query.awaitTermination(poll)  # type: ignore[arg-type]  # seconds
+                query.awaitTermination(poll)  # type: ignore[arg-type]
     return ended
 
 
