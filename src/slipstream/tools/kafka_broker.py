@@ -34,6 +34,8 @@ from pathlib import Path
 KAFKA_VERSION = "4.1.1"
 SCALA = "2.13"
 START_TIMEOUT_S = 60.0
+#: how long creating a topic may take on a broker just started (its controller's first answer)
+CREATE_TIMEOUT_S = 120.0
 
 POM = """<?xml version="1.0" encoding="UTF-8"?>
 <!-- written by slipstream.tools.kafka_broker: the jars of a one-node Kafka broker -->
@@ -269,10 +271,27 @@ class KafkaBroker:
         return AdminClient({"bootstrap.servers": self.bootstrap})
 
     def create_topic(self, name: str, partitions: int = 1) -> str:
+        from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import NewTopic
 
         admin = self.admin()  # kept referenced until the answer: a freed client cancels it
-        admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+        # a broker just started listens before its controller answers: a busy machine has
+        # kept it from answering in 30 s, so the creation is asked again until CREATE_TIMEOUT_S
+        # (a request that went through meanwhile makes the topic: then it already exists)
+        deadline = time.monotonic() + CREATE_TIMEOUT_S
+        while True:
+            try:
+                admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+                break
+            except KafkaException as exc:
+                if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    break
+                raise
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise BrokerError(
+                        f"the broker did not create topic {name!r} in {CREATE_TIMEOUT_S:.0f} s"
+                    ) from None
         # the controller's answer comes before the broker's metadata has the topic: a client
         # asking at once may be told it does not exist. Returned once every partition has a leader.
         deadline = time.monotonic() + 30
