@@ -1,8 +1,8 @@
 """Where a live batch's time goes, batch by batch (issue 40): `trending` with the default
 trigger, one file of RATE events landing a second, in this process's JVM, for SECONDS files.
 For every batch that read rows: Spark's `durationMs` per phase (bench/stageprofile.py's) and
-its state stores' commit time, as JSON lines; then the median of each over the batches after
-the first SKIP. It shows what a short benchmark leaves out: how the batch time changes over a
+its state stores' commit time, as JSON lines; then each phase's median over the batches
+after the first SKIP. It shows what a short benchmark leaves out: how the batch time changes over a
 run's first minutes.
 
     .venv/bin/python -m bench.liveprofile --rate 1000 --seconds 60 --out FILE.jsonl

@@ -277,17 +277,20 @@ class KafkaBroker:
         admin = self.admin()  # kept referenced until the answer: a freed client cancels it
         # a broker just started listens before its controller answers: a busy machine has
         # kept it from answering in 30 s, so the creation is asked again until CREATE_TIMEOUT_S
-        # (a request that went through meanwhile makes the topic: then it already exists)
+        # (a request that went through meanwhile made the topic: then, and only then, a topic
+        # that already exists is this one)
         deadline = time.monotonic() + CREATE_TIMEOUT_S
+        asked_before = False
         while True:
             try:
                 admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
                 break
             except KafkaException as exc:
-                if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                if asked_before and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
                     break
                 raise
             except TimeoutError:
+                asked_before = True
                 if time.monotonic() > deadline:
                     raise BrokerError(
                         f"the broker did not create topic {name!r} in {CREATE_TIMEOUT_S:.0f} s"
