@@ -269,10 +269,10 @@ def _iso(value: Any) -> str:
 
 def _plans(text: str) -> str:
     """What `check` printed after Spark analyzed the plans (its timing line dropped), but the
-    state partitions and state store lines: a run's own choice on a local master, the
-    server's through Connect (runtime/partitions.py)."""
+    state partitions, state store and file reads lines: a run's own choice on a local master,
+    the server's through Connect (runtime/partitions.py)."""
     after = text.split(" s)\n", 1)[1]
-    own = ("state partitions ", "state store ")
+    own = ("state partitions ", "state store ", "file reads: ")
     return "\n".join(x for x in after.split("\n") if not x.startswith(own))
 
 

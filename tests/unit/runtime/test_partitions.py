@@ -18,6 +18,8 @@ from slipstream.runtime.explain import explain
 from slipstream.runtime.partitions import (
     HDFS_STORE,
     NO_DATA_BATCHES,
+    OPEN_COST,
+    OPEN_COST_BYTES,
     STATE_ROWS_COUNTED,
     choose,
     counts_state_rows,
@@ -67,12 +69,36 @@ def test_a_new_run_sizes_its_partitions_by_its_trigger(
     choice = choose(prepared(tmp_path, master=master, trigger=trigger))
     assert choice.count == expected
     finite = trigger in ("available-now", "once")
-    assert choice.conf() == (
-        {} if expected is None else {"spark.sql.shuffle.partitions": str(expected)}
-    )  # the session's; the row count and the store are set while each query starts
+    shuffle = {} if expected is None else {"spark.sql.shuffle.partitions": str(expected)}
+    # the session's (with a live local run's file splits: the next test); the row count and the
+    # store are set while each query starts
+    assert {k: v for k, v in choice.conf().items() if k != OPEN_COST} == shuffle
     # a finite run on RocksDB does not count its rows; Spark's own store (a small backfill's on
     # a local master) always does
     assert choice.count_rows is not (finite and choice.store is None)
+
+
+@pytest.mark.parametrize(
+    ("master", "trigger", "conf", "expected"),
+    [
+        ("local[2]", "default", {}, str(OPEN_COST_BYTES)),
+        ("local[2]", "5s", {}, str(OPEN_COST_BYTES)),
+        ("local[*]", "default", {}, str(OPEN_COST_BYTES)),
+        ("local[2]", "available-now", {}, None),  # a backfill's batches hold many files
+        ("local[2]", "once", {}, None),
+        ("local[2]", "real-time", {}, None),  # topics only: no file reads
+        ("spark://127.0.0.1:7077", "default", {}, None),  # a cluster's own
+        ("local[2]", "default", {OPEN_COST: "4194304"}, None),  # the user's, in their --conf
+    ],
+)
+def test_a_live_run_on_a_local_master_splits_its_file_reads_across_the_cores(
+    tmp_path: Path, master: str, trigger: str, conf: dict[str, str], expected: str | None
+) -> None:
+    run = prepared(tmp_path, master=master, trigger=trigger, conf=conf)
+    choice = choose(run)
+    assert choice.conf().get(OPEN_COST) == expected
+    said = "file reads: a file's opening counted as 8,192 bytes" in choice.describe()
+    assert said is (expected is not None)
 
 
 @pytest.mark.parametrize(
