@@ -1,9 +1,9 @@
 """Where a live batch's time goes, batch by batch (issue 40): `trending` with the default
 trigger, one file of RATE events landing a second, in this process's JVM, for SECONDS files.
-For every batch that read rows: Spark's `durationMs` per phase (bench/stageprofile.py's) and
-its state stores' commit time, as JSON lines; then each phase's median over the batches
-after the first SKIP. It shows what a short benchmark leaves out: how the batch time changes over a
-run's first minutes.
+For every batch that read rows: Spark's `durationMs` per phase (bench/stageprofile.py's), its
+state stores' commit time and each stateful operator's rows changed and held, as JSON lines;
+then each phase's median over the batches after the first SKIP. It shows what a short benchmark
+leaves out: how the batch time changes over a run's first minutes.
 
     .venv/bin/python -m bench.liveprofile --rate 1000 --seconds 60 --out FILE.jsonl
 """
@@ -33,6 +33,11 @@ def batch_record(progress: dict[str, Any]) -> dict[str, Any]:
         "rows": progress.get("numInputRows"),
         **{f"{phase}_ms": durations.get(phase) for phase in PHASES},
         "state_commit_ms": [o.get("commitTimeMs") for o in operators],
+        # each stateful operator's rows: changed in the batch (the aggregation's are the rows the
+        # sink writes in update mode) and held after it
+        "state_ops": [o.get("operatorName") for o in operators],
+        "state_rows_updated": [o.get("numRowsUpdated") for o in operators],
+        "state_rows_total": [o.get("numRowsTotal") for o in operators],
     }
 
 
