@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sqlite3
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from bench import inproc
 from bench.core import Stopwatch
-from bench.scenarios.flagship import bare_streaming
+from bench.scenarios.flagship import start_bare
 from bench.stageprofile import PHASES
 from bench.workloads import TrendingInput, generate_trending, land_all
 
@@ -89,28 +87,10 @@ def slipstream_run(spark: SparkSession, data: TrendingInput, landing: Path, scra
 
 
 def bare_run(spark: SparkSession, data: TrendingInput, landing: Path, scratch: Path) -> dict:
-    from slipstream.testing import article_views_db
-
     scratch.mkdir(parents=True)
-    db = article_views_db(scratch / "trending.db", [])
-
-    def upsert(frame: DataFrame, batch_id: int) -> None:
-        rows = [tuple(r) for r in frame.collect()]  # a batch's changed windows: small
-        with sqlite3.connect(db) as conn:
-            conn.executemany("INSERT OR REPLACE INTO article_views VALUES (?,?,?,?,?,?,?)", rows)
-
-    conf = {inproc.PARTITIONS_KEY: str(os.cpu_count() or 1), **inproc.SPARK_OWN}
-    with inproc.sql_conf(spark, conf):
-        watch = Stopwatch()
-        query = (
-            bare_streaming(spark, landing, data.catalog)
-            .writeStream.outputMode("update")
-            .option("checkpointLocation", str(scratch / "checkpoint"))
-            .foreachBatch(upsert)
-            .trigger(availableNow=True)
-            .start()
-        )
-        started = watch.seconds()
+    watch = Stopwatch()
+    query = start_bare(spark, landing, data.catalog, scratch, [])
+    started = watch.seconds()
     query.awaitTermination()
     seconds = watch.seconds()
     return {"start_s": started, "total_s": seconds, "batches": batches(query.recentProgress)}

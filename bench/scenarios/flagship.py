@@ -31,12 +31,14 @@ the streaming variants run with the shuffle partitions slipstream's CLI chooses 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
 
 from bench import inproc
 from bench.core import Context, Result, Stopwatch, alternate, median, paired_ratios, summarize_ratio
@@ -196,17 +198,16 @@ def run_batch(
     }
 
 
-def run_bare(ctx: Context, landing: Path, data: TrendingInput) -> dict[str, Any]:
-    """The bare streaming query, available-now, with the partitions slipstream would choose
-    (one per core: a backfill), each batch's rows upserted into SQLite in one transaction."""
-    import os
-
+def start_bare(
+    spark: SparkSession, landing: Path, catalog: Path, scratch: Path, batches: list[int]
+) -> StreamingQuery:
+    """The bare streaming query started available-now, each batch's rows upserted into
+    scratch/trending.db in one transaction and its id appended to `batches`; with Spark's own
+    state store and file listing (what a plain PySpark job gets) and the partitions slipstream
+    would choose (one per core: a backfill), set while it starts."""
     from slipstream.testing import article_views_db
 
-    spark = inproc.session()
-    scratch = ctx.scratch(f"runs/bare-{inproc.unique()}")
     db = article_views_db(scratch / "trending.db", [])
-    batches: list[int] = []
 
     def upsert(frame: DataFrame, batch_id: int) -> None:
         rows = [tuple(r) for r in frame.collect()]  # a batch's changed windows: small
@@ -214,22 +215,26 @@ def run_bare(ctx: Context, landing: Path, data: TrendingInput) -> dict[str, Any]
             conn.executemany("INSERT OR REPLACE INTO article_views VALUES (?,?,?,?,?,?,?)", rows)
         batches.append(batch_id)
 
-    # Spark's own state store and file listing (what a plain PySpark job gets), a partition a core
-    conf = {
-        inproc.PARTITIONS_KEY: str(os.cpu_count() or 1),
-        **inproc.SPARK_OWN,
-    }
+    conf = {inproc.PARTITIONS_KEY: str(os.cpu_count() or 1), **inproc.SPARK_OWN}
     with inproc.sql_conf(spark, conf):
-        cpu = cpu_seconds(spark)
-        watch = Stopwatch()
-        query = (
-            bare_streaming(spark, landing, data.catalog)
+        return (
+            bare_streaming(spark, landing, catalog)
             .writeStream.outputMode("update")
             .option("checkpointLocation", str(scratch / "checkpoint"))
             .foreachBatch(upsert)
             .trigger(availableNow=True)
             .start()
         )
+
+
+def run_bare(ctx: Context, landing: Path, data: TrendingInput) -> dict[str, Any]:
+    """The bare streaming query (start_bare) over the landed files, timed to its end."""
+    spark = inproc.session()
+    scratch = ctx.scratch(f"runs/bare-{inproc.unique()}")
+    batches: list[int] = []
+    cpu = cpu_seconds(spark)
+    watch = Stopwatch()
+    query = start_bare(spark, landing, data.catalog, scratch, batches)
     query.awaitTermination()
     seconds = watch.seconds()
     return {
@@ -237,7 +242,7 @@ def run_bare(ctx: Context, landing: Path, data: TrendingInput) -> dict[str, Any]
         "cpu_s": cpu_seconds(spark) - cpu,
         "events_per_s": data.total_lines / seconds,
         "batches": len(batches),
-        "db": str(db),
+        "db": str(scratch / "trending.db"),
     }
 
 
