@@ -67,14 +67,14 @@ real-time mode; `--conf spark.sql.streaming.noDataMicroBatches.enabled=...` choo
 query.
 
 A live run's file reads are split across the cores. Spark packs a batch's files into read tasks
-counting each file as `spark.sql.files.openCostInBytes` (4 MiB) more than its size, and never
-cuts a split smaller than that: a live batch of one file (1 MB at 10,000 events/s) is one task,
-parsed on one core while the other waits. A micro-batch run with a live trigger on a local
-master counts a file's opening as OPEN_COST_BYTES, so a batch's bytes are spread over the cores
-(two tasks for one 100 KB file on 2 cores): live `trending` at 10,000 events/s, p50 0.69x and
-0.92x, p99 0.71x and 0.84x in two pairs; at 1,000 events/s p50 1.00x, p99 0.80x
-(docs/benchmarks.md section 42). Spark reads it from the session, not from a query's own
-settings, so it is in the run's session conf (`Choice.conf`); `--conf
+counting each file as `spark.sql.files.openCostInBytes` (4 MiB) more than its size, and cuts a
+file only into pieces of at least that size (its last aside): a live batch of one file (1 MB
+at 10,000 events/s) is one task, parsed on one core while the other waits. A micro-batch run
+with a live trigger on a local master counts a file's opening as OPEN_COST_BYTES, so a batch's
+bytes are spread over the cores (two tasks for one 100 KB file on 2 cores): live `trending` at
+10,000 events/s, p50 0.69x and 0.92x, p99 0.71x and 0.84x in two pairs; at 1,000 events/s p50
+1.00x, p99 0.80x (docs/benchmarks.md section 42). Spark reads it from the session, not from a
+query's own settings, so it is in the run's session conf (`Choice.conf`); `--conf
 spark.sql.files.openCostInBytes=...` chooses instead."""
 
 from __future__ import annotations
@@ -198,10 +198,15 @@ def choose(prepared: Prepared) -> Choice:
 def _open_cost(settings: Settings) -> int | None:
     """A live micro-batch run on a local master: OPEN_COST_BYTES, unless `--conf` sets it
     (the module's text)."""
-    master = settings.master or submitted_master() or DEFAULT_MASTER
-    local = settings.remote is None and is_local(master)
     live = settings.trigger.kind in LIVE_MICRO_BATCH
+    local = _local_master(settings) is not None
     return OPEN_COST_BYTES if local and live and OPEN_COST not in settings.conf else None
+
+
+def _local_master(settings: Settings) -> str | None:
+    """The run's master when it is a local one (not a cluster, not Spark Connect), else None."""
+    master = settings.master or submitted_master() or DEFAULT_MASTER
+    return master if settings.remote is None and is_local(master) else None
 
 
 def query_settings(
@@ -247,8 +252,7 @@ def _store(prepared: Prepared) -> tuple[str | None, str]:
     recorded.discard(None)
     if len(recorded) == 1:
         return recorded.pop(), "the checkpoints' own (Spark fixes it at a first batch)"
-    master = s.master or submitted_master() or DEFAULT_MASTER
-    if s.remote is not None or not is_local(master):
+    if _local_master(s) is None:
         return None, "state off the JVM's heap, for a cluster's"
     if s.trigger.kind in LIVE_MICRO_BATCH:
         return HDFS_STORE, (
@@ -293,8 +297,8 @@ def _partitions(prepared: Prepared) -> Choice:
     recorded.discard(None)
     if len(recorded) == 1:
         return Choice(recorded.pop(), "the checkpoints' own (Spark fixes it at a first batch)")
-    master = s.master or submitted_master() or DEFAULT_MASTER
-    if s.remote is not None or not is_local(master):
+    master = _local_master(s)
+    if master is None:
         return Choice(None, "a cluster's (2 x its cores when slipstream builds the session)")
     if s.trigger.kind in FINITE:
         cores = cores_of(master) or os.cpu_count() or 1
