@@ -6,11 +6,10 @@ file of a batch in as many tasks as the session has cores, and every line once; 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from bench.inproc import sql_conf  # the settings for a block, the session's own again after
 from pyspark.sql import DataFrame, SparkSession
 
 from slipstream.runtime import runner
@@ -21,24 +20,6 @@ from slipstream.settings.config import load_settings
 pytestmark = pytest.mark.spark
 
 SPARKS_OPEN_COST = 4 * 2**20  # Spark's own: 4 MiB
-
-
-@contextmanager
-def session_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
-    """The settings for the block, then the session's own again (a run launched in this process
-    earlier may have set them: `getOrCreate` applies a builder's settings to a running
-    session)."""
-    before = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def read_once(spark: SparkSession, folder: Path, checkpoint: Path) -> tuple[int, list[str]]:
@@ -74,10 +55,10 @@ def test_one_file_of_a_live_batch_is_read_by_every_core_and_every_line_once(
     conf = session_options(live)["conf"]
     assert OPEN_COST in conf
     cores = spark.sparkContext.defaultParallelism
-    with session_conf(spark, {OPEN_COST: str(SPARKS_OPEN_COST)}):
+    with sql_conf(spark, {OPEN_COST: str(SPARKS_OPEN_COST)}):
         tasks, lines = read_once(spark, folder, tmp_path / "spark-default")
     assert tasks == 1 and sorted(lines) == sorted(sent)
-    with session_conf(spark, {OPEN_COST: conf[OPEN_COST]}):
+    with sql_conf(spark, {OPEN_COST: conf[OPEN_COST]}):
         tasks, lines = read_once(spark, folder, tmp_path / "live")
     assert cores > 1 and tasks == cores
     assert sorted(lines) == sorted(sent)  # split at byte offsets: no line lost, none twice
