@@ -41,12 +41,6 @@ def batches(progress: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def job_ids(spark: SparkSession) -> set[int]:
-    store = spark.sparkContext._jsc.sc().statusStore()  # type: ignore[union-attr]
-    jobs = store.jobsList(None)
-    return {jobs.apply(i).jobId() for i in range(jobs.size())}
-
-
 def jobs_since(spark: SparkSession, before: set[int]) -> list[dict[str, Any]]:
     """The jobs run since `before`: id, tasks and milliseconds from submission to completion."""
     store = spark.sparkContext._jsc.sc().statusStore()  # type: ignore[union-attr]
@@ -112,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
         for rep in range(args.reps + 1):  # round 0: warm-up, not kept
             order = ["slipstream", "bare"] if rep % 2 == 0 else ["bare", "slipstream"]
             for name in order:
-                before = job_ids(spark)
+                before = {job["job"] for job in jobs_since(spark, set())}
                 result = variants[name](spark, data, work / "landing", work / f"{name}-{rep}")
                 result.update(variant=name, rep=rep, jobs=jobs_since(spark, before))
                 print(json.dumps(result), flush=True)
