@@ -165,6 +165,7 @@ TIMES = [
     *["2024-03-10T02:30:00", "2024-11-03T01:30:00", "2024-03-31T02:30:00", "12018-03-02"],
     *["2018-03-02T10:02:33[UTC]", "2018-03-02T10:02:33 America/Los_Angeles", "2018-3-2"],
 ]
+DUPLICATE_AT = '{{"s":"a","ts":"2018-03-02",{}}}'
 SHAPES = [
     *["not json", '{"s": "p1", "ts": "2018-03-02T10:0', "[1, 2]", '"a string"', "5", "null"],
     *['{"s":"a","s":"b"}', '{"s":"a","x":{"k":1,"k":2}}', '{"x":{"k":1,"k":2},"s":"a","s":"b"}'],
@@ -172,6 +173,15 @@ SHAPES = [
     *['{"x":NaN}', '{"x":' + "1" * 1001 + "}", "{'s':'p1'}", '{"x":1,}', '{"x":.5}', '{"x":-}'],
     *['{"x":' + "[" * 999 + "]" * 999 + "}", '{"x":' + "[" * 1000 + "]" * 1000 + "}"],
     *['\ufeff{"s":"p1"}', '{"s":"p1","S":1}', '{"s":"p1", "x": "\x01"}', '{"x":"\\ud800"}'],
+    # a key twice in a record the fast path would take otherwise (the required fields there):
+    # among the undeclared, after a null, spelled by an escape, nested in an array or deeper,
+    # after the keys the fast path looks through itself (ROOT_KEYS), or not at all
+    *[DUPLICATE_AT.format(rest) for rest in ('"x":1,"x":2', '"s":null,"s":"b"', '"\\u0073":"b"')],
+    *[DUPLICATE_AT.format(rest) for rest in ('"x":[{"k":1,"k":2}]', '"x":{"y":{"k":1,"k":2}}')],
+    *[DUPLICATE_AT.format(rest) for rest in ('"x":[]', '"ts":"2018-03-02"', '"x":{"s":1}')],
+    DUPLICATE_AT.format(",".join(f'"k{i}":{i}' for i in range(20)) + ',"k3":0'),
+    DUPLICATE_AT.format(",".join(f'"k{i}":{i}' for i in range(20))),
+    DUPLICATE_AT.format(",".join(f'"k{i}":{i}' for i in range(12)) + ',"s":"b"'),
 ]
 #: lines the expression parser takes although content follows the root value
 TRAILING = ['{"s":"p1","ts":"2018-03-02"} trailing', '{"s":"p1","ts":"2018-03-02"}{}', "[1] x"]

@@ -57,6 +57,14 @@ public final class StrictJsonParser implements Serializable {
    */
   static final int FAST_MAX_BYTES = 1024 * 1024;
 
+  /**
+   * A flat record of at most this many keys has its duplicates found by the fast path itself (a
+   * look through the keys read so far: Jackson's detector builds a set for every object, a
+   * sixth of the parse); a longer record, or one with a nested object or array, is read again
+   * with Jackson's detector.
+   */
+  static final int ROOT_KEYS = 16;
+
   static final String NOT_UTF8 = "not valid UTF-8 (bytes shown as U+FFFD in raw)";
   static final String NOT_JSON = "not JSON";
   static final String DUPLICATE = "not JSON: a key appears twice in an object";
@@ -82,8 +90,10 @@ public final class StrictJsonParser implements Serializable {
 
   private transient HashMap<String, Integer> index;
   private transient DataType[] sparkTypes;
-  private transient JsonFactory fast;
+  private transient JsonFactory fast; // no duplicate detection: the fast path's own, at the root
+  private transient JsonFactory strict; // Jackson's, in every object: a record with nested values
   private transient JsonFactory reference;
+  private transient String[] rootKeys; // the fast path's keys of the record read so far
   private transient VariantCastArgs castArgs;
   private transient ZoneId zone;
   private transient Cast[] textCasts; // per field: Spark's Cast of a text to its date/time type
@@ -174,7 +184,9 @@ public final class StrictJsonParser implements Serializable {
     }
     textRow = new GenericInternalRow(1);
     fast = new JsonFactory();
-    fast.enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
+    strict = new JsonFactory();
+    strict.enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
+    rootKeys = new String[ROOT_KEYS];
     reference = new JsonFactory(); // as VariantUtil.JSON_FACTORY (package-private): defaults
     zone = ZoneId.of(timeZone);
     fixedZone = PlainTime.fixedOffset(zone);
@@ -260,14 +272,56 @@ public final class StrictJsonParser implements Serializable {
     if (escapedSurrogate(line)) {
       return false;
     }
-    try (JsonParser p = fast.createParser(line)) {
-      if (p.nextToken() != JsonToken.START_OBJECT) {
+    int read = read(fast, line, out);
+    if (read == NESTED) {
+      java.util.Arrays.fill(out, null);
+      read = read(strict, line, out);
+    }
+    if (read != TAKEN) {
+      return false;
+    }
+    for (int f = 0; f < names.length; f++) {
+      if (required[f] && out[f] == null) {
         return false;
       }
+    }
+    return true;
+  }
+
+  private static final int TAKEN = 1, GIVEN_UP = 0, NESTED = -1;
+
+  /**
+   * The record's declared fields into `out` by a parser of `factory`: TAKEN, GIVEN_UP (the
+   * reference path decides), or NESTED when `factory` is the one without duplicate detection and
+   * the record holds a nested object or array or more than ROOT_KEYS keys (read it with Jackson's
+   * detector). Without Jackson's detector, a key that appears twice at the root gives up here.
+   */
+  private int read(JsonFactory factory, byte[] line, Object[] out) {
+    boolean own = factory == fast; // duplicates found here, not by Jackson
+    try (JsonParser p = factory.createParser(line)) {
+      if (p.nextToken() != JsonToken.START_OBJECT) {
+        return GIVEN_UP;
+      }
+      int keys = 0;
       JsonToken t;
       while ((t = p.nextToken()) == JsonToken.FIELD_NAME) {
-        Integer at = index.get(p.currentName());
+        String name = p.currentName();
+        if (own) {
+          if (keys == ROOT_KEYS) {
+            return NESTED;
+          }
+          for (int k = 0; k < keys; k++) {
+            if (rootKeys[k].equals(name)) {
+              return GIVEN_UP;
+            }
+          }
+          rootKeys[keys++] = name;
+        }
+        Integer at = index.get(name);
         t = p.nextToken();
+        if (own && (t == JsonToken.START_OBJECT || t == JsonToken.START_ARRAY)) {
+          return NESTED;
+        }
         if (at == null) {
           p.skipChildren();
           continue;
@@ -278,22 +332,17 @@ public final class StrictJsonParser implements Serializable {
         }
         Object v = fastValue(p, t, f);
         if (v == null) {
-          return false;
+          return GIVEN_UP;
         }
         out[f] = v;
       }
       if (t != JsonToken.END_OBJECT || p.nextToken() != null) {
-        return false;
+        return GIVEN_UP;
       }
     } catch (Exception e) {
-      return false;
+      return GIVEN_UP;
     }
-    for (int f = 0; f < names.length; f++) {
-      if (required[f] && out[f] == null) {
-        return false;
-      }
-    }
-    return true;
+    return TAKEN;
   }
 
   /** A field's value when its conversion is plain and passes every check, else null. */
