@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
         landing.mkdir()
         pacer = Pacer(data.files, landing, 1.0)
         pacer.land(0)
-        spark = inproc.session()
+        spark = inproc.session(finite=False)  # a live run: Spark's maintenance
         spark.streams.removeListener(inproc.collector())  # PySpark's own bridge: not slipstream's
         flags = {
             "input": [str(landing), f"catalog={data.catalog}"],
