@@ -8,7 +8,11 @@
 `state` samples state rows and memory after every batch (scenario 6); `plain-mobile` is the
 hand-written PySpark job the start-up scenario compares slipstream with; `session-floor` is
 the least a PySpark program can do: start a session and run one trivial job;
-`plain-mobile-delta` is the mobile query by hand MERGEd into a Delta table (scenario 20)."""
+`plain-mobile-delta` is the mobile query by hand MERGEd into a Delta table (scenario 20);
+`flagship` is one variant of scenario 3 in a JVM of its own (its `isolate` setting).
+
+    python -m bench.worker flagship --variant V --landing DIR --catalog F --lines N --work DIR
+        --cap K [--partitions 2,8] [--warmup 2]"""
 
 from __future__ import annotations
 
@@ -224,6 +228,25 @@ def session_floor(args: argparse.Namespace) -> int:
     return 0
 
 
+def flagship(args: argparse.Namespace) -> int:
+    """One variant of scenario 3 in this JVM: `--warmup` runs not kept, then one measured,
+    printed as a JSON line (bench/scenarios/flagship.py `run_isolated`)."""
+    from bench.core import Context
+    from bench.scenarios import flagship as scenario
+    from bench.workloads import TrendingInput
+
+    work = Path(args.work)
+    ctx = Context(quick=False, work=work, results=work, log=lambda _: None)
+    landing = Path(args.landing)
+    data = TrendingInput(landing, Path(args.catalog), [], [], args.lines)
+    partitions = [p for p in args.partitions.split(",") if p]
+    for _ in range(args.warmup):
+        scenario.run_variant(ctx, landing, data, args.variant, args.cap, partitions)
+    measured = scenario.run_variant(ctx, landing, data, args.variant, args.cap, partitions)
+    print(json.dumps(measured), flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.worker")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -248,12 +271,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--snapshot-partitions")
     sub.add_parser("session-floor")
+    p = sub.add_parser("flagship")
+    p.add_argument("--variant", required=True)
+    p.add_argument("--landing", required=True)
+    p.add_argument("--catalog", required=True)
+    p.add_argument("--lines", type=int, required=True)
+    p.add_argument("--work", required=True)
+    p.add_argument("--cap", type=int, required=True)
+    p.add_argument("--partitions", default="")
+    p.add_argument("--warmup", type=int, default=1)
     args = parser.parse_args(argv)
     handler = {
         "state": state,
         "plain-mobile": plain_mobile,
         "plain-mobile-delta": plain_mobile_delta,
         "session-floor": session_floor,
+        "flagship": flagship,
     }
     return handler[args.command](args)
 

@@ -31,8 +31,11 @@ the streaming variants run with the shuffle partitions slipstream's CLI chooses 
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -246,6 +249,87 @@ def run_bare(ctx: Context, landing: Path, data: TrendingInput) -> dict[str, Any]
     }
 
 
+PLAIN, STAGED = "streaming (no stage)", "streaming, ingest stage"
+NO_CLOSING = "streaming, no closing batch"
+BARE = "bare streaming query"
+SLIP_BATCH = "batch job, slipstream parser"
+DEAD_LETTER = {"streaming, --late-rows false": "off"}
+BY_STORE = {f"streaming, {name} state store": conf for name, conf in inproc.STATE_STORES.items()}
+#: runs of its own variant that a process started for one (`isolate`) makes before the measured
+#: one: the JVM's first run compiles Spark's hot code
+ISOLATED_WARMUP = 2
+
+
+def capped_names(cap: int) -> tuple[str, str]:
+    return f"streaming, {cap} files/batch", f"streaming, {cap} files/batch, ingest stage"
+
+
+def partition_names(partitions: list[str]) -> dict[str, str]:
+    return {f"streaming, {p} shuffle partitions": p for p in partitions}
+
+
+def run_variant(
+    ctx: Context,
+    landing: Path,
+    data: TrendingInput,
+    variant: str,
+    cap: int,
+    partitions: list[str],
+    *,
+    isolated: bool = False,
+) -> dict[str, Any]:
+    """One run of `variant` in this process's JVM, or `isolated` in one of its own."""
+    if isolated:
+        return run_isolated(ctx, landing, data, variant, cap, partitions)
+    capped, capped_staged = capped_names(cap)
+    by_partitions = partition_names(partitions)
+    if variant in by_partitions:
+        conf = {inproc.PARTITIONS_KEY: by_partitions[variant]}
+        return run_streaming(ctx, landing, data, None, "partitions", conf, ingest_stage=False)
+    if variant in BY_STORE:
+        conf = BY_STORE[variant]
+        return run_streaming(ctx, landing, data, None, "store", conf, ingest_stage=False)
+    if variant == NO_CLOSING:
+        conf = {inproc.NO_DATA_KEY: "false"}
+        return run_streaming(ctx, landing, data, None, "closing", conf, ingest_stage=False)
+    if variant in (PLAIN, STAGED):
+        on = variant == STAGED
+        label = "staged" if on else "stream"
+        return run_streaming(ctx, landing, data, None, label, ingest_stage=on)
+    if variant in DEAD_LETTER:
+        late = DEAD_LETTER[variant]
+        return run_streaming(ctx, landing, data, None, "late", late=late, ingest_stage=False)
+    if variant == BARE:
+        return run_bare(ctx, landing, data)
+    if variant == "batch job":
+        return run_batch(ctx, landing, data)
+    if variant == SLIP_BATCH:
+        return run_batch(ctx, landing, data, "slipstream")
+    if variant == capped_staged:  # the outputs run beside the ingest query
+        return run_streaming(ctx, landing, data, cap, "capped-staged", ingest_stage=True)
+    if variant == capped:
+        return run_streaming(ctx, landing, data, cap, "capped", ingest_stage=False)
+    raise ValueError(f"no flagship variant {variant!r}")
+
+
+def run_isolated(
+    ctx: Context, landing: Path, data: TrendingInput, variant: str, cap: int, partitions: list[str]
+) -> dict[str, Any]:
+    """One measured run of `variant` in a JVM of its own (`python -m bench.worker flagship`),
+    after ISOLATED_WARMUP runs of the same variant there: no other variant's state in its heap
+    or its code in the JIT's profiles (docs/benchmarks.md section 43)."""
+    command = [
+        sys.executable, "-m", "bench.worker", "flagship", "--variant", variant,
+        "--landing", str(landing), "--catalog", str(data.catalog),
+        "--lines", str(data.total_lines), "--work", str(ctx.scratch(f"isolated-{inproc.unique()}")),
+        "--cap", str(cap), "--partitions", ",".join(partitions),
+        "--warmup", str(ISOLATED_WARMUP),
+    ]  # fmt: skip
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
 def run(ctx: Context) -> Result:
     result = Result(NAME, TITLE)
     events = ctx.param("events", 200_000, 1_000_000)
@@ -266,53 +350,24 @@ def run(ctx: Context) -> Result:
         "window": "10 min sliding by 1 min, watermark 10 min (trending defaults)",
     }
     ctx.log(f"  {data.total_lines:,} events in {len(data.files)} files")
-    capped = f"streaming, {cap} files/batch"
-    capped_staged = f"streaming, {cap} files/batch, ingest stage"
-    slip_batch = "batch job, slipstream parser"
-    by_partitions = {f"streaming, {p} shuffle partitions": p for p in partitions}
-    dead_letter = {
-        "streaming, --late-rows false": "off",
-    }
-    by_store = {
-        f"streaming, {name} state store": conf for name, conf in inproc.STATE_STORES.items()
-    }
-    plain, staged = "streaming (no stage)", "streaming, ingest stage"
-    no_closing = "streaming, no closing batch"
-    bare = "bare streaming query"
+    capped, capped_staged = capped_names(cap)
+    slip_batch = SLIP_BATCH
+    by_partitions = partition_names(partitions)
+    dead_letter = DEAD_LETTER
+    by_store = BY_STORE
+    plain, staged, no_closing, bare = PLAIN, STAGED, NO_CLOSING, BARE
     variants = [
         plain, staged, bare, "batch job", slip_batch, capped, capped_staged, *by_partitions,
         *dead_letter, *by_store, no_closing,
     ]  # fmt: skip
     variants = [v for v in variants if v in ctx.param("variants", variants, variants)]
+    isolate = bool(ctx.param("isolate", False, False))
+    result.params["isolated"] = isolate
 
     def one(variant: str, rep: int) -> dict[str, Any]:
-        if variant in by_partitions:
-            conf = {inproc.PARTITIONS_KEY: by_partitions[variant]}
-            return run_streaming(ctx, landing, data, None, "partitions", conf, ingest_stage=False)
-        if variant in by_store:
-            conf = by_store[variant]
-            return run_streaming(ctx, landing, data, None, "store", conf, ingest_stage=False)
-        if variant == no_closing:
-            conf = {inproc.NO_DATA_KEY: "false"}
-            return run_streaming(ctx, landing, data, None, "closing", conf, ingest_stage=False)
-        if variant in (plain, staged):
-            on = variant == staged
-            label = "staged" if on else "stream"
-            return run_streaming(ctx, landing, data, None, label, ingest_stage=on)
-        if variant in dead_letter:
-            late = dead_letter[variant]
-            return run_streaming(ctx, landing, data, None, "late", late=late, ingest_stage=False)
-        if variant == bare:
-            return run_bare(ctx, landing, data)
-        if variant == "batch job":
-            return run_batch(ctx, landing, data)
-        if variant == slip_batch:
-            return run_batch(ctx, landing, data, "slipstream")
-        if variant == capped_staged:  # the outputs run beside the ingest query
-            return run_streaming(ctx, landing, data, cap, "capped-staged", ingest_stage=True)
-        return run_streaming(ctx, landing, data, cap, "capped", ingest_stage=False)
+        return run_variant(ctx, landing, data, variant, cap, partitions, isolated=isolate)
 
-    runs = alternate(variants, one, reps, warmup=True, log=ctx.log)
+    runs = alternate(variants, one, reps, warmup=not isolate, log=ctx.log)
     tables = {
         v: table_rows(Path(next(r["db"] for r in runs if r["variant"] == v))) for v in variants
     }
