@@ -55,11 +55,12 @@ STATE_STORES: dict[str, dict[str, str]] = {
     },
 }
 
-#: How often Spark's state store maintenance runs in the benchmark's session of finite runs
-#: (Spark's default: 60 s). It unloads the state of a query that stopped: every variant's runs
-#: share one JVM, and a run over 1,000,000 events left about 300 MiB of state in the heap for up
-#: to a minute, which the next runs paid for in collections (docs/benchmarks.md section 43; a
-#: user's backfill is a process of its own).
+#: How often Spark's state store maintenance runs in the benchmark's session (Spark's default:
+#: 60 s). It unloads the state of a query that stopped: every variant's runs share one JVM, and
+#: a run over 1,000,000 events left about 290 MiB of state in the heap for up to a minute, which
+#: the next runs paid for in collections (docs/benchmarks.md section 43; a user's backfill is a
+#: process of its own). The live queries of scenarios in the same process (1 and 2) run with it
+#: too, every variant alike; `bench.liveprofile`, a live run in a process of its own, does not.
 FINITE_MAINTENANCE = "2s"
 MAINTENANCE_KEY = "spark.sql.streaming.stateStore.maintenanceInterval"
 
