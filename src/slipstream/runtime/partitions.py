@@ -242,6 +242,11 @@ def store_settings(prepared: Prepared, plan: Plan) -> dict[str, str]:
     return {} if store is None else {STATE_PROVIDER: store}
 
 
+def state_in_heap(prepared: Prepared) -> bool:
+    """Whether the run's state is in the driver's heap: Spark's own store on a local master."""
+    return _store(prepared)[0] == HDFS_STORE and _local_master(prepared.settings) is not None
+
+
 def _store(prepared: Prepared) -> tuple[str | None, str]:
     """The state store's provider for the checkpoints this run makes (the module's text)."""
     s = prepared.settings

@@ -1,9 +1,10 @@
 """What listens to a run's queries: one `RunListener` and its handlers, in order.
 
-Each batch's progress goes to the handlers in this order: the rows each output wrote
-(runtime/written.py), the files the batch read (runtime/landed.py), the late-row dead-letter
-(runtime/deadletter.py), the event log (monitor/recorder.py), the caller's handlers (console,
-metrics, dashboard, a demo's view) and last the run's totals (`sync_progress` waits on them, so
+Each batch's progress goes to the handlers in this order: the state's share of the driver's
+heap (runtime/state_heap.py), the rows each output wrote (runtime/written.py), the files the
+batch read (runtime/landed.py), the late-row dead-letter (runtime/deadletter.py), the event log
+(monitor/recorder.py), the caller's handlers (console, metrics, dashboard, a demo's view) and
+last the run's totals (`sync_progress` waits on them, so
 every handler saw a batch once the totals did)."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from slipstream.runtime.control import StopControl
 from slipstream.runtime.deadletter import DeadLetter, dead_letter
 from slipstream.runtime.landed import LandedFilesCheck
 from slipstream.runtime.partitions import counts_state_rows
+from slipstream.runtime.state_heap import StateHeapWatch
 from slipstream.runtime.written import WrittenRows
 
 
@@ -55,6 +57,9 @@ class Watch:
         landed.check_read_files()
         self.listener.handlers.insert(0, landed.handle)  # before totals: a batch's files judged
         self.listener.handlers.insert(0, WrittenRows(prepared))  # first: the log records it
+        heap = StateHeapWatch.for_run(spark, prepared)
+        if heap is not None:
+            self.listener.handlers.insert(0, heap)  # a warning once the state fills the heap
         return late, landed
 
     def abandon(self, spark: SparkSession, failure: BaseException) -> None:
