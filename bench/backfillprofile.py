@@ -32,6 +32,7 @@ from pyspark.sql import SparkSession
 
 from bench import inproc
 from bench.core import Stopwatch
+from bench.procs import cpu_seconds_of, stat_fields
 from bench.scenarios.flagship import start_bare
 from bench.stageprofile import PHASES
 from bench.workloads import TrendingInput, generate_trending, land_all
@@ -94,7 +95,6 @@ def thread_cpu(spark: SparkSession) -> Counter[str]:
     """CPU seconds so far of each kind of the JVM's threads (their names without numbers, as
     Linux keeps them: 15 characters), and this process's as `python`."""
     pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()  # type: ignore[union-attr]
-    tick = os.sysconf("SC_CLK_TCK")
     out: Counter[str] = Counter()
     for task in os.listdir(f"/proc/{pid}/task"):
         try:
@@ -102,9 +102,8 @@ def thread_cpu(spark: SparkSession) -> Counter[str]:
         except OSError:  # the thread ended meanwhile
             continue
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat.rsplit(")", 1)[1].split()
         kind = re.sub(r"\d+", "N", re.sub(r"[#\-\s]*\d+$", "", name))
-        out[kind] += (int(fields[11]) + int(fields[12])) / tick
+        out[kind] += cpu_seconds_of(stat_fields(stat))
     times = os.times()
     out["python"] = times.user + times.system
     return out

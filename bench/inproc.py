@@ -19,6 +19,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 
+from bench.procs import cpu_seconds_of, stat_fields
+
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
@@ -297,11 +299,9 @@ def unique() -> int:
 def cpu_seconds(spark: SparkSession) -> float:
     """CPU seconds used so far by the session's JVM and by this process."""
     pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
+    jvm = cpu_seconds_of(stat_fields(Path(f"/proc/{pid}/stat").read_text()))
     mine = os.times()
-    return (int(fields[11]) + int(fields[12])) / ticks + mine.user + mine.system
+    return jvm + mine.user + mine.system
 
 
 def bare_outputs(

@@ -188,12 +188,21 @@ def group_stat_fields(pgid: int) -> Iterator[list[str]]:
             text = (entry / "stat").read_text()
         except OSError:
             continue
-        fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
+        fields = stat_fields(text)
         if int(fields[2]) == pgid:  # field 5 of stat: the process group
             yield fields
 
 
+def stat_fields(text: str) -> list[str]:
+    """A /proc stat line's fields from field 3 (state) on: after "pid (comm) "."""
+    return text[text.rindex(")") + 2 :].split()
+
+
+def cpu_seconds_of(fields: list[str]) -> float:
+    """utime + stime of a process's or thread's `stat_fields`, in seconds."""
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def group_cpu_seconds(pgid: int) -> float:
     """Sum of utime + stime over the processes of process group `pgid`, from /proc."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    return sum(int(f[11]) + int(f[12]) for f in group_stat_fields(pgid)) / ticks
+    return sum(cpu_seconds_of(f) for f in group_stat_fields(pgid))
