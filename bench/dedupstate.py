@@ -1,0 +1,231 @@
+"""What a live batch pays for the deduplication state it holds (issue 40, the 10,000 events/s
+row): `withWatermark(ts, D).dropDuplicatesWithinWatermark(event_id)` into Spark's no-op sink,
+at a steady state of `--ids` ids held, each batch `--rate` new ids one second of event time
+later (so the watermark evicts about as many as it adds), three ways, each in a JVM of its own
+(`--shape trending`: with `trending`'s sliding window count after it, in update mode):
+
+- `spark-heap`: Spark's operator on its HDFS-backed store (a live run's default);
+- `spark-rocksdb`: Spark's operator on RocksDB with changelog checkpointing;
+- `timers`: the same deduplication as a transformWithState processor whose ids expire by
+  event-time timers (bench/jvm/TimerDedup.java), on RocksDB.
+
+Spark's operator finds the ids to evict by scanning all of its state every batch (and the heap
+store copies its map of the last version); a timer is stored ordered by its time, so a batch
+reads only what the watermark passed. Batch 0 loads the state (`--ids` ids spread over twice
+the delay: an id is held until the watermark, newest - D, passes its time + D); its batches and
+the next `WARMUP_BATCHES` are not kept. Every variant must emit the same number of rows (each
+batch re-sends some ids still held and a few rows behind the watermark: both dropped).
+
+    .venv/bin/python -m bench.dedupstate [--ids 3000000 --rate 10000 --batches 12 --pairs 2]
+        [--variants spark-heap,spark-rocksdb,timers] [--partitions 2] [--shape dedup|trending]
+        [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = ("spark-heap", "spark-rocksdb", "timers")
+WARMUP_BATCHES = 2  # after the loading batch 0
+RESENT = 0.02  # of a batch's rows: ids of the last minute again
+LATE = 0.005  # of a batch's rows: event times behind the watermark
+T0_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+ARTICLES = 500
+SHAPES = ("dedup", "trending")
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def delay_s(ids: int, rate: int) -> int:
+    """The watermark delay D at which `ids` ids are held at `rate` ids a second (2 D of them)."""
+    return max(1, ids // (2 * rate))
+
+
+def generate(folder: Path, ids: int, rate: int, batches: int) -> None:
+    """File 0: `ids` ids over [T0, T0 + 2D); file i >= 1: `rate` new ids in second i of event
+    time after that, some re-sent ids of the last minute and some late rows. One file a batch."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(7)
+    span = 2 * delay_s(ids, rate) * 1000
+
+    def write(index: int, numbers: np.ndarray, ts: np.ndarray) -> None:
+        table = pa.table(
+            {
+                "event_id": pa.array([f"e{n:010d}" for n in numbers]),
+                "ts": pa.array(ts, type=pa.timestamp("ms", tz="UTC")),
+                "article_id": pa.array([f"a{n % ARTICLES}" for n in numbers]),
+            }
+        )
+        path = folder / f"part-{index:05d}.parquet"
+        pq.write_table(table, path)
+        os.utime(path, (1_000_000 + index, 1_000_000 + index))  # the file source's order
+
+    write(0, np.arange(ids), T0_MS + np.sort(rng.integers(0, span, ids)))
+    for i in range(1, batches + 1):
+        start = T0_MS + span + (i - 1) * 1000
+        fresh = np.arange(ids + (i - 1) * rate, ids + i * rate)
+        ts = start + rng.integers(0, 1000, rate)
+        resent = max(1, int(rate * RESENT))
+        recent = np.arange(max(0, ids + (i - 1) * rate - 60 * rate), ids + (i - 1) * rate)
+        late = max(1, int(rate * LATE))
+        numbers = np.concatenate([fresh, rng.choice(recent, resent), rng.integers(0, ids, late)])
+        behind = start - span  # older than the watermark (newest - D) by D
+        times = np.concatenate([ts, start + rng.integers(0, 1000, resent),
+                                behind - rng.integers(0, 1000, late)])  # fmt: skip
+        write(i, numbers, times)
+
+
+def compiled(work: Path) -> Path:
+    from bench.parserbench import compile_classes
+
+    jars = str(Path(__import__("pyspark").__file__).parent / "jars" / "*")
+    return compile_classes([ROOT / "bench/jvm/TimerDedup.java"], jars, work / "classes")
+
+
+def run_worker(variant: str, folder: Path, work: Path, classes: Path, ids: int, rate: int,
+               partitions: int, shape: str) -> dict[str, Any]:  # fmt: skip
+    """One variant in a JVM of its own: its batches' progress."""
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.dedupstate", "--worker", variant, "--input", str(folder),
+         "--work", str(work), "--classes", str(classes), "--ids", str(ids), "--rate", str(rate),
+         "--partitions", str(partitions), "--shape", shape],
+        cwd=ROOT, check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def worker(variant: str, folder: Path, work: Path, classes: Path, delay: int,
+           partitions: int, shape: str) -> dict[str, Any]:  # fmt: skip
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    from slipstream.settings.session import build_session
+
+    spark = build_session(
+        conf={
+            "spark.driver.memory": "8g",
+            "spark.driver.extraClassPath": str(classes),
+            "spark.sql.shuffle.partitions": str(partitions),
+            "spark.sql.streaming.stateStore.providerClass": (
+                HDFS if variant == "spark-heap" else ROCKSDB
+            ),
+        },
+        app_name="dedupstate",
+        log_level="ERROR",
+    )
+    events = (
+        spark.readStream.schema("event_id string, ts timestamp, article_id string")
+        .option("maxFilesPerTrigger", 1)
+        .parquet(str(folder))
+        .withWatermark("ts", f"{delay} seconds")
+    )
+    if variant == "timers":
+        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        timed = jvm.TimerDedup.apply(events._jdf, "event_id", "ts", delay * 1000)
+        deduped = DataFrame(timed, spark)
+    else:
+        deduped = events.dropDuplicatesWithinWatermark(["event_id"])
+    mode = "append"
+    if shape == "trending":  # the sliding window count after it, as `trending` runs it
+        window = F.window("ts", "10 minutes", "1 minute")
+        deduped = deduped.groupBy(window, "article_id").count()
+        mode = "update"
+    query = (
+        deduped.writeStream.format("noop")
+        .outputMode(mode)
+        .option("checkpointLocation", str(work / f"checkpoint-{variant}"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    batches = []
+    for p in query.recentProgress:
+        if not p.numInputRows:
+            continue
+        ops = p.stateOperators
+        state = max(ops, key=lambda o: o.numRowsTotal) if ops else None  # the deduplication
+        batches.append({
+            "batch": p.batchId, "rows": p.numInputRows, "out": p.sink.numOutputRows,
+            "ms": p.durationMs.get("triggerExecution", 0), "durations": dict(p.durationMs),
+            "state_rows": state.numRowsTotal if state else None,
+            "removed": state.numRowsRemoved if state else None,
+            "commit_ms": state.commitTimeMs if state else None,
+            "removals_ms": state.allRemovalsTimeMs if state else None,
+            "updates_ms": state.allUpdatesTimeMs if state else None,
+            "all_commits_ms": sum(o.commitTimeMs for o in ops),
+        })  # fmt: skip
+    spark.stop()
+    return {"variant": variant, "batches": batches}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ids", type=int, default=3_000_000)
+    parser.add_argument("--rate", type=int, default=10_000)
+    parser.add_argument("--batches", type=int, default=12)
+    parser.add_argument("--pairs", type=int, default=2)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--shape", choices=SHAPES, default="dedup")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--worker", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--input", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--classes", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    delay = delay_s(args.ids, args.rate)
+    if args.worker:
+        result = worker(
+            args.worker, args.input, args.work, args.classes, delay, args.partitions, args.shape
+        )
+        print(json.dumps(result))
+        return
+    variants = args.variants.split(",")
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="dedupstate-") as tmp:
+        work = Path(tmp)
+        generate(work / "input", args.ids, args.rate, args.batches)
+        classes = compiled(work)
+        for pair in range(args.pairs):
+            order = variants if pair % 2 == 0 else variants[::-1]
+            for variant in order:
+                run_dir = work / f"run-{pair}-{variant}"
+                result = run_worker(variant, work / "input", run_dir, classes, args.ids,
+                                    args.rate, args.partitions, args.shape)  # fmt: skip
+                kept = [b for b in result["batches"] if b["batch"] > WARMUP_BATCHES]
+                summary = {
+                    "pair": pair, "variant": variant,
+                    "batch_ms_p50": statistics.median(b["ms"] for b in kept),
+                    "batch_ms_max": max(b["ms"] for b in kept),
+                    "state_rows_p50": statistics.median(b["state_rows"] for b in kept),
+                    "removed_p50": statistics.median(b["removed"] for b in kept),
+                    "load_batch_ms": result["batches"][0]["ms"],
+                    "rows_out": sum(b["out"] for b in result["batches"]),
+                }  # fmt: skip
+                runs.append({**summary, "batches": result["batches"]})
+                print(json.dumps(summary), flush=True)
+    outs = {r["rows_out"] for r in runs}
+    report = {"shape": args.shape, "ids": args.ids, "rate": args.rate, "delay_s": delay,
+              "batches": args.batches, "partitions": args.partitions,
+              "same_rows_out": len(outs) == 1, "runs": runs}  # fmt: skip
+    print(json.dumps({"same rows out": len(outs) == 1, "rows out": sorted(outs)}))
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
