@@ -225,6 +225,8 @@ def main(argv: list[str] | None = None) -> None:
     print(json.dumps({"same rows out": len(outs) == 1, "rows out": sorted(outs)}))
     if args.out:
         args.out.write_text(json.dumps(report, indent=1) + "\n")
+    if len(outs) != 1:
+        sys.exit(f"the variants emitted different rows: {sorted(outs)}")
 
 
 if __name__ == "__main__":
