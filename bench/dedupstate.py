@@ -19,6 +19,7 @@ batch re-sends some ids still held and a few rows behind the watermark: both dro
     .venv/bin/python -m bench.dedupstate [--ids 3000000 --rate 10000 --batches 12 --pairs 2]
         [--variants spark-heap,spark-rocksdb,timers] [--partitions 2] [--shape dedup|trending]
         [--out FILE.json]
+    .venv/bin/python -m bench.dedupstate --boundaries   # the same rows, batch by batch
 """
 
 from __future__ import annotations
@@ -172,6 +173,74 @@ def worker(variant: str, folder: Path, work: Path, classes: Path, delay: int,
     return {"variant": variant, "batches": batches}
 
 
+#: controlled batches of (id, event time s) around both of a batch's watermarks, delay 10 s: a
+#: repeat while held, with another time, at the eviction's bound, after it, late rows
+BOUNDARY_DELAY_S = 10
+BOUNDARY_BATCHES = (
+    (("e1", 100.0), ("e2", 105.0), ("e3", 110.0)),
+    (("e1", 100.0), ("e4", 100.0), ("e5", 100.001), ("e2", 130.0), ("e6", 120.0), ("e7", 99.0)),
+    (("e3", 125.0), ("e1", 121.0), ("e5", 121.0), ("e6", 121.0), ("e8", 120.0), ("e9", 120.001)),
+    (("e6", 200.0), ("e10", 131.0), ("e11", 130.999), ("e12", 119.0)),
+    (("e6", 201.0), ("e13", 180.0), ("e14", 189.999), ("e15", 190.0), ("e16", 189.0)),
+)
+
+
+def boundaries(work: Path) -> None:
+    """Spark's operator and the processor over BOUNDARY_BATCHES, one file a batch: the rows each
+    kept, batch by batch, must be the same (SystemExit otherwise)."""
+    from pyspark.sql import DataFrame
+
+    from slipstream.settings.session import build_session
+
+    classes = compiled(work)
+    spark = build_session(
+        conf={"spark.driver.extraClassPath": str(classes), "spark.sql.shuffle.partitions": "2"},
+        app_name="dedupstate-boundaries",
+        log_level="ERROR",
+    )
+    folder = work / "input"
+    folder.mkdir()
+    for i, rows in enumerate(BOUNDARY_BATCHES):
+        path = folder / f"batch-{i}.json"
+        path.write_text("".join(json.dumps({"id": k, "ts": t}) + "\n" for k, t in rows))
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))
+    kept: dict[str, dict[int, list[tuple[str, float]]]] = {}
+    for variant in ("spark", "timers"):
+        events = (
+            spark.readStream.schema("id string, ts double")
+            .option("maxFilesPerTrigger", 1)
+            .json(str(folder))
+            .selectExpr("id", "timestamp_millis(cast(ts * 1000 as bigint)) AS ts")
+            .withWatermark("ts", f"{BOUNDARY_DELAY_S} seconds")
+        )
+        if variant == "timers":
+            jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+            delay_ms = BOUNDARY_DELAY_S * 1000
+            out = DataFrame(jvm.TimerDedup.apply(events._jdf, "id", "ts", delay_ms), spark)
+        else:
+            out = events.dropDuplicatesWithinWatermark(["id"])
+        got: dict[int, list[tuple[str, float]]] = {}
+
+        def each(frame: DataFrame, batch: int, got: dict[int, Any] = got) -> None:
+            got[batch] = sorted((r.id, r.ts.timestamp()) for r in frame.collect())  # tiny
+
+        query = (
+            out.writeStream.foreachBatch(each)
+            .option("checkpointLocation", str(work / f"checkpoint-{variant}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        kept[variant] = got
+    spark.stop()
+    for batch in sorted(kept["spark"].keys() | kept["timers"].keys()):
+        same = kept["spark"].get(batch) == kept["timers"].get(batch)
+        print(json.dumps({"batch": batch, "same": same, "spark": kept["spark"].get(batch),
+                          "timers": kept["timers"].get(batch)}))  # fmt: skip
+    if kept["spark"] != kept["timers"]:
+        sys.exit("the processor kept other rows than Spark's operator")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ids", type=int, default=3_000_000)
@@ -182,12 +251,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--shape", choices=SHAPES, default="dedup")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--boundaries", action="store_true", help=boundaries.__doc__)
     parser.add_argument("--worker", choices=VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--input", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--classes", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     delay = delay_s(args.ids, args.rate)
+    if args.boundaries:
+        with tempfile.TemporaryDirectory(prefix="dedupstate-") as tmp:
+            boundaries(Path(tmp))
+        return
     if args.worker:
         result = worker(
             args.worker, args.input, args.work, args.classes, delay, args.partitions, args.shape
