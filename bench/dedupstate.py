@@ -42,8 +42,6 @@ LATE = 0.005  # of a batch's rows: event times behind the watermark
 T0_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 ARTICLES = 500
 SHAPES = ("dedup", "trending")
-HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
 def delay_s(ids: int, rate: int) -> int:
@@ -114,16 +112,15 @@ def worker(variant: str, folder: Path, work: Path, classes: Path, delay: int,
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
-    from slipstream.settings.session import build_session
+    from slipstream.runtime.partitions import HDFS_STORE, ROCKSDB_STORE
+    from slipstream.settings.session import STATE_PROVIDER, build_session
 
     spark = build_session(
         conf={
             "spark.driver.memory": "8g",
             "spark.driver.extraClassPath": str(classes),
             "spark.sql.shuffle.partitions": str(partitions),
-            "spark.sql.streaming.stateStore.providerClass": (
-                HDFS if variant == "spark-heap" else ROCKSDB
-            ),
+            STATE_PROVIDER: HDFS_STORE if variant == "spark-heap" else ROCKSDB_STORE,
         },
         app_name="dedupstate",
         log_level="ERROR",
