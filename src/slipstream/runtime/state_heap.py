@@ -2,7 +2,7 @@
 
 A live micro-batch run on a local master keeps its state in Spark's own store, in the driver's
 heap (runtime/partitions.py), and a live run's state grows with its input rate times its
-watermark: `trending` at 10,000 events/s held 8 million ids and 2.5 GiB of heap after 14
+watermark: `trending` at 10,000 events/s held 9.1 million ids and 2.8 GiB of heap after 16
 minutes (docs/benchmarks.md section 44). Nothing bounds it before the run starts, and a heap
 that fills ends the run, which then fails again loading the same state. `StateHeapWatch`, a
 listener handler, adds up the memory each query's state stores report (Spark's
