@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from slipstream.analysis.joins import JoinBuffer, join_buffers
 from slipstream.core.specs import format_duration, parse_duration
+from slipstream.jvm import TIMER_DEDUP_CLASS
 
 WindowKind = Literal["none", "tumbling", "sliding", "session"]
 StreamOp = Literal["limit", "distinct", "sort"]
@@ -45,6 +46,10 @@ class Plan:
     quarantine: bool = False
     # flatMapGroupsWithState / applyInPandasWithState / transformWithState
     arbitrary_state: bool = False
+    # slipstream's deduplication by timers (`--dedup timers`): a transformWithState, so
+    # `arbitrary_state` and `dedup` too; its expired timers emit nothing, so it needs no batch
+    # of no data
+    dedup_timers: bool = False
     # a transformWithState in ProcessingTime mode: it asks for a batch on every trigger (its
     # timers run on the clock), so the query is never idle and an available-now run never ends
     processing_timers: bool = False
@@ -144,6 +149,13 @@ _SLIDE = re.compile(r"% (?P<micros>\d+)\) < cast\(0 as bigint\)")
 _LENGTH = re.compile(r"\) \+ (?P<micros>\d+)\), LongType, TimestampType\)")
 _WATERMARKED = re.compile(r"\b(\w+#\d+)-T\d+ms")  # an attribute that carries a watermark
 _SESSION_GAP = re.compile(r"cast\((?P<gap>[^()]+?) as interval\)")
+
+
+def timer_dedup_node(node: PlanNode) -> bool:
+    """Whether a plan node is slipstream's deduplication by timers (slipstream/jvm/dedup.py)."""
+    return node.name == "TransformWithState" and f"{TIMER_DEDUP_CLASS}@" in node.text
+
+
 STATE_OPS = (
     "FlatMapGroupsWithState",
     "FlatMapGroupsInPandasWithState",
@@ -283,7 +295,8 @@ def read_plan(text: str) -> Plan:
         watermark_column=watermark_column,
         watermark_delay=watermark_delay,
         watermark_before_aggregation=before,
-        dedup=any(n.name.startswith("Deduplicate") for n in streaming),
+        dedup=any(n.name.startswith("Deduplicate") or timer_dedup_node(n) for n in streaming),
+        dedup_timers=any(timer_dedup_node(n) for n in streaming),
         dedup_within_watermark=any(n.name == "DeduplicateWithinWatermark" for n in streaming),
         python_map=any(n.name in PYTHON_MAPS for n in streaming),
         stream_static_join=bool(joins) and not stream_stream,

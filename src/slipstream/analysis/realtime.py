@@ -64,7 +64,12 @@ def blockers(plan: Plan, mode: OutputMode, sink: str, source: str | Iterable[str
         )
     if plan.stream_stream_join:
         found.append("operator stream-stream join (it emits in append mode only)")
-    if plan.arbitrary_state:
+    if plan.dedup_timers:
+        found.append(
+            "--dedup timers (a transformWithState, not in Spark's real-time allow-list): "
+            "--dedup auto or event-time is the form real-time mode runs"
+        )
+    elif plan.arbitrary_state:
         found.append(
             "operator transformWithState / flatMapGroupsWithState (not in Spark's real-time "
             "allow-list)"

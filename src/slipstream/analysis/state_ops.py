@@ -7,7 +7,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from slipstream.analysis.plan import STATE_OPS, analyzed_section, both_sides_stream, plan_nodes
+from slipstream.analysis.plan import (
+    STATE_OPS,
+    analyzed_section,
+    both_sides_stream,
+    plan_nodes,
+    timer_dedup_node,
+)
 
 # Attribute ids (`#12`), watermark marks (`-T600000ms`) and literal suffixes differ from run to
 # run without the state changing, so they are left out.
@@ -47,6 +53,9 @@ def _bracketed(text: str, start: int = 0) -> tuple[list[str], int]:
     return [normalize(i) for i in items if i.strip()], len(text)
 
 
+_INSTANCE = re.compile(r"@[0-9a-f]+\b")
+
+
 def _alias(expression: str) -> str:
     """`window AS window` -> `window`; `count(1) AS count` -> `count(1) AS count`."""
     parts = expression.rsplit(" AS ", 1)
@@ -83,13 +92,19 @@ def state_operators(text: str) -> list[dict[str, Any]]:
                     "values": [normalize(node.text[len("Join") :])],
                 }
             )
+        elif timer_dedup_node(node):  # slipstream's deduplication by timers: its key columns
+            keys, _ = _bracketed(normalize(node.text))
+            found.append(
+                {"operator": "deduplication", "node": "TimerDedup", "keys": keys, "values": []}
+            )
         elif node.name in STATE_OPS:
             found.append(
                 {
                     "operator": "stateful processor",
                     "node": node.name,
                     "keys": [],
-                    "values": [normalize(node.text)],
+                    # a JVM processor prints as Class@hash: its instance is new in every run
+                    "values": [_INSTANCE.sub("", normalize(node.text))],
                 }
             )
     return found

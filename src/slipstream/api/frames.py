@@ -19,6 +19,7 @@ from pyspark.sql.types import (
 )
 
 from slipstream.core.specs import check_windows, spark_interval
+from slipstream.jvm.dedup import timer_dedup
 
 __all__ = [
     "DEDUP_FORMS",
@@ -32,8 +33,10 @@ __all__ = [
 
 #: how `watermarked` keeps a re-sent record once: `within-watermark` is
 #: dropDuplicatesWithinWatermark(unique); `event-time` is dropDuplicates(unique + event time),
-#: the form Spark 4.3's real-time mode runs (its state is evicted by the watermark too)
-DEDUP_FORMS = ("within-watermark", "event-time")
+#: the form Spark 4.3's real-time mode runs (its state is evicted by the watermark too);
+#: `timers` keeps what `within-watermark` keeps, its keys expiring by event-time timers
+#: (slipstream/jvm/dedup.py: a batch reads only the keys the watermark passed)
+DEDUP_FORMS = ("within-watermark", "event-time", "timers")
 
 
 def watermarked(
@@ -45,12 +48,15 @@ def watermarked(
 ) -> DataFrame:
     """`frame` under a watermark of `delay` on `event_time`; with `unique`, a record re-sent
     within the watermark (the same values of those columns) is kept once. `dedup` is the form
-    (DEDUP_FORMS): `event-time` adds `event_time` to the columns (see `dedup_difference`)."""
+    (DEDUP_FORMS): `event-time` adds `event_time` to the columns, `timers` keeps the same rows
+    as `within-watermark` with a processor of slipstream's (see `dedup_difference`)."""
     out = frame.withWatermark(event_time, spark_interval(delay))
     if not unique:
         return out
     if dedup == "event-time":
         return out.dropDuplicates(list(dict.fromkeys([*unique, event_time])))
+    if dedup == "timers":
+        return timer_dedup(out, unique, event_time, int(delay.total_seconds() * 1000))
     if dedup != "within-watermark":
         raise ValueError(f"dedup must be one of {', '.join(DEDUP_FORMS)}; got {dedup!r}")
     return out.dropDuplicatesWithinWatermark(list(unique))
@@ -79,6 +85,12 @@ def dedup_difference(unique: Sequence[str], event_time: str, dedup: str) -> str:
         f"(counted again) and dropped by {within} while the first copy is held (until the "
         f"watermark passes its {event_time} + the delay)"
     )
+    if dedup == "timers":
+        return (
+            f"{within} by event-time timers (a transformWithState on RocksDB): the same rows, "
+            "and a batch reads only the ids the watermark passed, not every id held; "
+            f"{same}; {differ}"
+        )
     used = keyed if dedup == "event-time" else within
     return f"{used}: {same}; {differ}"
 

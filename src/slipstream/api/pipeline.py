@@ -141,9 +141,10 @@ def choice_param(name: str, choices: tuple[str, ...], text: str, metavar: str = 
     return Param(name, values.choice(*choices), choices[0], text, " or ".join(choices), metavar)
 
 
-#: `--dedup`: `auto` is `event-time` under a real-time trigger, `within-watermark` otherwise
-#: (api/frames.py: DEDUP_FORMS, dedup_difference)
-DEDUP_CHOICES = ("auto", "within-watermark", "event-time")
+#: `--dedup`: `auto` is `event-time` under a real-time trigger, `within-watermark` otherwise;
+#: `timers` keeps what `within-watermark` keeps at a batch cost that does not grow with the ids
+#: held (api/frames.py: DEDUP_FORMS, dedup_difference)
+DEDUP_CHOICES = ("auto", "within-watermark", "event-time", "timers")
 
 
 def dedup_param(text: str) -> Param:

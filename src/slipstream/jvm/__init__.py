@@ -18,6 +18,9 @@ from slipstream.errors import ConfigError
 JAR_NAME = "slipstream-parse.jar"
 #: the Java class that registers the parser (java/src/slipstream/jvm/StrictJson.java)
 ENTRY_CLASS = "slipstream.jvm.StrictJson"
+#: the deduplication by timers (java/src/slipstream/jvm/TimerDedup.java, slipstream/jvm/dedup.py);
+#: a plan names it in its transformWithState node (`slipstream.jvm.TimerDedup@...`)
+TIMER_DEDUP_CLASS = "slipstream.jvm.TimerDedup"
 
 
 def jar_path() -> Path:

@@ -18,7 +18,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import JStreamingQueryListener
 
 from slipstream.errors import disk_full, find_error
-from slipstream.monitor.events import batch_executed, observed_sums
+from slipstream.monitor.events import DEDUP_TIMERS_METRIC, batch_executed, observed_sums
 from slipstream.monitor.kafka_lag import total_lag
 
 Record = dict[str, Any]
@@ -166,7 +166,9 @@ def progress_summary(progress: dict[str, Any], state_counted: bool = True) -> di
     rows (one per key and partition), not input rows. Put a row-level stateful operator first
     (trending deduplicates before it aggregates, with the same watermark) and every late row is
     dropped, and counted, there. `duplicates` sums the deduplication operators'
-    `numDroppedDuplicateRows`."""
+    `numDroppedDuplicateRows`, and for a deduplication by timers (`--dedup timers`, which
+    reports none) its rows in less its rows out less the late rows its operator dropped
+    (`timer_duplicates`)."""
     operators = progress.get("stateOperators") or []
     observed = progress.get("observedMetrics") or {}
     quality = observed_sums(observed, "quality")
@@ -191,13 +193,31 @@ def progress_summary(progress: dict[str, Any], state_counted: bool = True) -> di
                 _num((o.get("customMetrics") or {}).get("numDroppedDuplicateRows"))
                 for o in operators
             )
-        ),
+        )
+        + timer_duplicates(observed, operators),
         "quarantined": int(_num(quality.get("quarantined"))),
         "checked": int(_num(quality.get("input"))),
         "reason": observed_reason(observed),
         "expectations": {k: int(v) for k, v in observed_sums(observed, "expectations").items()},
         "kafka_lag": total_lag(progress),  # records behind latest; None: no Kafka input
     }
+
+
+def timer_duplicates(observed: Any, operators: list[dict[str, Any]]) -> int:
+    """The duplicates a deduplication by timers dropped in one batch (slipstream/jvm/dedup.py):
+    its rows in (`dedup_timers.in`), less its rows out, less the late rows dropped before it by
+    the transformWithState operators (the first stateful operator a row meets drops it as late;
+    a deduplication is placed first)."""
+    rows_in = observed_sums(observed, f"{DEDUP_TIMERS_METRIC}.in").get("rows")
+    if rows_in is None:
+        return 0
+    rows_out = observed_sums(observed, f"{DEDUP_TIMERS_METRIC}.out").get("rows", 0.0)
+    late = sum(
+        _num(o.get("numRowsDroppedByWatermark"))
+        for o in operators
+        if str(o.get("operatorName") or "").startswith("transformWithState")
+    )
+    return max(0, int(rows_in - rows_out - late))
 
 
 def is_aggregate(operator: Any) -> bool:

@@ -13,6 +13,7 @@ the store uses, for `status`, `/metrics` and the dashboard."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -144,6 +145,22 @@ def no_state(checkpoint: Path) -> str:
     return "no state: a stateless query"
 
 
+def _first_variable(properties: Any) -> str | None:
+    """A transformWithState's first state variable other than its timers (the state-metadata
+    source's `operatorProperties`; slipstream's deduplication by timers: `held`, the ids held),
+    or None for Spark's other operators."""
+    try:
+        variables = json.loads(properties)["stateVariables"]
+    except (TypeError, ValueError, KeyError):
+        return None
+    names = [
+        str(v.get("stateName"))
+        for v in variables
+        if isinstance(v, dict) and v.get("stateVariableType") != "TimerState"
+    ]
+    return names[0] if names else None
+
+
 def read_state(
     spark: Any, checkpoint: Path, *, batch: int | None = None, keys: int = 0
 ) -> list[OperatorState]:
@@ -173,6 +190,9 @@ def read_state(
             .option("storeName", op.store)
             .option("batchId", latest)
         )
+        variable = _first_variable(getattr(row, "operatorProperties", None))
+        if variable is not None:  # a transformWithState: its rows are its first variable's
+            reader = reader.option("stateVarName", variable)
         try:
             frame = reader.load(str(checkpoint))
             stamps = _timestamp_paths(frame.schema["key"].dataType, "key")

@@ -81,8 +81,9 @@ class SensorsPipeline(Pipeline):
         ),
         dedup_param(
             "how a re-sent reading is kept once (the same readings either way): "
-            "within-watermark, event-time (what real-time mode runs); auto: event-time under a "
-            "real-time trigger"
+            "within-watermark, event-time (what real-time mode runs), timers (within-watermark "
+            "by event-time timers: for a large state); auto: event-time under a real-time "
+            "trigger"
         ),
     )
     outputs = (

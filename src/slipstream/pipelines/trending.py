@@ -13,6 +13,9 @@ Inputs: `events` (the stream, `--input DIR`) and `catalog` (a static CSV table,
                                                 real-time mode runs (`--dedup auto`, the
                                                 default, picks it under --trigger real-time);
                                                 state dropped once the watermark passes ts
+      or TimerDedup by event_id                 --dedup timers: what dropDuplicatesWithin-
+                                                Watermark keeps, each id expiring by an
+                                                event-time timer (slipstream/jvm/dedup.py)
     groupBy(window(ts, L, S), article_id)       L = --window (10m), S = --slide (1m): each event
       .count() as views                         counts in L/S windows; a window's state is
                                                 dropped once the watermark passes its end
@@ -144,8 +147,9 @@ class TrendingPipeline(Pipeline):
         duration_param("watermark", timedelta(minutes=10), "how late an event may arrive"),
         dedup_param(
             "how a re-sent event counts once: within-watermark (by event_id), event-time (by "
-            "event_id and ts, what real-time mode runs); auto: event-time under a real-time "
-            "trigger"
+            "event_id and ts, what real-time mode runs), timers (what within-watermark "
+            "keeps, each batch reading only the ids the watermark passed: for a large state); "
+            "auto: event-time under a real-time trigger"
         ),
     )
     outputs = (

@@ -51,6 +51,13 @@ def prepare(
     if settings.pipeline != pipeline.name:  # `module:Class`: its state goes under its name
         settings = settings.with_(pipeline=pipeline.name)
     params = pipeline.for_trigger(pipeline.parse_params(settings.params), settings.trigger.kind)
+    if settings.remote and params.get("dedup") == "timers":
+        raise ConfigError(
+            "CONNECT_NOT_SUPPORTED",
+            "--dedup timers under --remote: its processor is built in the "
+            "driver's JVM, and a Spark Connect client has none",
+            "use --dedup within-watermark (the same rows) or auto under --remote",
+        )
     if settings.late_delta:
         spark_line.require_delta()  # the quarantine's: its Delta sink's, when it is made
     _refuse_unknown(pipeline, settings.input, "input", "--input")

@@ -7,15 +7,18 @@ input watermark of the *previous* batch (`WatermarkPropagator.getInputWatermarkF
 the global watermark of batch N-1, `offsets/N-1` `batchWatermarkMs`; 0 for batch 0), and drops
 the row when its time is at or before it (`WatermarkSupport.watermarkExpression`):
 
-- a deduplication (`dropDuplicatesWithinWatermark`, or `dropDuplicates` whose key holds the
-  event-time column) and a stream-stream join: the row's event time <= watermark;
+- a deduplication (`dropDuplicatesWithinWatermark`, `dropDuplicates` whose key holds the
+  event-time column, or slipstream's by timers: a transformWithState in event time, which
+  drops late rows before its processor with the same watermark) and a stream-stream join: the
+  row's event time <= watermark;
 - a windowed aggregation in append or update mode: the partial aggregate of a window whose
   *end* <= watermark (`StateStoreSaveExec`); with tumbling windows each row is in one window,
   so a row is late exactly when its window's end <= watermark. Complete mode drops nothing.
 
 What is not covered is named (`LatePlan.uncovered`): inputs without slipstream's parse and
 event time, sliding and session windows as the first stateful operator, arbitrary state
-(flatMapGroupsWithState, transformWithState), an event-time column renamed before it."""
+(flatMapGroupsWithState, transformWithState: but slipstream's deduplication by timers), an
+event-time column renamed before it."""
 
 from __future__ import annotations
 
@@ -29,12 +32,14 @@ from slipstream.analysis.plan import (
     PlanNode,
     both_sides_stream,
     plan_nodes,
+    timer_dedup_node,
     watermark,
 )
 from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared
 from slipstream.runtime.ingest_stage import bronze_dir
 from slipstream.runtime.late_rows import FUNCTION
 
+DEDUPLICATIONS = ("Deduplicate", "DeduplicateWithinWatermark")
 _FILE_SOURCE = re.compile(r"FileSource\[(?P<path>[^\]]*)\]")
 _LATE_CALL = re.compile(rf"\b{FUNCTION}\((?P<name>[^,()]+),")
 
@@ -121,7 +126,7 @@ def _rule(
             continue
         if node.name == "Join" and not both_sides_stream(nodes, node):
             continue  # a stream-static join keeps no state
-        if node.name not in ("Aggregate", "Deduplicate", "DeduplicateWithinWatermark", "Join"):
+        if not timer_dedup_node(node) and node.name not in DEDUPLICATIONS + ("Aggregate", "Join"):
             if node.name in STATE_OPS:
                 return None, "arbitrary state (its late rule is the processor's) is not covered"
             continue

@@ -221,7 +221,8 @@ def query_settings(
     rows = {} if counts_state_rows(spark, prepared) else row_settings(prepared.settings)
     given = prepared.settings.conf.get(NO_DATA_BATCHES)
     no_data = {} if given is None else {NO_DATA_BATCHES: given}  # a caller's session too
-    if _skips_no_data(prepared.settings) and mode != "append" and not plan.arbitrary_state:
+    timers = plan.arbitrary_state and not plan.dedup_timers  # a processor's own timers
+    if _skips_no_data(prepared.settings) and mode != "append" and not timers:
         no_data = {NO_DATA_BATCHES: "false"}
     return {**rows, **no_data, **store_settings(prepared, plan)}
 

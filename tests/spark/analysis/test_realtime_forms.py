@@ -106,6 +106,21 @@ def test_within_watermark_is_what_stops_trending_and_sensors(
         assert why.startswith("operator dropDuplicatesWithinWatermark"), why
 
 
+def test_dedup_by_timers_is_refused_by_name_in_real_time_mode(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """`--dedup timers` is a transformWithState: real-time mode's refusal names the flag and
+    the forms it runs, and the plan counts it as a deduplication keyed by event_id."""
+    plan = _plans(spark, "trending", tmp_path, dedup="timers")["views"]
+    assert (plan.dedup, plan.dedup_timers, plan.dedup_within_watermark) == (True, True, False)
+    [why] = blockers(plan, "update", "sqlite", "kafka")
+    assert why.startswith("--dedup timers (a transformWithState"), why
+    assert "--dedup auto or event-time" in why
+    assert dedup_difference(("event_id",), "ts", "timers").startswith(
+        "dropDuplicatesWithinWatermark(event_id) by event-time timers"
+    )
+
+
 SCHEMA = parse_ddl("event_id STRING, ts TIMESTAMP")
 
 

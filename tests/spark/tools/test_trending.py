@@ -27,6 +27,7 @@ from slipstream.checkpoint.lifecycle import last_committed_batch
 from slipstream.core.files import write_atomically
 from slipstream.ingest.expectations import Expectation, ExpectationFailed
 from slipstream.monitor.accounts import output_account
+from slipstream.monitor.state import read_state
 from slipstream.pipelines.trending import TrendingPipeline
 from slipstream.sinks.quarantine import read_quarantine
 from slipstream.sinks.sqlite import read_table
@@ -38,6 +39,7 @@ from slipstream.tools.generators.trending import (
     write_catalog,
 )
 from slipstream.tools.serving import top_articles
+from tests.helpers import late_records
 from tests.trending_reference import article_views, counted_events, table_rows
 
 pytestmark = pytest.mark.spark
@@ -268,15 +270,16 @@ def stream(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Genera
 
 
 def _run_in_batches(
-    spark: SparkSession, workdir: Path, catalog: Path, parts: list[list[Path]]
+    spark: SparkSession, workdir: Path, catalog: Path, parts: list[list[Path]], **params: Any
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Each part is fed to a fresh harness on the same checkpoint (a stop and restart between)."""
     totals: dict[str, int] = {"rows": 0, "quarantined": 0, "late": 0, "duplicates": 0}
     table: list[dict[str, Any]] = []
     for files in parts:
         with PipelineHarness(
-            spark, "trending", workdir, sink="sqlite", catalog=catalog, max_files_per_trigger=1
-        ) as h:
+            spark, "trending", workdir, sink="sqlite", catalog=catalog, max_files_per_trigger=1,
+            **params,
+        ) as h:  # fmt: skip
             for path in files:
                 shutil.copy2(path, h.input / f".{path.name}")  # keeps the mtime order
                 os.replace(h.input / f".{path.name}", h.input / path.name)
@@ -330,6 +333,32 @@ def test_a_restart_in_the_middle_of_the_stream_gives_the_same_final_table(
     table, totals = _run_in_batches(spark, tmp_path, catalog, [files[:3], files[3:]])
     assert table_rows(table) == table_rows(one_go[0])
     assert totals == one_go[1]
+
+
+def test_dedup_by_timers_keeps_the_same_table_counts_and_dead_letter(
+    spark: SparkSession, tmp_path: Path, stream: Any, one_go: Any
+) -> None:
+    """`--dedup timers` (a transformWithState whose ids expire by event-time timers) over the
+    same files, stopped and restarted in the middle (its ids and timers restored from the
+    checkpoint): the table and every count equal the run with Spark's operator (itself checked
+    against the reference above), the late records are in the dead-letter, and `slipstream
+    state` counts the ids held: the reference's kept events the final watermark has not passed
+    by the watermark's delay."""
+    root, catalog, report = stream
+    files = _files(root / "files")
+    table, totals = _run_in_batches(
+        spark, tmp_path, catalog, [files[:3], files[3:]], dedup="timers"
+    )
+    assert table_rows(table) == table_rows(one_go[0])
+    assert totals == one_go[1]
+    written = late_records(tmp_path / "state", "trending", "views")
+    assert sum(len(rows) for rows in written.values()) == report.late
+    checkpoint = tmp_path / "state" / "checkpoints" / "trending" / "views"
+    (timers,) = [o for o in read_state(spark, checkpoint) if o.operator.startswith("transform")]
+    assert timers.watermark is not None
+    mark = datetime.fromisoformat(timers.watermark.replace("Z", "+00:00"))
+    events, _ = counted_events([_lines(path) for path in files], WATERMARK, _now())
+    assert timers.rows == len({e["event_id"] for e in events if e["ts"] + WATERMARK > mark})
 
 
 @pytest.mark.slow

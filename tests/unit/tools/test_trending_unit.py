@@ -247,6 +247,28 @@ def test_progress_summary_counts_late_duplicates_and_rules() -> None:
     assert (t["late"], t["duplicates"], t["expectations"]["user_id_present"]) == (18, 24, 4)
 
 
+def test_progress_summary_counts_the_duplicates_of_a_dedup_by_timers() -> None:
+    """A transformWithState reports no duplicates: 10 rows went into the processor, 6 came out
+    and 1 was late (dropped by its operator before the processor): 3 duplicates, beside an
+    aggregation's late partial aggregates that are not subtracted."""
+    progress = {
+        "batchId": 4,
+        "numInputRows": 12,
+        "stateOperators": [
+            {"operatorName": "stateStoreSave", "numRowsDroppedByWatermark": 2},
+            {"operatorName": "transformWithStateExec", "numRowsDroppedByWatermark": 1},
+        ],
+        "observedMetrics": {
+            "dedup_timers.in.0": {"rows": 10},
+            "dedup_timers.out.0": {"rows": 6},
+            "quality": {"input": 12, "quarantined": 2},
+        },
+    }
+    s = progress_summary(progress)
+    assert (s["duplicates"], s["late"], s["late_aggregates"]) == (3, 3, 2)
+    assert progress_summary({**progress, "observedMetrics": {}})["duplicates"] == 0
+
+
 # --- the read side ----------------------------------------------------------------------------
 
 
