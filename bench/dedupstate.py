@@ -7,7 +7,7 @@ later (so the watermark evicts about as many as it adds), three ways, each in a 
 - `spark-heap`: Spark's operator on its HDFS-backed store (a live run's default);
 - `spark-rocksdb`: Spark's operator on RocksDB with changelog checkpointing;
 - `timers`: the same deduplication as a transformWithState processor whose ids expire by
-  event-time timers (bench/jvm/TimerDedup.java), on RocksDB.
+  event-time timers (`--dedup timers`: slipstream/jvm/dedup.py), on RocksDB.
 
 Spark's operator finds the ids to evict by scanning all of its state every batch (and the heap
 store copies its map of the last version); a timer is stored ordered by its time, so a batch
@@ -87,19 +87,12 @@ def generate(folder: Path, ids: int, rate: int, batches: int) -> None:
         write(i, numbers, times)
 
 
-def compiled(work: Path) -> Path:
-    from bench.parserbench import compile_classes
-
-    jars = str(Path(__import__("pyspark").__file__).parent / "jars" / "*")
-    return compile_classes([ROOT / "bench/jvm/TimerDedup.java"], jars, work / "classes")
-
-
-def run_worker(variant: str, folder: Path, work: Path, classes: Path, ids: int, rate: int,
+def run_worker(variant: str, folder: Path, work: Path, ids: int, rate: int,
                partitions: int, shape: str) -> dict[str, Any]:  # fmt: skip
     """One variant in a JVM of its own: its batches' progress."""
     out = subprocess.run(
         [sys.executable, "-m", "bench.dedupstate", "--worker", variant, "--input", str(folder),
-         "--work", str(work), "--classes", str(classes), "--ids", str(ids), "--rate", str(rate),
+         "--work", str(work), "--ids", str(ids), "--rate", str(rate),
          "--partitions", str(partitions), "--shape", shape],
         cwd=ROOT, check=True, capture_output=True, text=True,
     ).stdout  # fmt: skip
@@ -107,18 +100,17 @@ def run_worker(variant: str, folder: Path, work: Path, classes: Path, ids: int, 
     return result
 
 
-def worker(variant: str, folder: Path, work: Path, classes: Path, delay: int,
+def worker(variant: str, folder: Path, work: Path, delay: int,
            partitions: int, shape: str) -> dict[str, Any]:  # fmt: skip
-    from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
+    from slipstream.jvm.dedup import timer_dedup
     from slipstream.runtime.partitions import HDFS_STORE, ROCKSDB_STORE
     from slipstream.settings.session import STATE_PROVIDER, build_session
 
     spark = build_session(
         conf={
             "spark.driver.memory": "8g",
-            "spark.driver.extraClassPath": str(classes),
             "spark.sql.shuffle.partitions": str(partitions),
             STATE_PROVIDER: HDFS_STORE if variant == "spark-heap" else ROCKSDB_STORE,
         },
@@ -132,9 +124,7 @@ def worker(variant: str, folder: Path, work: Path, classes: Path, delay: int,
         .withWatermark("ts", f"{delay} seconds")
     )
     if variant == "timers":
-        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-        timed = jvm.TimerDedup.apply(events._jdf, "event_id", "ts", delay * 1000)
-        deduped = DataFrame(timed, spark)
+        deduped = timer_dedup(events, ("event_id",), "ts", delay * 1000)
     else:
         deduped = events.dropDuplicatesWithinWatermark(["event_id"])
     mode = "append"
@@ -187,11 +177,11 @@ def boundaries(work: Path) -> None:
     kept, batch by batch, must be the same (SystemExit otherwise)."""
     from pyspark.sql import DataFrame
 
+    from slipstream.jvm.dedup import timer_dedup
     from slipstream.settings.session import build_session
 
-    classes = compiled(work)
     spark = build_session(
-        conf={"spark.driver.extraClassPath": str(classes), "spark.sql.shuffle.partitions": "2"},
+        conf={"spark.sql.shuffle.partitions": "2"},
         app_name="dedupstate-boundaries",
         log_level="ERROR",
     )
@@ -211,9 +201,7 @@ def boundaries(work: Path) -> None:
             .withWatermark("ts", f"{BOUNDARY_DELAY_S} seconds")
         )
         if variant == "timers":
-            jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-            delay_ms = BOUNDARY_DELAY_S * 1000
-            out = DataFrame(jvm.TimerDedup.apply(events._jdf, "id", "ts", delay_ms), spark)
+            out = timer_dedup(events, ("id",), "ts", BOUNDARY_DELAY_S * 1000)
         else:
             out = events.dropDuplicatesWithinWatermark(["id"])
         got: dict[int, list[tuple[str, float]]] = {}
@@ -252,7 +240,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--worker", choices=VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--input", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--classes", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     delay = delay_s(args.ids, args.rate)
     if args.boundaries:
@@ -260,9 +247,7 @@ def main(argv: list[str] | None = None) -> None:
             boundaries(Path(tmp))
         return
     if args.worker:
-        result = worker(
-            args.worker, args.input, args.work, args.classes, delay, args.partitions, args.shape
-        )
+        result = worker(args.worker, args.input, args.work, delay, args.partitions, args.shape)
         print(json.dumps(result))
         return
     variants = args.variants.split(",")
@@ -270,12 +255,11 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="dedupstate-") as tmp:
         work = Path(tmp)
         generate(work / "input", args.ids, args.rate, args.batches)
-        classes = compiled(work)
         for pair in range(args.pairs):
             order = variants if pair % 2 == 0 else variants[::-1]
             for variant in order:
                 run_dir = work / f"run-{pair}-{variant}"
-                result = run_worker(variant, work / "input", run_dir, classes, args.ids,
+                result = run_worker(variant, work / "input", run_dir, args.ids,
                                     args.rate, args.partitions, args.shape)  # fmt: skip
                 kept = [b for b in result["batches"] if b["batch"] > WARMUP_BATCHES]
                 summary = {

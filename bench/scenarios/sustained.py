@@ -62,6 +62,8 @@ def variant_args(variant: str) -> tuple[str, ...]:
             args += ["--late-rows", value]
         elif key == "max-files":
             args += ["--max-files-per-trigger", value]
+        elif key == "dedup":
+            args += ["--dedup", value]
         elif key == "conf" and "=" in value:
             args += ["--conf", value]
         elif key == "ingest-stage" and value in ("true", "false"):
@@ -69,7 +71,7 @@ def variant_args(variant: str) -> tuple[str, ...]:
         else:
             raise ValueError(
                 f"unknown variant part {part!r} "
-                "(ingest-stage=, trigger=, late-rows=, partitions=, "
+                "(ingest-stage=, trigger=, late-rows=, partitions=, dedup=, "
                 f"max-files=, conf=KEY=VALUE, store={'|'.join(STORES)})"
             )
     return tuple(args)
