@@ -88,7 +88,7 @@ class Plan:
             lines.append("join        " + ", ".join(joins))
         for buffer in self.join_buffers:
             lines += buffer.describe()
-        if self.arbitrary_state:
+        if self.arbitrary_state and not self.dedup_timers:  # timers: the dedup note says it
             lines.append(
                 "state       per-key state of a stateful processor: it emits its own rows, and "
                 "its state lasts until the processor clears it (its timers)"

@@ -8,7 +8,8 @@ that fills ends the run, which then fails again loading the same state. `StateHe
 listener handler, adds up the memory each query's state stores report (Spark's
 `memoryUsedBytes`) and, once it passes WARN_SHARE of the heap, logs once what to do: move the
 pipeline's state off the heap with `--from-checkpoint` onto RocksDB, or give the driver more
-memory."""
+memory; a pipeline that deduplicates within the watermark is pointed at `--dedup timers`,
+which keeps the same rows on RocksDB at a batch cost that does not grow with the ids held."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pyspark.sql import SparkSession
 from slipstream.runtime.bound import Prepared
 from slipstream.runtime.partitions import ROCKSDB_STORE, state_in_heap
 from slipstream.settings.connect import is_connect
+from slipstream.settings.session import STATE_PROVIDER
 
 log = logging.getLogger(__name__)
 
@@ -31,10 +33,13 @@ MIB = 1024 * 1024
 class StateHeapWatch:
     """A listener handler: warns once when the run's state passes WARN_SHARE of `heap_bytes`."""
 
-    def __init__(self, pipeline: str, checkpoint: str, heap_bytes: int) -> None:
+    def __init__(
+        self, pipeline: str, checkpoint: str, heap_bytes: int, dedup: str | None = None
+    ) -> None:
         self.pipeline = pipeline
         self.checkpoint = checkpoint
         self.heap_bytes = heap_bytes
+        self.dedup = dedup  # the pipeline's `--dedup` form, if it has one
         self.by_query: dict[str, int] = {}
         self.warned = False
 
@@ -46,7 +51,8 @@ class StateHeapWatch:
         jvm: Any = spark.sparkContext._jvm
         heap = int(jvm.java.lang.Runtime.getRuntime().maxMemory())
         settings = prepared.settings
-        return cls(prepared.pipeline.name, str(settings.checkpoint_root), heap)
+        dedup = prepared.params.get("dedup")
+        return cls(prepared.pipeline.name, str(settings.checkpoint_root), heap, dedup)
 
     def __call__(self, record: dict[str, Any]) -> None:
         if record.get("event") != "progress" or self.warned:
@@ -62,9 +68,16 @@ class StateHeapWatch:
             "the state of %s holds %d MiB of the driver's heap (%d%% of %d MiB) and a live "
             "run's state grows with its input rate times its watermark: move it off the heap "
             "before the heap fills, `slipstream run %s --from-checkpoint %s --state-dir NEW "
-            "--conf spark.sql.streaming.stateStore.providerClass=%s`, or give the driver more "
-            "memory (`--conf spark.driver.memory=...`)",
+            "%s`, or give the driver more memory (`--conf spark.driver.memory=...`)",
             ", ".join(sorted(self.by_query)), total // MIB,
             round(100 * total / self.heap_bytes), self.heap_bytes // MIB,
-            self.pipeline, self.checkpoint, ROCKSDB_STORE,
+            self.pipeline, self.checkpoint, self._off_heap(),
         )  # fmt: skip
+
+    def _off_heap(self) -> str:
+        """The flags that move the state onto RocksDB: a deduplication within the watermark
+        moves to its form by timers, whose batches do not grow with the ids held (it keeps the
+        same rows; docs/benchmarks.md section 45)."""
+        if self.dedup == "within-watermark":
+            return "--dedup timers"
+        return f"--conf {STATE_PROVIDER}={ROCKSDB_STORE}"

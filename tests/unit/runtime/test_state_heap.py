@@ -8,7 +8,9 @@ import logging
 
 import pytest
 
+from slipstream.runtime.partitions import ROCKSDB_STORE
 from slipstream.runtime.state_heap import MIB, StateHeapWatch
+from slipstream.settings.session import STATE_PROVIDER
 
 
 def progress(query: str, *used: int) -> dict[str, object]:
@@ -36,7 +38,8 @@ def test_warns_once_when_the_queries_state_passes_half_the_heap(
     assert "holds 550 MiB of the driver's heap (55% of 1000 MiB)" in message
     assert "trending.other, trending.views" in message
     assert "slipstream run trending --from-checkpoint state/checkpoints/trending" in message
-    assert "RocksDBStateStoreProvider" in message and "spark.driver.memory" in message
+    assert f"--state-dir NEW --conf {STATE_PROVIDER}={ROCKSDB_STORE}`" in message
+    assert "spark.driver.memory" in message
 
 
 def test_a_state_under_half_the_heap_or_without_memory_figures_is_quiet(
@@ -48,3 +51,17 @@ def test_a_state_under_half_the_heap_or_without_memory_figures_is_quiet(
     watch({"event": "progress", "query": "trending.views", "progress": {}})
     watch(progress("trending.views", 0))
     assert warnings(caplog) == []
+
+
+def test_a_deduplication_within_the_watermark_is_pointed_at_its_form_by_timers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`trending` under `--dedup within-watermark` (a live run's): the way off the heap is
+    `--dedup timers`, whose query keeps its state on RocksDB and whose batch does not read
+    every id held."""
+    watch = StateHeapWatch("trending", "cp", 1000 * MIB, dedup="within-watermark")
+    caplog.set_level(logging.WARNING, logger="slipstream.runtime.state_heap")
+    watch(progress("trending.views", 600 * MIB))
+    [message] = warnings(caplog)
+    assert "--from-checkpoint cp --state-dir NEW --dedup timers`" in message
+    assert "RocksDBStateStoreProvider" not in message
