@@ -6,6 +6,11 @@ then each phase's median over the batches after the first SKIP. It shows what a 
 leaves out: how the batch time changes over a run's first minutes.
 
     .venv/bin/python -m bench.liveprofile --rate 1000 --seconds 60 --out FILE.jsonl
+
+Or the same records from a run already made, out of its event log (a `bench sustained --keep`
+run's `STATE/events/trending.jsonl`), the batches from `--from-batch` on:
+
+    .venv/bin/python -m bench.liveprofile --events FILE --from-batch 1000 --out FILE.jsonl
 """
 
 from __future__ import annotations
@@ -38,7 +43,52 @@ def batch_record(progress: dict[str, Any]) -> dict[str, Any]:
         "state_ops": [o.get("operatorName") for o in operators],
         "state_rows_updated": [o.get("numRowsUpdated") for o in operators],
         "state_rows_total": [o.get("numRowsTotal") for o in operators],
+        # each operator's time updating its state, and a transformWithState's timers: the time
+        # its expired timers took and how many (`--dedup timers`), RocksDB's compaction
+        "state_updates_ms": [o.get("allUpdatesTimeMs") for o in operators],
+        **{
+            name: [(o.get("customMetrics") or {}).get(metric) for o in operators]
+            for name, metric in CUSTOM.items()
+        },
     }
+
+
+#: a record's name -> the state operators' custom metric
+CUSTOM = {
+    "timers_ms": "timerProcessingTimeMs",
+    "expired_timers": "numExpiredTimers",
+    "compaction_ms": "rocksdbTotalCompactionLatencyMs",
+}
+
+
+def from_events(path: Path, query: str, first: int) -> list[dict[str, Any]]:
+    """The records of `query`'s batches from `first` on that read rows, from an event log."""
+    records = []
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            event = json.loads(line)
+            progress = event.get("progress") or {}
+            if event.get("event") != "progress" or event.get("query") != query:
+                continue
+            if progress.get("batchId", -1) >= first and (progress.get("numInputRows") or 0) > 0:
+                records.append(batch_record(progress))
+    return records
+
+
+def summary(kept: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each phase's median, and each operator's (in the progress's order) for the lists."""
+    out: dict[str, Any] = {
+        f"{phase}_ms_p50": median(float(r[f"{phase}_ms"] or 0) for r in kept) for phase in PHASES
+    }
+    out["rows_p50"] = median(float(r["rows"] or 0) for r in kept)
+    for key in ("state_updates_ms", "state_commit_ms", *CUSTOM):
+        width = max(len(r[key]) for r in kept)
+        out[f"{key}_p50"] = [
+            median(float(r[key][i] or 0) for r in kept if i < len(r[key])) for i in range(width)
+        ]
+    out["state_ops"] = kept[-1]["state_ops"]
+    out["batches"] = len(kept)
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -47,7 +97,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--skip", type=int, default=15, help="batches left out of the medians")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--events", type=Path, help="a run's event log instead of a run")
+    parser.add_argument("--query", default="trending.views", help="with --events")
+    parser.add_argument("--from-batch", type=int, default=0, help="with --events")
     args = parser.parse_args(argv)
+    if args.events is not None:
+        write(args.out, from_events(args.events, args.query, args.from_batch), 0)
+        return
     with tempfile.TemporaryDirectory(prefix="liveprofile-") as tmp:
         work = Path(tmp)
         data = generate_trending(
@@ -81,15 +137,15 @@ def main(argv: list[str] | None = None) -> None:
         ran = [json.loads(p.json) for p in views.recentProgress]
         records = [batch_record(p) for p in ran if (p.get("numInputRows") or 0) > 0]
         run.stop()
-    with args.out.open("w", encoding="utf-8") as out:
+    write(args.out, records, args.skip)
+
+
+def write(out: Path, records: list[dict[str, Any]], skip: int) -> None:
+    """The records as JSON lines in `out`; the medians of those after the first `skip`."""
+    with out.open("w", encoding="utf-8") as handle:
         for record in records:
-            out.write(json.dumps(record) + "\n")
-    kept = records[args.skip :]
-    summary = {
-        f"{phase}_ms_p50": median(float(r[f"{phase}_ms"] or 0) for r in kept) for phase in PHASES
-    }
-    summary["batches"] = len(kept)
-    print(json.dumps(summary, indent=1))
+            handle.write(json.dumps(record) + "\n")
+    print(json.dumps(summary(records[skip:]), indent=1))
 
 
 if __name__ == "__main__":
