@@ -21,6 +21,9 @@ ENTRY_CLASS = "slipstream.jvm.StrictJson"
 #: the deduplication by timers (java/src/slipstream/jvm/TimerDedup.java, slipstream/jvm/dedup.py);
 #: a plan names it in its transformWithState node (`slipstream.jvm.TimerDedup@...`)
 TIMER_DEDUP_CLASS = "slipstream.jvm.TimerDedup"
+#: observe(): `DEDUP_TIMERS_METRIC.in.N` and `.out.N`, each with the field `rows`, around its
+#: processor N of a query (slipstream/jvm/dedup.py; monitor/listener.py counts duplicates)
+DEDUP_TIMERS_METRIC = "dedup_timers"
 
 
 def jar_path() -> Path:

@@ -19,11 +19,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from slipstream.errors import ConfigError
-from slipstream.jvm import TIMER_DEDUP_CLASS
+from slipstream.jvm import DEDUP_TIMERS_METRIC, TIMER_DEDUP_CLASS
 
-#: observe(): `DEDUP_TIMERS_METRIC.in.N` and `.out.N`, each with the field `rows`, around the
-#: processor N of a query (monitor/events.py reads them under the same name)
-DEDUP_TIMERS_METRIC = "dedup_timers"
 _calls = itertools.count()
 
 

@@ -24,8 +24,6 @@ EventKind = Literal["run_started", "run_stopped", "started", "progress", "idle",
 
 QUALITY_METRIC = "quality"  # observe(): input and quarantined rows (quality.INPUT per input)
 EXPECTATIONS_METRIC = "expectations"  # observe(): violations per expectation rule
-#: observe(): rows into and out of a deduplication by timers (slipstream/jvm/dedup.py)
-DEDUP_TIMERS_METRIC = "dedup_timers"
 
 
 class EventFormatError(SlipstreamError, ValueError):

@@ -18,7 +18,8 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import JStreamingQueryListener
 
 from slipstream.errors import disk_full, find_error
-from slipstream.monitor.events import DEDUP_TIMERS_METRIC, batch_executed, observed_sums
+from slipstream.jvm import DEDUP_TIMERS_METRIC
+from slipstream.monitor.events import batch_executed, observed_sums
 from slipstream.monitor.kafka_lag import total_lag
 
 Record = dict[str, Any]
