@@ -105,7 +105,7 @@ def worker(variant: str, folder: Path, work: Path, delay: int,
     from pyspark.sql import functions as F
 
     from slipstream.jvm.dedup import timer_dedup
-    from slipstream.runtime.partitions import HDFS_STORE, ROCKSDB_STORE
+    from slipstream.runtime.partitions import HDFS_STORE, ROCKSDB_STORE, STATE_ROWS_COUNTED
     from slipstream.settings.session import STATE_PROVIDER, build_session
 
     spark = build_session(
@@ -113,6 +113,8 @@ def worker(variant: str, folder: Path, work: Path, delay: int,
             "spark.driver.memory": "8g",
             "spark.sql.shuffle.partitions": str(partitions),
             STATE_PROVIDER: HDFS_STORE if variant == "spark-heap" else ROCKSDB_STORE,
+            # as a run sets it: a deduplication by timers counts no rows (runtime/partitions)
+            STATE_ROWS_COUNTED: str(variant != "timers").lower(),
         },
         app_name="dedupstate",
         log_level="ERROR",
@@ -155,6 +157,7 @@ def worker(variant: str, folder: Path, work: Path, delay: int,
             "removals_ms": state.allRemovalsTimeMs if state else None,
             "updates_ms": state.allUpdatesTimeMs if state else None,
             "all_commits_ms": sum(o.commitTimeMs for o in ops),
+            "custom": [dict(o.customMetrics) for o in ops],
         })  # fmt: skip
     spark.stop()
     return {"variant": variant, "batches": batches}

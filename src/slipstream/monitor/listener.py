@@ -59,7 +59,8 @@ class RunListener(StreamingQueryListener):
     in `named` (Spark's name -> slipstream's PIPELINE.OUTPUT: `--query-name`), under
     slipstream's name. `state_counted` False: the state stores do not count their rows (a
     finite run: runtime/partitions.py), so each progress record says so
-    (`state_rows_counted: false`) and readers show no count rather than Spark's 0."""
+    (`state_rows_counted: false`) and readers show no count rather than Spark's 0; a query
+    registered with `rows_counted=False` (a deduplication by timers) is said so alone."""
 
     def __init__(
         self,
@@ -74,6 +75,7 @@ class RunListener(StreamingQueryListener):
         self.named = dict(named or {})
         # idle/terminated events carry no name; the runner registers ids as queries start
         self._names: dict[str, str] = {}
+        self._uncounted: frozenset[str] = frozenset()  # queries whose stores count no rows
         self._failures: set[str] = set()  # each handler failure is said once
 
     def _mine(self, name: str | None) -> bool:
@@ -125,7 +127,7 @@ class RunListener(StreamingQueryListener):
                 "progress", progress.get("name"), progress.get("id"), progress.get("runId")
             )
             record["progress"] = progress
-            if not self.state_counted:
+            if not self.state_counted or record["query"] in self._uncounted:
                 record[STATE_COUNTED] = False
             self._emit(record)
 
@@ -142,8 +144,10 @@ class RunListener(StreamingQueryListener):
             record["error_class"] = getattr(event, "errorClassOnException", None)
             self._emit(record)
 
-    def register(self, query_id: str, name: str) -> None:
+    def register(self, query_id: str, name: str, *, rows_counted: bool = True) -> None:
         self._names = {**self._names, query_id: name}
+        if not rows_counted:
+            self._uncounted = self._uncounted | {name}
 
 
 def _num(value: Any) -> float:

@@ -145,20 +145,28 @@ def no_state(checkpoint: Path) -> str:
     return "no state: a stateless query"
 
 
+#: a transformWithState whose only state is its timers is read by the reader's timer option
+TIMERS = "$timers"  # "$" starts no user's variable: Spark reserves it
+
+
 def _first_variable(properties: Any) -> str | None:
-    """A transformWithState's first state variable other than its timers (the state-metadata
-    source's `operatorProperties`; slipstream's deduplication by timers: `held`, the ids held),
-    or None for Spark's other operators."""
+    """A transformWithState's first state variable other than its timers, or TIMERS when its
+    timers are all it keeps (the state-metadata source's `operatorProperties`; slipstream's
+    deduplication by timers holds an id by its timer alone), or None for Spark's other
+    operators."""
     try:
         variables = json.loads(properties)["stateVariables"]
     except (TypeError, ValueError, KeyError):
         return None
-    names = [
-        str(v.get("stateName"))
+    kinds = [
+        (str(v.get("stateName")), v.get("stateVariableType"))
         for v in variables
-        if isinstance(v, dict) and v.get("stateVariableType") != "TimerState"
+        if isinstance(v, dict)
     ]
-    return names[0] if names else None
+    names = [name for name, kind in kinds if kind != "TimerState"]
+    if names:
+        return names[0]
+    return TIMERS if kinds else None
 
 
 def read_state(
@@ -191,7 +199,9 @@ def read_state(
             .option("batchId", latest)
         )
         variable = _first_variable(getattr(row, "operatorProperties", None))
-        if variable is not None:  # a transformWithState: its rows are its first variable's
+        if variable == TIMERS:  # its rows are its timers, one per key
+            reader = reader.option("readRegisteredTimers", "true")
+        elif variable is not None:  # a transformWithState: its rows are its first variable's
             reader = reader.option("stateVarName", variable)
         try:
             frame = reader.load(str(checkpoint))

@@ -13,7 +13,11 @@ every restart, whatever the session says; so it is chosen when a checkpoint is m
   carries small batches, so 1 (one state store per operator; issue 40 measured the state
   commits of 1,000-event batches at 0.24x those of 4 partitions, and real-time mode holds a slot
   per partition); a finite trigger (available-now, once) is a backfill of large batches, so one
-  per core.
+  per core. So is a live run that deduplicates by timers (`--dedup timers`): its processor
+  works about 30-40 us an id it adds or expires, the largest part of its batch, and with one
+  partition that is one task on one core while the others wait (live `trending` at 10,000
+  events/s, its state full: p50 2.27 s with two partitions on 2 cores, 3.8-4.2 s with one;
+  docs/benchmarks.md section 46).
 - A cluster, spark-submit's master or Spark Connect: Spark's session default of slipstream
   (settings/session.py: 2 x cores), as the cluster's size is not known here.
 
@@ -53,7 +57,11 @@ the same query without it (docs/benchmarks.md section 31). So a finite run does 
 queries starts, not left in the session; its batch lines say "state -", not a false 0), and a
 live run, whose state is what an operator watches, does. Spark counts the keys again when a run
 that counts loads a version written without the count, so a checkpoint moves freely between
-the two; `--conf ...trackTotalNumberOfRows=true` counts in a finite run too.
+the two; `--conf ...trackTotalNumberOfRows=true` counts in a finite run too. A query that
+deduplicates by timers never counts: the ids it holds are its timers, which Spark's store keeps
+outside the rows it counts (its operator says 0 rows), and the count's reads cost its live
+batches at 10,000 events/s about a fifth of their time (docs/benchmarks.md section 47); its
+lines say "state -", and `slipstream state` counts its timers.
 
 Batches of no data are chosen per query too. When a batch moves the watermark, Spark runs another
 batch without new data to evict the state the new watermark expires and to emit what it closes.
@@ -124,6 +132,7 @@ class Choice:
     store_why: str = ""
     no_data: str = ""  # how the run's queries take Spark's batches of no data, when it differs
     open_cost: int | None = None  # a file's opening in bytes of reading; None: the session's
+    timers: bool = False  # a query deduplicates by timers: its state rows are not counted
 
     def conf(self) -> dict[str, str]:
         """The session's settings for the run (the row count and the state store are set per
@@ -148,6 +157,11 @@ class Choice:
         ]
         if self.no_data:
             lines.append(f"batches of no data: {self.no_data}")
+        if self.timers:
+            lines.append(
+                "state rows of a query deduplicating by timers: not counted (the ids it holds are "
+                "its timers, which Spark's store does not count; `slipstream state` counts them)"
+            )
         if self.open_cost is not None:
             lines.append(
                 f"file reads: a file's opening counted as {self.open_cost:,} bytes (Spark: 4 MiB), "
@@ -192,6 +206,7 @@ def choose(prepared: Prepared) -> Choice:
         store_why=store_why,
         no_data=no_data,
         open_cost=_open_cost(prepared.settings),
+        timers=prepared.params.get("dedup") == "timers",
     )
 
 
@@ -215,10 +230,12 @@ def query_settings(
     """A query's own settings while it starts: its state store (store_settings), its row
     count, off only where the run's stores leave rows uncounted (counts_state_rows, which the
     batch lines follow): a query given RocksDB under a run on Spark's own store (arbitrary
-    state) counts, or its lines would show a false 0; and its batches of no data (the
-    module's text): `--conf`'s for every query, else off for an upserted output of a live run
-    that keeps no timers."""
+    state) counts, or its lines would show a false 0, and a deduplication by timers never does
+    (the module's text); and its batches of no data (the module's text): `--conf`'s for every
+    query, else off for an upserted output of a live run that keeps no timers."""
     rows = {} if counts_state_rows(spark, prepared) else row_settings(prepared.settings)
+    if plan.dedup_timers:  # its rows are its timers, which Spark's stores do not count
+        rows = {STATE_ROWS_COUNTED: "false"}
     given = prepared.settings.conf.get(NO_DATA_BATCHES)
     no_data = {} if given is None else {NO_DATA_BATCHES: given}  # a caller's session too
     timers = plan.arbitrary_state and not plan.dedup_timers  # a processor's own timers
@@ -306,7 +323,12 @@ def _partitions(prepared: Prepared) -> Choice:
     master = _local_master(s)
     if master is None:
         return Choice(None, "a cluster's (2 x its cores when slipstream builds the session)")
+    cores = max(1, cores_of(master) or os.cpu_count() or 1)
     if s.trigger.kind in FINITE:
-        cores = cores_of(master) or os.cpu_count() or 1
-        return Choice(max(1, cores), "a backfill's large batches, one partition per core")
+        return Choice(cores, "a backfill's large batches, one partition per core")
+    if prepared.params.get("dedup") == "timers":
+        return Choice(cores, (
+            "a live run deduplicating by timers, one partition per core: the processor's work "
+            "per id is its batch's largest cost"
+        ))  # fmt: skip
     return Choice(1, "a live run's small batches, one state store per stateful operator")

@@ -20,6 +20,7 @@ from slipstream.monitor.listener import Handler, RunListener
 from slipstream.runtime.bound import Prepared
 from slipstream.runtime.build import Query, build
 from slipstream.runtime.checks import refuse_rules
+from slipstream.runtime.partitions import STATE_ROWS_COUNTED
 from slipstream.runtime.record import record_start
 from slipstream.runtime.refuse import refuse_before_start
 from slipstream.runtime.run import Run
@@ -85,7 +86,8 @@ def _start_queries(
     for query in built:
         out = query.output
         started, again = start_one(settings, query, names.get(out.ctx.query_name))
-        listener.register(str(started.id), out.ctx.query_name)
+        counted = query.settings.get(STATE_ROWS_COUNTED) != "false"
+        listener.register(str(started.id), out.ctx.query_name, rows_counted=counted)
         queries[out.name] = started
         restarts[out.name] = again
         if query.ingest is not None and settings.trigger.finite:

@@ -79,6 +79,56 @@ def test_a_new_run_sizes_its_partitions_by_its_trigger(
 
 
 @pytest.mark.parametrize(
+    ("master", "dedup", "trigger", "expected"),
+    [
+        ("local[2]", "timers", "default", 2),
+        ("local[3]", "timers", "5s", 3),
+        ("local[2]", "within-watermark", "default", 1),
+        ("local[2]", "auto", "default", 1),
+        ("spark://127.0.0.1:7077", "timers", "default", None),
+    ],
+)
+def test_a_live_run_deduplicating_by_timers_gets_a_partition_per_core(
+    tmp_path: Path, master: str, dedup: str, trigger: str, expected: int | None
+) -> None:
+    """The processor's work per id is the batch's largest cost: one partition would leave it
+    to one core."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "catalog.csv").write_text("article_id,title,section,published_at\na1,T,s,\n")
+    flags = {
+        "input": [str(tmp_path / "in"), f"catalog={tmp_path / 'catalog.csv'}"],
+        "state_dir": tmp_path / "state",
+        "master": master,
+        "trigger": trigger,
+    }
+    settings = load_settings("trending", flags, environ={}, params={"dedup": dedup})
+    choice = choose(runner.prepare(settings))
+    assert choice.count == expected
+    if expected and expected > 1:
+        assert "deduplicating by timers, one partition per core" in choice.describe()
+    uncounted = "state rows of a query deduplicating by timers: not counted"
+    assert (uncounted in choice.describe()) is (dedup == "timers")
+
+
+@pytest.mark.parametrize(
+    "conf", [{PROVIDER: ROCKSDB}, {PROVIDER: ROCKSDB, STATE_ROWS_COUNTED: "true"}]
+)
+@pytest.mark.parametrize("trigger", ["default", "available-now"])
+def test_a_query_deduplicating_by_timers_never_counts_its_state_rows(
+    tmp_path: Path, trigger: str, conf: dict[str, str]
+) -> None:
+    """Its ids are its timers, which Spark's store does not count: counting would only add a
+    read before every write. The query beside it follows the run."""
+    run = prepared(tmp_path, master="local[2]", trigger=trigger, conf=conf)
+    session = SimpleNamespace(conf={PROVIDER: ROCKSDB})
+    timers = Plan(steps=(), arbitrary_state=True, dedup_timers=True)
+    assert query_settings(session, run, timers, "update")[STATE_ROWS_COUNTED] == "false"  # type: ignore[arg-type]
+    other = query_settings(session, run, Plan(steps=()), "update")  # type: ignore[arg-type]
+    counted = trigger == "default" or STATE_ROWS_COUNTED in conf
+    assert (STATE_ROWS_COUNTED not in other) is counted
+
+
+@pytest.mark.parametrize(
     ("master", "trigger", "conf", "expected"),
     [
         ("local[2]", "default", {}, str(OPEN_COST_BYTES)),

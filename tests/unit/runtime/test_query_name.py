@@ -51,3 +51,17 @@ def test_the_listener_reports_a_renamed_query_under_slipstreams_name() -> None:
     other = type("Started", (), {"name": "someone_else", "id": "j", "runId": "r"})()
     listener.onQueryStarted(other)
     assert [(r["event"], r["query"]) for r in seen] == [("started", "mobile.counts")]
+
+
+def test_a_query_registered_uncounted_says_so_in_its_progress_alone() -> None:
+    """A deduplication by timers counts no state rows: its records say so, so its lines show
+    no count rather than Spark's 0; the run's other queries keep theirs."""
+    seen: list[dict[str, Any]] = []
+    listener = RunListener("trending", [seen.append])
+    listener.register("i", "trending.views", rows_counted=False)
+    listener.register("i2", "trending.views")  # restarted: registered again, still uncounted
+    listener.register("j", "trending.sections")
+    for name in ("trending.views", "trending.sections"):
+        listener.on_progress({"name": name, "id": "x", "runId": "r", "stateOperators": []})
+    said = {r["query"]: r.get("state_rows_counted", True) for r in seen}
+    assert said == {"trending.views": False, "trending.sections": True}

@@ -1,20 +1,19 @@
 package slipstream.jvm;
 
 import java.time.Instant;
-import java.util.ArrayList;
-import java.util.List;
-import org.apache.spark.api.java.function.MapFunction;
+import java.util.Collections;
+import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoder;
 import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.KeyValueGroupedDataset;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.streaming.ExpiredTimerInfo;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.StatefulProcessor;
-import org.apache.spark.sql.streaming.TTLConfig;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
-import org.apache.spark.sql.streaming.ValueState;
+import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import scala.jdk.javaapi.CollectionConverters;
@@ -26,17 +25,17 @@ import scala.jdk.javaapi.CollectionConverters;
  * whose time the watermark passed (docs/benchmarks.md section 45).
  *
  * <p>The first row of a key is kept and the key held until the watermark passes its event time
- * + the delay. Spark drops the late rows before the processor sees them, with the watermark its
+ * + the delay. The key's one timer is all its state: a key with a timer is held, and the timer's
+ * firing frees it (no value beside it: one write fewer per id, docs/benchmarks.md section 47). Spark drops the late rows before the processor sees them, with the watermark its
  * own operator drops them with (the previous batch's); the timers run on the batch's new one, as
  * its operator evicts. The output keeps the input's columns and carries the watermark on the
  * event-time column.
  */
-public final class TimerDedup extends StatefulProcessor<Row, Row, Row> {
+public final class TimerDedup<K> extends StatefulProcessor<K, Row, Row> {
   private static final long serialVersionUID = 1L;
 
   private final long delayMs;
   private final int timeIndex;
-  private transient ValueState<Long> held;
 
   TimerDedup(long delayMs, int timeIndex) {
     this.delayMs = delayMs;
@@ -44,34 +43,24 @@ public final class TimerDedup extends StatefulProcessor<Row, Row, Row> {
   }
 
   @Override
-  public void init(OutputMode outputMode, TimeMode timeMode) {
-    held = getHandle().getValueState("held", Encoders.LONG(), TTLConfig.NONE());
-  }
+  public void init(OutputMode outputMode, TimeMode timeMode) {}
 
   @Override
   public scala.collection.Iterator<Row> handleInputRows(
-      Row key, scala.collection.Iterator<Row> rows, TimerValues timers) {
-    boolean seen = held.exists();
-    List<Row> out = new ArrayList<>(1);
-    while (rows.hasNext()) {
-      Row row = rows.next();
-      if (seen) {
-        continue;
-      }
-      seen = true;
-      long expires = millis(row.get(timeIndex)) + delayMs;
-      held.update(expires);
-      getHandle().registerTimer(expires);
-      out.add(row);
+      K key, scala.collection.Iterator<Row> rows, TimerValues timers) {
+    if (getHandle().listTimers().hasNext()) { // held: its timer has not fired
+      return scala.collection.Iterator.empty();
     }
-    return CollectionConverters.asScala(out.iterator());
+    Row row = rows.next();
+    long expires = millis(row.get(timeIndex)) + delayMs;
+    getHandle().registerTimer(expires);
+    return CollectionConverters.asScala(Collections.singletonList(row).iterator());
   }
 
   @Override
   public scala.collection.Iterator<Row> handleExpiredTimer(
-      Row key, TimerValues timers, ExpiredTimerInfo info) {
-    held.clear();
-    return CollectionConverters.asScala(new ArrayList<Row>(0).iterator());
+      K key, TimerValues timers, ExpiredTimerInfo info) {
+    return scala.collection.Iterator.empty(); // the fired timer is gone: the key is free
   }
 
   private static long millis(Object value) {
@@ -87,26 +76,21 @@ public final class TimerDedup extends StatefulProcessor<Row, Row, Row> {
   public static Dataset<Row> apply(
       Dataset<Row> frame, String[] keys, String eventTime, long delayMs) {
     StructType schema = frame.schema();
-    int[] indexes = new int[keys.length];
+    Column[] columns = new Column[keys.length];
     StructField[] fields = new StructField[keys.length];
     for (int i = 0; i < keys.length; i++) {
-      indexes[i] = schema.fieldIndex(keys[i]);
-      fields[i] = schema.fields()[indexes[i]];
+      columns[i] = frame.col(keys[i]);
+      fields[i] = schema.fields()[schema.fieldIndex(keys[i])];
     }
-    MapFunction<Row, Row> byKey =
-        row -> {
-          Object[] values = new Object[indexes.length];
-          for (int i = 0; i < indexes.length; i++) {
-            values[i] = row.get(indexes[i]);
-          }
-          return RowFactory.create(values);
-        };
-    return frame
-        .groupByKey(byKey, Encoders.row(new StructType(fields)))
-        .transformWithState(
-            new TimerDedup(delayMs, schema.fieldIndex(eventTime)),
-            eventTime,
-            OutputMode.Append(),
-            Encoders.row(schema));
+    TimerDedup<Object> processor = new TimerDedup<>(delayMs, schema.fieldIndex(eventTime));
+    boolean oneString = keys.length == 1 && fields[0].dataType().equals(DataTypes.StringType);
+    @SuppressWarnings("unchecked")
+    Encoder<Object> keyEncoder =
+        (Encoder<Object>)
+            (oneString ? (Encoder<?>) Encoders.STRING() : Encoders.row(new StructType(fields)));
+    KeyValueGroupedDataset<Object, Row> grouped =
+        frame.groupBy(columns).as(keyEncoder, Encoders.row(schema));
+    return grouped.transformWithState(
+        processor, eventTime, OutputMode.Append(), Encoders.row(schema));
   }
 }
