@@ -59,9 +59,9 @@ live run, whose state is what an operator watches, does. Spark counts the keys a
 that counts loads a version written without the count, so a checkpoint moves freely between
 the two; `--conf ...trackTotalNumberOfRows=true` counts in a finite run too. A query that
 deduplicates by timers never counts: the ids it holds are its timers, which Spark's store keeps
-outside the rows it counts (its operator says 0 rows), and the count's reads cost its live
-batches at 10,000 events/s about a fifth of their time (docs/benchmarks.md section 47); its
-lines say "state -", and `slipstream state` counts its timers.
+outside the rows it counts (its operator says 0 rows), so the count would be a read before
+every timer written or deleted for a 0 (docs/benchmarks.md section 47); its lines say
+"state -", and `slipstream state` counts its timers.
 
 Batches of no data are chosen per query too. When a batch moves the watermark, Spark runs another
 batch without new data to evict the state the new watermark expires and to emit what it closes.

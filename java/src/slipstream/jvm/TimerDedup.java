@@ -26,9 +26,10 @@ import scala.jdk.javaapi.CollectionConverters;
  *
  * <p>The first row of a key is kept and the key held until the watermark passes its event time
  * + the delay. The key's one timer is all its state: a key with a timer is held, and the timer's
- * firing frees it (no value beside it: one write fewer per id, docs/benchmarks.md section 47). Spark drops the late rows before the processor sees them, with the watermark its
- * own operator drops them with (the previous batch's); the timers run on the batch's new one, as
- * its operator evicts. The output keeps the input's columns and carries the watermark on the
+ * firing frees it (no value beside it, so no value written and deleted per id:
+ * docs/benchmarks.md section 47). Spark drops the late rows before the processor sees them, with
+ * the watermark its own operator drops them with (the previous batch's); the timers run on the
+ * batch's new one, as its operator evicts. The output keeps the input's columns and carries the watermark on the
  * event-time column.
  */
 public final class TimerDedup<K> extends StatefulProcessor<K, Row, Row> {
