@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _key() -> str:
     """What the archive depends on: the java binary, PySpark's jars (the classpath the JVM checks
-    the archive against: their folder and names) and the JVM options."""
+    the archive against: their folder and names), slipstream's jar and the JVM options."""
     import pyspark
 
     java = (
@@ -45,6 +45,8 @@ def _key() -> str:
     jars = Path(pyspark.__file__).parent / "jars"
     parts = [str(Path(java).resolve()) if java else "", str(jars), SHORT_LIVED_JVM]
     parts += sorted(p.name for p in jars.glob("*.jar"))
+    ours = REPO / "src" / "slipstream" / "jvm" / "slipstream-parse.jar"  # on the driver's classpath
+    parts.append(hashlib.sha256(ours.read_bytes()).hexdigest() if ours.is_file() else "")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 

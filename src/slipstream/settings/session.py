@@ -18,6 +18,15 @@ Streaming defaults, each deliberate (see docs/design.md and docs/benchmarks.md):
 - A local master looks up a batch's files on the driver (`parallelPartitionDiscovery.threshold`):
   over Spark's 32 a job of a task per file did it, 0.6 s of CPU for 500 local files. Clusters
   keep Spark's 32 (an object store's lookups are slow, and worth spreading).
+- A local master's `file:` paths set a file's permissions and resolve its links in the JVM
+  (slipstream.jvm.LocalFiles, Hadoop's local file system otherwise). Hadoop without its native
+  library (none comes with PySpark from PyPI) starts a `chmod` process for every file it
+  creates and its FileContext a `readlink` for every rename: each checkpoint file (offset,
+  commit and source logs, state files, and a checksum file beside each) cost 12-45 ms of the
+  driver's batch; 4-5 ms with it. It needs slipstream's jar on the classpath the JVM starts
+  with (`spark.driver.extraClassPath`: spark-submit reads `spark.jars` through the file system),
+  so it applies where the JVM starts here. Clusters, Spark Connect and a driver started by
+  spark-submit keep Hadoop's own; `--conf spark.hadoop.fs.file.impl=...` chooses another.
 - Session time zone UTC: event times, windows and the ISO text in sinks never depend on the host.
 - `spark.sql.streaming.noDataProgressEventInterval` 10 s: idle queries still report, so a stalled
   query is told apart from an idle one.
@@ -103,6 +112,12 @@ DEFAULT_MASTER = "local[*]"
 STATE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 #: a local master lists a batch's files on the driver, however many (see the module docstring)
 LOCAL_LISTING = {"spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000"}
+#: a local master's `file:` paths through slipstream's jar: no process started per file written
+#: (java/src/slipstream/jvm/LocalFiles.java; see the module docstring)
+LOCAL_FILES = {
+    "spark.hadoop.fs.file.impl": "slipstream.jvm.LocalFiles",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "slipstream.jvm.LocalFiles$Context",
+}
 #: Spark's log configuration for every JVM started here (see the module docstring)
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
 #: the driver's advertised host on a cluster master, when `--conf spark.driver.host` is not given
@@ -268,6 +283,8 @@ def build_session(
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
     cores = cores_of(master)
     settings = {**streaming_defaults(cores, master), **dict(conf or {})}
+    if is_local(master) and not submitted:  # the JVM starts here, with the jar on its classpath
+        settings = {**LOCAL_FILES, **settings, **driver_classpath(settings)}
     # Python workers run the driver's interpreter (its packages: psycopg, pandas, slipstream),
     # not whatever `python3` is first on PATH; locally through a launcher that lets the
     # workers Spark waits 10 s for connect back before they import (python_workers.py). Set
@@ -308,6 +325,14 @@ def with_parser_jar(jars: str) -> str:
     ConfigError JVM_PARSER_MISSING when it was not built (`make jvm`)."""
     jar = str(required_jar())
     return ",".join([jar, *[j for j in jars.split(",") if j.strip() and j.strip() != jar]])
+
+
+def driver_classpath(settings: Mapping[str, str]) -> dict[str, str]:
+    """`spark.driver.extraClassPath` with slipstream's jar first: Hadoop loads LOCAL_FILES'
+    classes before Spark adds `spark.jars` (spark-submit reads the jars through them)."""
+    jar = str(required_jar())
+    theirs = [p for p in settings.get("spark.driver.extraClassPath", "").split(os.pathsep) if p]
+    return {"spark.driver.extraClassPath": os.pathsep.join([jar, *[p for p in theirs if p != jar]])}
 
 
 def java_log_options(log_level: str, settings: Mapping[str, str]) -> dict[str, str]:

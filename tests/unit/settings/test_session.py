@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from slipstream.settings.session import (
     DRIVER_HOST_ENV,
     LOCAL_LISTING,
@@ -9,6 +11,7 @@ from slipstream.settings.session import (
     RETENTION,
     default_driver_memory,
     driver_address,
+    driver_classpath,
     is_local,
     streaming_defaults,
     submitted_master,
@@ -70,3 +73,14 @@ def test_a_url_with_credentials_is_redacted_wherever_spark_lists_settings() -> N
     assert pattern.search("spark.jdbc.password") and pattern.search("s3a://AKIA:secret@bucket/")
     assert not pattern.search("run mobile --sink postgresql://db:5432/x --input /data/in")
     assert not pattern.search("spark://127.0.0.1:7077")
+
+
+def test_the_jar_leads_the_drivers_classpath_once_before_the_users_own() -> None:
+    jar = driver_classpath({})["spark.driver.extraClassPath"]
+    assert jar.endswith("slipstream-parse.jar")
+    theirs = {"spark.driver.extraClassPath": f"/opt/a.jar{os.pathsep}{jar}{os.pathsep}/opt/b.jar"}
+    assert driver_classpath(theirs)["spark.driver.extraClassPath"].split(os.pathsep) == [
+        jar,
+        "/opt/a.jar",
+        "/opt/b.jar",
+    ]
