@@ -5,8 +5,8 @@ pipeline's rules as filters, dedup within the watermark, the sliding count, the 
 with the default trigger, each batch's rows upserted into DB's `article_views` with the batch id
 in `_slipstream_batches`, in one transaction. One shuffle partition (what slipstream
 chooses for a live run on a local master), Spark's own (HDFS-backed) state store and file
-listing (`inproc.SPARK_OWN`). Runs until
-it is stopped."""
+listing (`inproc.SPARK_OWN`), Hadoop's own local file system (`inproc.HADOOP_FILES`). Runs
+until it is stopped."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def main(landing: Path, catalog: Path, db: Path) -> None:
         article_views_db(db, [])
         with sqlite3.connect(db) as conn:
             conn.execute("CREATE TABLE _slipstream_batches (batch_id BIGINT PRIMARY KEY)")
-    conf = {inproc.PARTITIONS_KEY: "1", **inproc.SPARK_OWN}
+    conf = {inproc.PARTITIONS_KEY: "1", **inproc.SPARK_OWN, **inproc.HADOOP_FILES}
     spark = build_session(conf=conf, app_name="bare-trending", log_level="ERROR")
 
     def upsert(frame: DataFrame, batch_id: int) -> None:

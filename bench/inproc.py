@@ -34,6 +34,13 @@ SPARK_OWN = {
     ),
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "32",
 }
+#: Hadoop's own local file system, as a plain PySpark session has it (without Hadoop's native
+#: library a `chmod` process per file written; slipstream's sessions use slipstream.jvm.LocalFiles).
+#: For a JVM of its own: Hadoop keeps a JVM's file system, so variants sharing one JVM share it.
+HADOOP_FILES = {
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.LocalFs",
+}
 ROWS_COUNTED_KEY = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
 NO_DATA_KEY = "spark.sql.streaming.noDataMicroBatches.enabled"
 #: settings slipstream sets while each query starts (a variant passes them as --conf)

@@ -19,13 +19,14 @@ Streaming defaults, each deliberate (see docs/design.md and docs/benchmarks.md):
   over Spark's 32 a job of a task per file did it, 0.6 s of CPU for 500 local files. Clusters
   keep Spark's 32 (an object store's lookups are slow, and worth spreading).
 - A local master's `file:` paths set a file's permissions and resolve its links in the JVM
-  (slipstream.jvm.LocalFiles, Hadoop's local file system otherwise). Hadoop without its native
-  library (none comes with PySpark from PyPI) starts a `chmod` process for every file it
-  creates and its FileContext a `readlink` for every rename: each checkpoint file (offset,
-  commit and source logs, state files, and a checksum file beside each) cost 12-45 ms of the
-  driver's batch; 4-5 ms with it. It needs slipstream's jar on the classpath the JVM starts
-  with (`spark.driver.extraClassPath`: spark-submit reads `spark.jars` through the file system),
-  so it applies where the JVM starts here. Clusters, Spark Connect and a driver started by
+  (java/src/slipstream/jvm/LocalFiles.java; Hadoop's local file system otherwise). Hadoop
+  without its native library (none comes with PySpark from PyPI) starts a `chmod` process for
+  every file it creates and its FileContext a `readlink` for every rename: each checkpoint
+  file (offset, commit and source logs, state files, and a checksum file beside each) started
+  two to four processes; a batch's offset log took 41-43 ms, 2-3 ms with it
+  (docs/benchmarks.md). It needs slipstream's jar on the classpath the JVM starts with
+  (`spark.driver.extraClassPath`: spark-submit reads `spark.jars` through the file system), so
+  it applies where the JVM starts here. Clusters, Spark Connect and a driver started by
   spark-submit keep Hadoop's own; `--conf spark.hadoop.fs.file.impl=...` chooses another.
 - Session time zone UTC: event times, windows and the ISO text in sinks never depend on the host.
 - `spark.sql.streaming.noDataProgressEventInterval` 10 s: idle queries still report, so a stalled
