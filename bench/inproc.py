@@ -35,7 +35,7 @@ SPARK_OWN = {
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "32",
 }
 #: Hadoop's own local file system, as a plain PySpark session has it (without Hadoop's native
-#: library a `chmod` process per file written; slipstream's sessions use slipstream.jvm.LocalFiles).
+#: library a `chmod` process per file written; slipstream's sessions use its LocalFiles.java).
 #: For a JVM of its own: Hadoop keeps a JVM's file system, so variants sharing one JVM share it.
 HADOOP_FILES = {
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem",
