@@ -18,16 +18,8 @@ Streaming defaults, each deliberate (see docs/design.md and docs/benchmarks.md):
 - A local master looks up a batch's files on the driver (`parallelPartitionDiscovery.threshold`):
   over Spark's 32 a job of a task per file did it, 0.6 s of CPU for 500 local files. Clusters
   keep Spark's 32 (an object store's lookups are slow, and worth spreading).
-- A local master's `file:` paths set a file's permissions and resolve its links in the JVM
-  (java/src/slipstream/jvm/LocalFiles.java; Hadoop's local file system otherwise). Hadoop
-  without its native library (none comes with PySpark from PyPI) starts a `chmod` process for
-  every file it creates and its FileContext a `readlink` for every rename: each checkpoint
-  file (offset, commit and source logs, state files, and a checksum file beside each) started
-  two to four processes; a batch's offset log took 41-43 ms, 2-3 ms with it
-  (docs/benchmarks.md). It needs slipstream's jar on the classpath the JVM starts with
-  (`spark.driver.extraClassPath`: spark-submit reads `spark.jars` through the file system), so
-  it applies where the JVM starts here. Clusters, Spark Connect and a driver started by
-  spark-submit keep Hadoop's own; `--conf spark.hadoop.fs.file.impl=...` chooses another.
+- A local master's `file:` paths go through slipstream's jar: no `chmod` or `readlink` process
+  per checkpoint file written (settings/slipstream_jar.py).
 - Session time zone UTC: event times, windows and the ISO text in sinks never depend on the host.
 - `spark.sql.streaming.noDataProgressEventInterval` 10 s: idle queries still report, so a stalled
   query is told apart from an idle one.
@@ -99,7 +91,6 @@ from typing import TypedDict
 from pyspark.sql import SparkSession
 
 from slipstream.errors import SlipstreamError
-from slipstream.jvm import required_jar
 from slipstream.settings.connect import session_conf, wait_for_server
 from slipstream.settings.delta_package import delta_conf
 from slipstream.settings.driver_jvm import launch_jvm
@@ -108,17 +99,12 @@ from slipstream.settings.ivy_jars import as_local_jars
 from slipstream.settings.jdbc_drivers import JdbcDriver, driver_conf
 from slipstream.settings.kafka_connector import connector_conf
 from slipstream.settings.python_workers import python_for_workers
+from slipstream.settings.slipstream_jar import LOCAL_FILES, driver_classpath, with_parser_jar
 
 DEFAULT_MASTER = "local[*]"
 STATE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 #: a local master lists a batch's files on the driver, however many (see the module docstring)
 LOCAL_LISTING = {"spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000"}
-#: a local master's `file:` paths through slipstream's jar: no process started per file written
-#: (java/src/slipstream/jvm/LocalFiles.java; see the module docstring)
-LOCAL_FILES = {
-    "spark.hadoop.fs.file.impl": "slipstream.jvm.LocalFiles",
-    "spark.hadoop.fs.AbstractFileSystem.file.impl": "slipstream.jvm.LocalFiles$Context",
-}
 #: Spark's log configuration for every JVM started here (see the module docstring)
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
 #: the driver's advertised host on a cluster master, when `--conf spark.driver.host` is not given
@@ -318,22 +304,6 @@ def build_session(
         raise refused from None
     spark.sparkContext.setLogLevel(log_level)
     return spark
-
-
-def with_parser_jar(jars: str) -> str:
-    """`spark.jars` with slipstream's JVM parser first (slipstream/jvm/slipstream-parse.jar,
-    shipped in the package): Spark puts it on the driver's and the executors' classpath.
-    ConfigError JVM_PARSER_MISSING when it was not built (`make jvm`)."""
-    jar = str(required_jar())
-    return ",".join([jar, *[j for j in jars.split(",") if j.strip() and j.strip() != jar]])
-
-
-def driver_classpath(settings: Mapping[str, str]) -> dict[str, str]:
-    """`spark.driver.extraClassPath` with slipstream's jar first: Hadoop loads LOCAL_FILES'
-    classes before Spark adds `spark.jars` (spark-submit reads the jars through them)."""
-    jar = str(required_jar())
-    theirs = [p for p in settings.get("spark.driver.extraClassPath", "").split(os.pathsep) if p]
-    return {"spark.driver.extraClassPath": os.pathsep.join([jar, *[p for p in theirs if p != jar]])}
 
 
 def java_log_options(log_level: str, settings: Mapping[str, str]) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """A local master writes checkpoint files without starting a process per file
-(slipstream.jvm.LocalFiles, settings/session.py): Hadoop's own local file system starts `chmod`
-for every file it creates and `readlink` for every rename when its native library is missing.
+(java/src/slipstream/jvm/LocalFiles.java, settings/slipstream_jar.py): Hadoop's own local file
+system starts `chmod` for every file it creates and `readlink` for every rename when its native
+library is missing.
 
 Told by a driver whose PATH has no `chmod` and no `readlink`: a stateful query's checkpoint
 (offset, commit and source logs, state files, their checksums) is written with the session's

@@ -31,7 +31,7 @@ from slipstream import jvm
 from slipstream.errors import ConfigError
 from slipstream.ingest import jvm_parse
 from slipstream.ingest.parse import parse_json, parse_json_expressions
-from slipstream.settings.session import with_parser_jar
+from slipstream.settings.slipstream_jar import with_parser_jar
 
 CORPUS = Path(__file__).parents[2] / "fixtures" / "hostile"
 MOBILE = StructType(

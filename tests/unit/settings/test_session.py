@@ -11,11 +11,11 @@ from slipstream.settings.session import (
     RETENTION,
     default_driver_memory,
     driver_address,
-    driver_classpath,
     is_local,
     streaming_defaults,
     submitted_master,
 )
+from slipstream.settings.slipstream_jar import driver_classpath
 
 
 def test_driver_memory_is_a_quarter_of_ram_within_floor_and_ceiling() -> None:
