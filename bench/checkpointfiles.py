@@ -42,6 +42,7 @@ def worker(variant: str, shape: str, files: int, batches: int, work: Path) -> di
     from pyspark.sql import functions as F
 
     from slipstream.settings.session import build_session
+    from slipstream.settings.slipstream_jar import LOCAL_FILES
 
     landing = work / "landing"
     landing.mkdir(parents=True)
@@ -75,7 +76,7 @@ def worker(variant: str, shape: str, files: int, batches: int, work: Path) -> di
         kept.append(record)
     query.stop()
     spark.stop()
-    fs = theirs.get("spark.hadoop.fs.file.impl", "slipstream.jvm.LocalFiles")
+    fs = {**LOCAL_FILES, **theirs}["spark.hadoop.fs.file.impl"]
     return {
         "variant": variant,
         "shape": shape,

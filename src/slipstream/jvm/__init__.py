@@ -4,7 +4,8 @@ against the jars of the installed pyspark) and shipped inside the package (and t
 The session builder puts it on Spark's classpath (`spark.jars`) without the user naming it;
 `slipstream.ingest.jvm_parse` registers the strict JSON parser it holds,
 `slipstream.ingest.quarantine` the function that writes rejected records from the query that
-reads them, and real-time mode's database outputs use its JDBC writer."""
+reads them, real-time mode's database outputs use its JDBC writer, and a local master's `file:`
+paths its local file system (settings/slipstream_jar.py)."""
 
 from __future__ import annotations
 
