@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.spark
 
@@ -97,3 +100,80 @@ def test_checkpoint_files_are_written_without_chmod_or_readlink(tmp_path: Path) 
     theirs = run(tmp_path, "hadoop", hadoops, path)  # the same query on Hadoop's own
     assert theirs.returncode != 0
     assert "chmod" in theirs.stderr or "readlink" in theirs.stderr, theirs.stderr[-3000:]
+
+
+def _status(status: Any) -> dict[str, Any]:
+    return {
+        "path": status.getPath().toString(),
+        "length": status.getLen(),
+        "directory": status.isDirectory(),
+        "symlink": status.isSymlink(),
+        "replication": status.getReplication(),
+        "block": status.getBlockSize(),
+        "modified": status.getModificationTime(),
+        "accessed": status.getAccessTime(),
+        "permission": status.getPermission().toString(),
+        "owner": status.getOwner(),
+        "group": status.getGroup(),
+    }
+
+
+def test_a_status_and_a_listing_are_hadoops_own(spark: SparkSession, tmp_path: Path) -> None:
+    """Statuses read with one `stat` (the file source lists its directory every batch) equal
+    Hadoop's own, field by field and in the listing's order, raw and with checksums (a
+    symbolic link's are its target's, as Hadoop's); a missing path is Hadoop's error."""
+    folder = tmp_path / "landing"
+    (folder / "dir").mkdir(parents=True)
+    (folder / "sticky").mkdir()
+    (folder / "sticky").chmod(0o1777)
+    (folder / "plain.json").write_text('{"k": "a"}\n')
+    (folder / ".plain.json.crc").write_bytes(b"crc")
+    (folder / "empty").touch()
+    for name in ("colon:name.json", "space name %20.json", "ünïcode.json", ".hidden"):
+        (folder / name).write_text("x\n")
+    (folder / "locked").write_text("x\n")
+    (folder / "locked").chmod(0o000)
+    (folder / "link").symlink_to(folder / "plain.json")
+    (folder / "broken").symlink_to(folder / "missing")
+    os.utime(folder / "plain.json", ns=(1_700_000_000_123_456_789, 1_700_000_001_987_654_321))
+
+    jvm: Any = spark._jvm  # type: ignore[attr-defined]
+    conf = spark._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    uri = jvm.java.net.URI("file:///")
+    hadoop, jar = jvm.org.apache.hadoop.fs, jvm.slipstream.jvm
+    pairs = {
+        "raw": (hadoop.RawLocalFileSystem(), getattr(jar, "LocalFiles$Raw")()),
+        "checksums": (hadoop.LocalFileSystem(), jar.LocalFiles()),
+    }
+    directory = hadoop.Path(folder.as_uri())
+    for kind, (hadoops, ours) in pairs.items():
+        hadoops.initialize(uri, conf)
+        ours.initialize(uri, conf)
+        theirs = [_status(s) for s in hadoops.listStatus(directory)]
+        mine = [_status(s) for s in ours.listStatus(directory)]
+        link = next(s for s in mine if s["path"].endswith("/link"))
+        expected = stat.filemode((folder / "plain.json").stat().st_mode)[1:]
+        assert link["permission"] == expected, kind  # its target's, as Hadoop's
+        assert mine == theirs, kind
+        assert len(mine) == len(os.listdir(folder)) - 1 - (kind == "checksums")  # broken, crc
+        assert [s for s in mine if s["path"].endswith("/sticky")][0]["permission"] == "rwxrwxrwt"
+        for entry in (
+            "dir",
+            "plain.json",
+            "locked",
+            "sticky",
+            "link",
+            "ünïcode.json",
+            "colon:name.json",
+            "space name %20.json",
+        ):
+            path = hadoop.Path(str(folder / entry))
+            assert _status(ours.getFileStatus(path)) == _status(hadoops.getFileStatus(path))
+        assert _status(ours.getFileStatus(directory)) == _status(hadoops.getFileStatus(directory))
+        for entry in ("missing", "broken"):
+            path = hadoop.Path(str(folder / entry))
+            for fs in (ours, hadoops):
+                with pytest.raises(Exception, match="FileNotFoundException.*does not exist"):
+                    fs.getFileStatus(path)
+        ours.close()
+        hadoops.close()

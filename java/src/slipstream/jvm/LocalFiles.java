@@ -1,13 +1,20 @@
 package slipstream.jvm;
 
+import java.io.DataOutput;
+import java.io.File;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.net.URI;
 import java.net.URISyntaxException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.nio.file.attribute.PosixFilePermission;
+import java.nio.file.attribute.UserPrincipal;
+import java.util.ArrayList;
 import java.util.EnumSet;
+import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.ChecksumFs;
@@ -27,8 +34,11 @@ import org.apache.hadoop.fs.permission.FsPermission;
  * starts a `chmod` for every file and directory it creates, and its FileContext a `readlink` for
  * every rename: every checkpoint file Spark writes (offset, commit and source logs, state-store
  * files, each with its checksum file) cost two to four processes started from the driver's JVM.
- * Everything else is Hadoop's own: checksum files, renames, listing. A sticky bit, which Java
- * cannot set, and a path that is a symbolic link take Hadoop's own way.
+ * A file's status is read with one `stat` (Hadoop's takes five, and parses its path twice),
+ * which the file source pays for every file of its directory every batch; its permissions are
+ * read when asked for, as Hadoop's, but without starting an `ls`. Everything else is Hadoop's
+ * own: checksum files, renames. A sticky bit, which Java cannot set, a path that is a symbolic
+ * link, and a status Java cannot read take Hadoop's own way.
  *
  * <p>`fs.file.impl` names this class, `fs.AbstractFileSystem.file.impl` its {@link Context}.
  */
@@ -39,6 +49,56 @@ public class LocalFiles extends LocalFileSystem {
 
   /** The raw local file system (no checksums) with the two calls made in this process. */
   public static class Raw extends RawLocalFileSystem {
+    private long blockSize;
+
+    @Override
+    public void initialize(URI uri, Configuration conf) throws IOException {
+      super.initialize(uri, conf);
+      blockSize = getDefaultBlockSize(new Path(uri)); // as Hadoop's, once
+    }
+
+    @Override
+    public FileStatus getFileStatus(Path f) throws IOException {
+      try {
+        return status(pathToFile(f));
+      } catch (FileNotFoundException e) {
+        throw new FileNotFoundException("File " + f + " does not exist");
+      } catch (IOException e) { // e.g. a directory on the way that may not be searched
+        return super.getFileStatus(f);
+      }
+    }
+
+    @Override
+    public FileStatus[] listStatus(Path f) throws IOException {
+      File dir = pathToFile(f);
+      String[] names = dir.isDirectory() ? dir.list() : null;
+      if (names == null) { // a file, a missing path, a directory that cannot be read
+        return super.listStatus(f);
+      }
+      List<FileStatus> statuses = new ArrayList<>(names.length);
+      for (String name : names) {
+        try {
+          statuses.add(status(new File(dir, name)));
+        } catch (FileNotFoundException e) {
+          // gone since the directory was read, as Hadoop's skips it
+        } catch (IOException e) {
+          return super.listStatus(f);
+        }
+      }
+      return statuses.toArray(new FileStatus[0]);
+    }
+
+    /** Hadoop's status of `file` (its links followed) from one `stat`. */
+    private FileStatus status(File file) throws IOException {
+      BasicFileAttributes a;
+      try {
+        a = Files.readAttributes(file.toPath(), BasicFileAttributes.class);
+      } catch (NoSuchFileException e) {
+        throw new FileNotFoundException("File " + file + " does not exist");
+      }
+      Path path = new Path(file.getPath()).makeQualified(getUri(), getWorkingDirectory());
+      return new Listed(a, blockSize, path, this);
+    }
     @Override
     public void setPermission(Path p, FsPermission permission) throws IOException {
       if (permission.getStickyBit()) {
@@ -62,6 +122,10 @@ public class LocalFiles extends LocalFileSystem {
       return getFileStatus(f); // FileNotFoundException when it is missing, as Hadoop's
     }
 
+    FileStatus superStatus(Path f) throws IOException {
+      return super.getFileStatus(f);
+    }
+
     static Set<PosixFilePermission> posix(short mode) {
       Set<PosixFilePermission> set = EnumSet.noneOf(PosixFilePermission.class);
       PosixFilePermission[] bits = {
@@ -77,6 +141,75 @@ public class LocalFiles extends LocalFileSystem {
         }
       }
       return set;
+    }
+  }
+
+  /**
+   * A local file's status whose permission, owner and group are read when first asked for (as
+   * Hadoop's own local status, which starts `ls -ld` for them without its native library).
+   */
+  static final class Listed extends FileStatus {
+    private static final long serialVersionUID = 1L;
+    private final transient Raw fs;
+    private volatile boolean loaded;
+
+    Listed(BasicFileAttributes a, long blockSize, Path path, Raw fs) {
+      super(a.size(), a.isDirectory(), 1, blockSize, a.lastModifiedTime().toMillis(),
+          a.lastAccessTime().toMillis(), null, null, null, path);
+      this.fs = fs;
+    }
+
+    @Override
+    public FsPermission getPermission() {
+      load();
+      return super.getPermission();
+    }
+
+    @Override
+    public String getOwner() {
+      load();
+      return super.getOwner();
+    }
+
+    @Override
+    public String getGroup() {
+      load();
+      return super.getGroup();
+    }
+
+    @Override
+    public void write(DataOutput out) throws IOException {
+      load();
+      super.write(out);
+    }
+
+    private synchronized void load() {
+      if (loaded) {
+        return;
+      }
+      try {
+        Map<String, Object> unix =
+            Files.readAttributes(
+                new File(getPath().toUri().getPath()).toPath(), "unix:mode,owner,group");
+        setPermission(new FsPermission((short) (((Integer) unix.get("mode")) & 01777)));
+        setOwner(((UserPrincipal) unix.get("owner")).getName());
+        setGroup(((UserPrincipal) unix.get("group")).getName());
+      } catch (IOException | UnsupportedOperationException | IllegalArgumentException e) {
+        FileStatus hadoops; // Hadoop's own way (`ls -ld`)
+        try {
+          if (fs == null) { // a status sent to another process
+            throw new IOException(e);
+          }
+          hadoops = fs.superStatus(getPath());
+        } catch (IOException notFound) {
+          throw new RuntimeException(
+              "Error while reading the permissions of " + getPath(), notFound);
+        }
+        setPermission(hadoops.getPermission());
+        setOwner(hadoops.getOwner());
+        setGroup(hadoops.getGroup());
+      }
+      loaded = true;
     }
   }
 
