@@ -47,7 +47,10 @@ public class LocalFiles extends LocalFileSystem {
     super(new Raw());
   }
 
-  /** The raw local file system (no checksums) with the two calls made in this process. */
+  /**
+   * The raw local file system (no checksums) with a file's permissions, links and status
+   * handled in this process.
+   */
   public static class Raw extends RawLocalFileSystem {
     private long blockSize;
 
@@ -99,6 +102,7 @@ public class LocalFiles extends LocalFileSystem {
       Path path = new Path(file.getPath()).makeQualified(getUri(), getWorkingDirectory());
       return new Listed(a, blockSize, path, this);
     }
+
     @Override
     public void setPermission(Path p, FsPermission permission) throws IOException {
       if (permission.getStickyBit()) {
