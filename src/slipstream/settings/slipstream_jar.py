@@ -2,8 +2,9 @@
 (`spark.jars`, the driver's and the executors'), and on the driver's own where the JVM starts
 here, for the local file system it carries.
 
-A local master's `file:` paths set a file's permissions and resolve its links in the JVM
-(java/src/slipstream/jvm/LocalFiles.java; Hadoop's local file system otherwise). Hadoop without
+A local master's `file:` paths set a file's permissions, resolve its links and read its status
+(one `stat`, where Hadoop's takes five) in the JVM (java/src/slipstream/jvm/LocalFiles.java;
+Hadoop's local file system otherwise). Hadoop without
 its native library (none comes with PySpark from PyPI) starts a `chmod` process for every file
 it creates and its FileContext a `readlink` for every rename: each checkpoint file (offset,
 commit and source logs, state files, and a checksum file beside each) started two to four

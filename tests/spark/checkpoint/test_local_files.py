@@ -5,7 +5,8 @@ library is missing.
 
 Told by a driver whose PATH has no `chmod` and no `readlink`: a stateful query's checkpoint
 (offset, commit and source logs, state files, their checksums) is written with the session's
-defaults, keeps the session's private permissions, and fails with Hadoop's own file system."""
+defaults, keeps the session's private permissions, and fails with Hadoop's own file system.
+A file's status, read with one `stat`, and a folder's listing equal Hadoop's own."""
 
 from __future__ import annotations
 
