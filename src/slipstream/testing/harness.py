@@ -53,6 +53,7 @@ from slipstream.api import Pipeline
 from slipstream.core.closing import StartStop
 from slipstream.core.files import write_atomically
 from slipstream.core.specs import SinkSpec
+from slipstream.monitor.events import batch_executed
 from slipstream.monitor.listener import Handler
 from slipstream.pipelines import get_pipeline
 from slipstream.runtime.bind import prepare
@@ -276,11 +277,18 @@ class PipelineHarness(StartStop):
         progress = self._last_progress(output) or {}
         return sum(int(op["numRowsTotal"]) for op in progress.get("stateOperators", []))
 
-    def _last_progress(self, output: str | None) -> dict[str, Any] | None:
+    def progress(self, output: str | None = None) -> list[dict[str, Any]]:
+        """Spark's progress of each batch an output's query ran, oldest first, as far back as
+        Spark keeps it (`spark.sql.streaming.numRecentProgressUpdates`, 100 by default): not
+        its idle reports, which `recentProgress` also holds (0 rows, the next batch's id) when
+        the query waited longer than `spark.sql.streaming.noDataProgressEventInterval`."""
         assert self.run is not None, "call start() first"
-        name = output or self.prepared.primary.name
-        query = self.run.queries[name]
-        return query.lastProgress
+        query = self.run.queries[output or self.prepared.primary.name]
+        return [p for p in query.recentProgress if batch_executed(p)]
+
+    def _last_progress(self, output: str | None) -> dict[str, Any] | None:
+        ran = self.progress(output)
+        return ran[-1] if ran else None
 
     def results(self, output: str | None = None) -> list[dict[str, Any]]:
         """An output's table so far (sqlite or files; default: the first output), as dicts."""

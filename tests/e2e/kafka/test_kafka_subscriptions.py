@@ -43,8 +43,7 @@ def _counted(
         h.process()
         table_rows = h.results()
         quarantine = read_quarantine(spark, h.prepared.inputs["actions"].quarantine).collect()
-        assert h.run is not None
-        progress = h.run.queries[h.prepared.primary.name].lastProgress
+        progress = h.progress()[-1]
     got = (
         pd.DataFrame(table_rows)[["window_start", "action", "count"]]
         .sort_values(["window_start", "action"])

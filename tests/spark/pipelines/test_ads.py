@@ -208,7 +208,7 @@ def test_the_joins_buffered_state_stops_growing_as_the_watermarks_move_on(
                       for k, base in halves for n in range(3)]  # fmt: skip
             h.step(impressions=imps, clicks=clicks)
             fed += len(imps) + len(clicks)
-            progress = h.run.queries["ad_clicks_attributed"].lastProgress  # type: ignore[union-attr]
+            progress = h.progress("ad_clicks_attributed")[-1]
             join_rows.append(
                 sum(
                     o["numRowsTotal"]

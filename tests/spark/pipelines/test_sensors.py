@@ -259,13 +259,11 @@ def test_append_writes_a_window_once_only_after_the_watermark_passes_its_end(
 def _state_rows(h: PipelineHarness, output: str) -> list[int]:
     """The aggregation's state rows after each batch that ran, read from progress (not the
     deduplication's, which holds each reading until the watermark passes it + 10m)."""
-    assert h.run is not None
-    query = h.run.queries[output]
     return [
         next(
             o["numRowsTotal"] for o in p["stateOperators"] if o["operatorName"] == "stateStoreSave"
         )
-        for p in query.recentProgress
+        for p in h.progress(output)
         if p.get("stateOperators") and p["numInputRows"] > 0
     ]
 

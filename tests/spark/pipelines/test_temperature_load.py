@@ -124,7 +124,7 @@ def test_the_generated_stream_joins_as_pandas_does_and_the_buffers_stop_growing(
                 h.feed(path.read_text().splitlines() if path.exists() else [], input=stream)
         rows = h.process()
         assert h.run is not None
-        progress = h.run.queries["temperature_load"].recentProgress
+        progress = h.progress("temperature_load")
         totals = h.totals["temperature_load.temperature_load"]
         quarantined = {
             s: [

@@ -191,8 +191,7 @@ def restarted(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> 
         h.process()
         second = dict(h.totals[RESULTS])
         table = h.results()
-        archive = h.run.queries["archive"] if h.run else None
-        watermark = archive.lastProgress["eventTime"]["watermark"] if archive else None
+        watermark = h.progress("archive")[-1]["eventTime"]["watermark"]
     frame = spark.read.parquet(str(root / "archive"))
     iso = "yyyy-MM-dd'T'HH:mm:ss'Z'"  # the session time zone is UTC
     archived = [
