@@ -16,6 +16,11 @@ Variants, alternated:
   streaming queries over `readStream.schema(S).json` with the required fields present
   (`inproc.bare_outputs`), each to noop; Spark's own (HDFS-backed) state store; no quarantine,
   no event-time guard, no late-row count;
+- **bare, deduplicated once**: the design a stage that deduplicates would give (the next cost
+  named in docs/benchmarks.md section 50): one plain streaming query reads the input with
+  Spark's reader, deduplicates it within the watermark (the pipeline's default) and appends the
+  rows to Parquet; then the three tables of the batch job, each a streaming query over those
+  rows under the same watermark, no deduplication of their own; Spark's own state store;
 - **parse once**: one streaming query doing only what each of slipstream's four does first
   (read the text, parse strictly, keep the valid rows) to noop. `4 x parse once / slipstream`
   is the share of slipstream's time spent reading and parsing the input once per query.
@@ -51,6 +56,8 @@ REQUIRED = ("sensor_id", "event_time", "value")
 QUERIES = 4  # three outputs and the quarantine, each reading and parsing the input
 SLIP, STAGED = "slipstream (no stage)", "slipstream, ingest stage"
 BARE = "bare streaming query"
+ONCE = "bare, deduplicated once"
+WATERMARK = "10 minutes"  # the pipeline's default
 
 
 def write_readings(folder: Path, readings: int) -> int:
@@ -67,14 +74,9 @@ def write_readings(folder: Path, readings: int) -> int:
     return report.total_lines
 
 
-def batch_tables(spark: Any, folder: Path) -> list[DataFrame]:
-    readings = (
-        spark.read.schema(SCHEMA)
-        .json(str(folder))
-        .dropna(subset=list(REQUIRED))
-        .dropDuplicates(["sensor_id", "event_time"])
-        .cache()
-    )
+def tables(readings: DataFrame) -> list[DataFrame]:
+    """The three tables (stats, alerts, baseline) of deduplicated readings: the batch job's, and
+    the streaming queries' of `bare, deduplicated once` (modes: MODES)."""
     window = F.window("event_time", "5 minutes")
     codes = F.array_sort(F.collect_set("error_code")).alias("error_codes")
     stats = readings.groupBy(window, "sensor_id").agg(
@@ -83,7 +85,50 @@ def batch_tables(spark: Any, folder: Path) -> list[DataFrame]:
     )  # fmt: skip
     alerts = readings.groupBy(window, "sensor_id").count().where(F.col("count") > F.lit(5.0))
     baseline = readings.groupBy("sensor_id").agg(F.count(F.lit(1)), F.avg("value"), codes)
-    return [stats, alerts, baseline, readings]
+    return [stats, alerts, baseline]
+
+
+MODES = ("update", "append", "update")  # the pipeline's defaults for the three outputs
+
+
+def batch_tables(spark: Any, folder: Path) -> list[DataFrame]:
+    readings = (
+        spark.read.schema(SCHEMA)
+        .json(str(folder))
+        .dropna(subset=list(REQUIRED))
+        .dropDuplicates(["sensor_id", "event_time"])
+        .cache()
+    )
+    return [*tables(readings), readings]
+
+
+def deduplicated_once(spark: Any, folder: Path, scratch: Path) -> None:
+    """`bare, deduplicated once`: the stage query, then the three tables over its rows."""
+    rows = scratch / "deduplicated"
+    readings = (
+        spark.readStream.schema(SCHEMA)
+        .json(str(folder))
+        .dropna(subset=list(REQUIRED))
+        .withWatermark("event_time", WATERMARK)
+        .dropDuplicatesWithinWatermark(["sensor_id", "event_time"])
+    )
+    stage = (
+        readings.writeStream.format("parquet")
+        .option("path", str(rows))
+        .option("checkpointLocation", str(scratch / "stage"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    stage.awaitTermination()
+    staged = (
+        spark.readStream.schema(SCHEMA).parquet(str(rows)).withWatermark("event_time", WATERMARK)
+    )
+    queries = [
+        inproc.start_noop(table, None, scratch / f"table-{n}", mode, available_now=True)
+        for n, (table, mode) in enumerate(zip(tables(staged), MODES, strict=True))
+    ]
+    for query in queries:
+        query.awaitTermination()
 
 
 def cli_conf(folder: Path) -> dict[str, str]:
@@ -99,7 +144,7 @@ def measure(ctx: Context, variant: str, folder: Path, readings: int) -> dict[str
     spark = inproc.session()
     scratch = ctx.scratch("sensors") / f"{variant.replace(' ', '-')}-{inproc.unique()}"
     conf = {} if variant == "batch" else cli_conf(folder)
-    if variant == BARE:  # Spark's own state store and listing, as a plain PySpark job gets
+    if variant in (BARE, ONCE):  # Spark's own state store and listing, as a plain PySpark job gets
         conf = {**conf, **inproc.SPARK_OWN}
     with inproc.sql_conf(spark, conf):
         cpu = inproc.cpu_seconds(spark)
@@ -119,6 +164,8 @@ def run_variant(spark: Any, variant: str, folder: Path, scratch: Path) -> None:
     elif variant == BARE:
         for query in inproc.start_bare(spark, "sensors", {"readings": folder}, scratch):
             query.awaitTermination()
+    elif variant == ONCE:
+        deduplicated_once(spark, folder, scratch)
     elif variant == "batch":
         *tables, cached = batch_tables(spark, folder)
         for table in tables:
@@ -139,17 +186,19 @@ def run(ctx: Context) -> Result:
     readings = write_readings(folder, int(target))
     result.params = {"readings": readings, "repetitions": reps, "sensors": 500,
                      "window": "5m tumbling", "watermark": "10m"}  # fmt: skip
-    variants = [SLIP, STAGED, BARE, "batch", "parse once"]
+    variants = [SLIP, STAGED, BARE, ONCE, "batch", "parse once"]
     variants = [v for v in variants if v in ctx.param("variants", variants, variants)]
 
     def one(variant: str, rep: int) -> dict[str, Any]:
         return measure(ctx, variant, folder, readings)
 
     metrics = {"seconds": "seconds", "events_per_s": "events_per_s", "cpu_s": "cpu_s"}
-    pairs = [(SLIP, "batch"), (STAGED, "batch"), (BARE, "batch"), (SLIP, BARE), (STAGED, SLIP)]
+    pairs = [(SLIP, "batch"), (STAGED, "batch"), (BARE, "batch"), (ONCE, "batch"), (SLIP, BARE),
+             (STAGED, SLIP), (ONCE, BARE)]  # fmt: skip
     by = Comparison(metrics, "events_per_s", pairs, "events/s")
     runs = by.run(ctx, result, variants, one, reps, readings=readings)
-    for a, b in ((SLIP, BARE), (STAGED, BARE), (BARE, "batch"), (SLIP, "batch")):
+    for a, b in ((SLIP, BARE), (STAGED, BARE), (BARE, "batch"), (SLIP, "batch"), (ONCE, "batch"),
+                 (ONCE, BARE)):  # fmt: skip
         if a in variants and b in variants:
             cpu = paired_ratios(runs, "cpu_s", a, b)
             result.headline[f"{a} / {b}, CPU s"] = summarize_ratio(cpu)
