@@ -21,6 +21,11 @@ Variants, alternated:
   Spark's reader, deduplicates it within the watermark (the pipeline's default) and appends the
   rows to Parquet; then the three tables of the batch job, each a streaming query over those
   rows under the same watermark, no deduplication of their own; Spark's own state store;
+- **bare, deduplicated in a second hop**: the same, the input first appended to Parquet as read
+  (the ingest stage's bronze), then a second query deduplicating those rows into the Parquet
+  the three tables read;
+- **bare, deduplicated once by timers**: the first form with slipstream's deduplication by
+  event-time timers (`--dedup timers`, on RocksDB) in the stage query;
 - **parse once**: one streaming query doing only what each of slipstream's four does first
   (read the text, parse strictly, keep the valid rows) to noop. `4 x parse once / slipstream`
   is the share of slipstream's time spent reading and parsing the input once per query.
@@ -57,6 +62,10 @@ QUERIES = 4  # three outputs and the quarantine, each reading and parsing the in
 SLIP, STAGED = "slipstream (no stage)", "slipstream, ingest stage"
 BARE = "bare streaming query"
 ONCE = "bare, deduplicated once"
+TWO_HOPS = "bare, deduplicated in a second hop"
+TIMERS = "bare, deduplicated once by timers"
+DEDUPLICATED = (ONCE, TWO_HOPS, TIMERS)
+KEYS = ["sensor_id", "event_time"]
 WATERMARK = "10 minutes"  # the pipeline's default
 
 
@@ -102,24 +111,21 @@ def batch_tables(spark: Any, folder: Path) -> list[DataFrame]:
     return [*tables(readings), readings]
 
 
-def deduplicated_once(spark: Any, folder: Path, scratch: Path) -> None:
-    """`bare, deduplicated once`: the stage query, then the three tables over its rows."""
+def deduplicated_once(spark: Any, folder: Path, scratch: Path, variant: str) -> None:
+    """The DEDUPLICATED variants: the stage's queries, then the three tables over its rows."""
+    readings = spark.readStream.schema(SCHEMA).json(str(folder)).dropna(subset=list(REQUIRED))
+    if variant == TWO_HOPS:
+        _appended(readings, scratch / "bronze", scratch / "stage-bronze")
+        readings = spark.readStream.schema(SCHEMA).parquet(str(scratch / "bronze"))
+    readings = readings.withWatermark("event_time", WATERMARK)
+    if variant == TIMERS:
+        from slipstream.jvm.dedup import timer_dedup
+
+        deduplicated = timer_dedup(readings, KEYS, "event_time", 10 * 60 * 1000)
+    else:
+        deduplicated = readings.dropDuplicatesWithinWatermark(KEYS)
     rows = scratch / "deduplicated"
-    readings = (
-        spark.readStream.schema(SCHEMA)
-        .json(str(folder))
-        .dropna(subset=list(REQUIRED))
-        .withWatermark("event_time", WATERMARK)
-        .dropDuplicatesWithinWatermark(["sensor_id", "event_time"])
-    )
-    stage = (
-        readings.writeStream.format("parquet")
-        .option("path", str(rows))
-        .option("checkpointLocation", str(scratch / "stage"))
-        .trigger(availableNow=True)
-        .start()
-    )
-    stage.awaitTermination()
+    _appended(deduplicated, rows, scratch / "stage")
     staged = (
         spark.readStream.schema(SCHEMA).parquet(str(rows)).withWatermark("event_time", WATERMARK)
     )
@@ -129,6 +135,18 @@ def deduplicated_once(spark: Any, folder: Path, scratch: Path) -> None:
     ]
     for query in queries:
         query.awaitTermination()
+
+
+def _appended(frame: DataFrame, path: Path, checkpoint: Path) -> None:
+    """`frame` appended to Parquet at `path` by an available-now query, to its end."""
+    query = (
+        frame.writeStream.format("parquet")
+        .option("path", str(path))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
 
 
 def cli_conf(folder: Path) -> dict[str, str]:
@@ -144,8 +162,10 @@ def measure(ctx: Context, variant: str, folder: Path, readings: int) -> dict[str
     spark = inproc.session()
     scratch = ctx.scratch("sensors") / f"{variant.replace(' ', '-')}-{inproc.unique()}"
     conf = {} if variant == "batch" else cli_conf(folder)
-    if variant in (BARE, ONCE):  # Spark's own state store and listing, as a plain PySpark job gets
-        conf = {**conf, **inproc.SPARK_OWN}
+    if variant in (BARE, *DEDUPLICATED):  # Spark's own state store and listing, as a plain
+        conf = {**conf, **inproc.SPARK_OWN}  # PySpark job gets
+    if variant == TIMERS:  # the processor's state needs RocksDB (runtime/partitions.py)
+        conf = {**conf, **inproc.STATE_STORES["rocksdb+changelog, rows not counted"]}
     with inproc.sql_conf(spark, conf):
         cpu = inproc.cpu_seconds(spark)
         watch = Stopwatch()
@@ -164,8 +184,8 @@ def run_variant(spark: Any, variant: str, folder: Path, scratch: Path) -> None:
     elif variant == BARE:
         for query in inproc.start_bare(spark, "sensors", {"readings": folder}, scratch):
             query.awaitTermination()
-    elif variant == ONCE:
-        deduplicated_once(spark, folder, scratch)
+    elif variant in DEDUPLICATED:
+        deduplicated_once(spark, folder, scratch, variant)
     elif variant == "batch":
         *tables, cached = batch_tables(spark, folder)
         for table in tables:
@@ -186,19 +206,19 @@ def run(ctx: Context) -> Result:
     readings = write_readings(folder, int(target))
     result.params = {"readings": readings, "repetitions": reps, "sensors": 500,
                      "window": "5m tumbling", "watermark": "10m"}  # fmt: skip
-    variants = [SLIP, STAGED, BARE, ONCE, "batch", "parse once"]
+    variants = [SLIP, STAGED, BARE, *DEDUPLICATED, "batch", "parse once"]
     variants = [v for v in variants if v in ctx.param("variants", variants, variants)]
 
     def one(variant: str, rep: int) -> dict[str, Any]:
         return measure(ctx, variant, folder, readings)
 
     metrics = {"seconds": "seconds", "events_per_s": "events_per_s", "cpu_s": "cpu_s"}
-    pairs = [(SLIP, "batch"), (STAGED, "batch"), (BARE, "batch"), (ONCE, "batch"), (SLIP, BARE),
-             (STAGED, SLIP), (ONCE, BARE)]  # fmt: skip
+    against = [(d, "batch") for d in DEDUPLICATED] + [(d, BARE) for d in DEDUPLICATED]
+    pairs = [(SLIP, "batch"), (STAGED, "batch"), (BARE, "batch"), (SLIP, BARE), (STAGED, SLIP)]
+    pairs += against
     by = Comparison(metrics, "events_per_s", pairs, "events/s")
     runs = by.run(ctx, result, variants, one, reps, readings=readings)
-    for a, b in ((SLIP, BARE), (STAGED, BARE), (BARE, "batch"), (SLIP, "batch"), (ONCE, "batch"),
-                 (ONCE, BARE)):  # fmt: skip
+    for a, b in [(SLIP, BARE), (STAGED, BARE), (BARE, "batch"), (SLIP, "batch"), *against]:
         if a in variants and b in variants:
             cpu = paired_ratios(runs, "cpu_s", a, b)
             result.headline[f"{a} / {b}, CPU s"] = summarize_ratio(cpu)

@@ -1,6 +1,8 @@
 """issue 44: a pipeline's configuration error fails the harness before any JVM starts, when
 the harness is given `session` (uncalled) instead of a session. The fast tier refuses a JVM to
-a test without the `spark` mark (tests/conftest.py), so reaching Spark would fail this test."""
+a test without the `spark` mark (tests/conftest.py), so reaching Spark would fail this test.
+The harness's reading of a query's progress is checked here too, on Spark's progress records
+as a loaded machine left them (no JVM needed)."""
 
 from __future__ import annotations
 
