@@ -257,8 +257,7 @@ def test_live_dashboard_follows_a_running_pipeline(spark: SparkSession, tmp_path
             judged = f'article[data-key="trending/trending.{judge}"]'
             assert page.inner_text(f'{judged} [data-fact="quarantined"]') == "1"
             # each stateful operator of the last batch, as `slipstream status` reports it
-            query = h.run.queries["views"]  # type: ignore[union-attr]
-            ops = query.lastProgress["stateOperators"]
+            ops = h.progress("views")[-1]["stateOperators"]
             shown = page.eval_on_selector_all(
                 f"{card} [data-operators] li", "items => items.map(i => i.textContent)"
             )
