@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from functools import partial
@@ -132,7 +133,7 @@ class SqliteSink(DatabaseSink):
     def connect(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, timeout=30, isolation_level="DEFERRED")
-        conn.execute("PRAGMA journal_mode=WAL")
+        wal(conn)
         conn.execute("PRAGMA synchronous=FULL")
         return conn
 
@@ -254,12 +255,31 @@ class SqliteSink(DatabaseSink):
         return [f"table {ctx.table} in {self.path}"]
 
 
+#: the pauses between attempts to switch a new file to WAL (about 10 s in all)
+WAL_PAUSES = tuple(0.01 * 2**i for i in range(10))
+
+
+def wal(conn: sqlite3.Connection, pauses: tuple[float, ...] = WAL_PAUSES) -> None:
+    """Put `conn`'s database in WAL mode. Switching a new file takes an exclusive lock that
+    SQLite does not wait for (no busy handler): the first batches of several outputs writing
+    one new file at once would fail with "database is locked". Attempted again after each
+    pause; any other error, or the last attempt's, is raised."""
+    for pause in (*pauses, None):
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if pause is None or "locked" not in str(exc):
+                raise
+            time.sleep(pause)
+
+
 def row_connect(path: str) -> sqlite3.Connection:
     """A connection for a real-time task: WAL, so readers never wait for it, and a busy
     timeout, so the tasks of one query take turns on the file."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=30, isolation_level="DEFERRED")
-    conn.execute("PRAGMA journal_mode=WAL")
+    wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")
     return conn
 

@@ -95,3 +95,33 @@ def test_an_io_error_is_a_full_disk_only_when_the_disk_has_no_room(
     roomy = SimpleNamespace(total=2**30, used=0, free=2**30)
     monkeypatch.setattr("slipstream.sinks.sqlite.shutil.disk_usage", lambda _: roomy)
     assert _error_of(sink, fails).code == "SINK_WRITE_FAILED"
+
+
+def test_outputs_opening_one_new_file_at_once_all_connect(tmp_path: Path) -> None:
+    """The first batches of several outputs open one new database file at the same moment:
+    each connection switches it to WAL, which takes a lock SQLite does not wait for. Without
+    the sink's retry about one round in ten failed with "database is locked" here."""
+    import threading
+
+    failures: list[str] = []
+
+    def first_batch(path: Path, gate: threading.Barrier) -> None:
+        sink = SqliteSink(SinkSpec("sqlite", str(path)), tmp_path / "default.db")
+        gate.wait()
+        try:
+            conn = sink.connect()
+            conn.execute("CREATE TABLE IF NOT EXISTS t (a)")
+            conn.close()
+        except sqlite3.Error as exc:
+            failures.append(str(exc))
+
+    for round_ in range(60):
+        gate = threading.Barrier(3)
+        path = tmp_path / f"round-{round_}.db"
+        threads = [threading.Thread(target=first_batch, args=(path, gate)) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert failures == []
