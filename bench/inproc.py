@@ -335,7 +335,7 @@ def bare_outputs(
         frame = reader.format(spec.format).load(str(paths[spec.name]))
         frames[spec.name] = frame.dropna(subset=list(spec.required)) if spec.required else frame
     params = declared.for_trigger(declared.parse_params({}), "available-now")
-    built = declared.build(spark, frames, params)
+    built = declared.assemble(spark, frames, params)
     return {o.name: (built[o.name], o.modes[0]) for o in declared.outputs}
 
 

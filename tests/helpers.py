@@ -82,7 +82,7 @@ def check_in_process(spark: Any, pipeline: str, workdir: Path, *args: str) -> st
 
 
 def built(spark: Any, pipeline: Any, folder: Path, params: dict[str, str], **tables: Path) -> Any:
-    """`pipeline.build` over JSON streams of its stream inputs' schemas read from `folder` and
+    """`pipeline.assemble` over JSON streams of its stream inputs' schemas read from `folder` and
     the CSV `tables` given by input name: the frames whose plans `check` reads (none starts)."""
     inputs = {
         spec.name: spark.readStream.schema(spec.schema).json(str(folder))
@@ -91,7 +91,7 @@ def built(spark: Any, pipeline: Any, folder: Path, params: dict[str, str], **tab
     for name, path in tables.items():
         schema = pipeline.input(name).schema
         inputs[name] = spark.read.schema(schema).option("header", True).csv(str(path))
-    return pipeline.build(spark, inputs, pipeline.parse_params(params))
+    return pipeline.assemble(spark, inputs, pipeline.parse_params(params))
 
 
 def _utc(text: str) -> datetime:

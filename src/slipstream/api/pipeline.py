@@ -197,6 +197,10 @@ class Pipeline(ABC):
     #: session before the inputs are read, so that an input can read `format:NAME` (their
     #: `name()`); docs/howto/any-source.md
     data_sources: ClassVar[tuple[type, ...]] = ()
+    #: the stream inputs whose first steps every output shares (`shared`): a finite run on a
+    #: new checkpoint computes them once, in one query per input, and the outputs read its rows
+    #: (runtime/shared_stage.py)
+    shared_inputs: ClassVar[tuple[str, ...]] = ()
 
     def sample_files(self) -> list[Path]:
         """Bundled input files `slipstream samples NAME` copies, in landing order (none)."""
@@ -208,6 +212,21 @@ class Pipeline(ABC):
     ) -> Mapping[str, DataFrame]:
         """The valid, typed records of each input (static tables as read) -> one lazy
         DataFrame per output name. Outputs left off (no sink) may be missing or are ignored."""
+
+    def shared(
+        self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
+    ) -> Mapping[str, DataFrame]:
+        """The steps every output takes first on each input of `shared_inputs` (a watermark and
+        a deduplication), one frame per input named there; `build` receives them in place of
+        the inputs. Stateless steps and a watermark-bound deduplication only: their rows are
+        appended to files that the outputs read under the same watermark."""
+        return {}
+
+    def assemble(
+        self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
+    ) -> Mapping[str, DataFrame]:
+        """Every output over one read of the inputs: `build` over `shared`'s frames."""
+        return self.build(spark, {**inputs, **self.shared(spark, inputs, params)}, params)
 
     def expectations(self, input_name: str, params: Params) -> Sequence[Expectation]:
         """Data-quality rules on one stream input's valid records (slipstream.ingest

@@ -116,9 +116,12 @@ class SensorsPipeline(Pipeline):
     def validate(self, params: Params, paths: Mapping[str, Path | None]) -> None:
         check_windows(params.window, params.slide)
 
-    def build(
+    shared_inputs = ("readings",)
+
+    def shared(
         self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
     ) -> dict[str, DataFrame]:
+        """The readings every output counts: under the watermark, a re-sent one once."""
         readings = watermarked(
             inputs["readings"],
             "event_time",
@@ -126,6 +129,12 @@ class SensorsPipeline(Pipeline):
             unique=("sensor_id", "event_time"),
             dedup=params.dedup,
         )
+        return {"readings": readings}
+
+    def build(
+        self, spark: SparkSession, inputs: Mapping[str, DataFrame], params: Params
+    ) -> dict[str, DataFrame]:
+        readings = inputs["readings"]
         slide = params.slide or params.window
         window = F.window("event_time", spark_interval(params.window), spark_interval(slide)).alias(
             "window"
