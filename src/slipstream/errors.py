@@ -86,6 +86,8 @@ CODES: dict[str, str] = {
     "CHECKPOINT_IN_USE": "another run holds this checkpoint",
     "CHECKPOINT_FROM_OLDER_VERSION": "the checkpoint was made before the ingest stage",
     "CHECKPOINT_FROM_INGEST_STAGE": "the checkpoint was made with the ingest stage",
+    "CHECKPOINT_WITHOUT_SHARED_STAGE": "the checkpoint was made without the shared stage",
+    "CHECKPOINT_FROM_SHARED_STAGE": "the checkpoint was made with the shared stage",
     "RESET_REFUSED": "reset was not confirmed",
     "RESET_INTERRUPTED": "a reset of this checkpoint was interrupted; finish it before a run",
     "RESET_NOT_OURS": "reset deletes only what slipstream made; this path or table has no mark",

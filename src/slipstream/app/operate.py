@@ -41,10 +41,14 @@ def state(
     from slipstream.monitor.console import show, table
     from slipstream.monitor.state import no_state, read_state
     from slipstream.pipelines import get_pipeline
+    from slipstream.runtime import shared_stage as shared
     from slipstream.settings.session import build_session
 
     pipeline = get_pipeline(settings.pipeline)
-    names = [o.name for o in pipeline.outputs]
+    # and the shared queries' (runtime/shared_stage.py), whose deduplication holds state
+    names = [o.name for o in pipeline.outputs] + [
+        shared.query_name(i) for i in pipeline.shared_inputs
+    ]
     if output is not None and output not in names:
         raise ConfigError(
             "CONFIG_UNKNOWN_KEY",

@@ -36,6 +36,23 @@ def with_ingest(t: dict[str, Any], ingests: list[dict[str, Any]]) -> dict[str, A
     return merged
 
 
+def with_shared(t: dict[str, Any], shared: dict[str, Any]) -> dict[str, Any]:
+    """An output's totals as read from the source, when it reads a shared query's rows
+    (runtime/shared_stage.py): what that query did not pass on (quarantined, late, duplicates,
+    lines that are no record) is added to what the output read, each to its own term, and
+    `records read = valid + quarantined + late + duplicates` holds as without the stage."""
+    late = shared["late"] - shared.get("late_aggregates", 0)
+    passed = shared["rows"] - shared["quarantined"] - late - shared.get("duplicates", 0)
+    merged = dict(t, expectations=dict(shared["expectations"]))
+    merged["rows"] = t["rows"] + shared["rows"] - passed
+    merged["quarantined"] = t["quarantined"] + shared["quarantined"]
+    merged["late"] = t["late"] + late
+    merged["duplicates"] = t.get("duplicates", 0) + shared.get("duplicates", 0)
+    merged["checked"] = shared.get("checked", 0)
+    merged["reason"] = t.get("reason") or shared.get("reason")
+    return merged
+
+
 def output_account(query: str, t: dict[str, Any]) -> str:
     """`summary Q: N batches, R records read = V valid + Q quarantined + L late ...`."""
     read, quarantined = t["rows"], t["quarantined"]

@@ -207,9 +207,10 @@ def read_state(
             frame = reader.load(str(checkpoint))
             stamps = _timestamp_paths(frame.schema["key"].dataType, "key")
             aggs = [F.count(F.lit(1)).alias("rows")]
-            if stamps:
-                aggs.append(F.least(*[F.min(F.col(p)) for p in stamps]).alias("oldest"))
-                aggs.append(F.greatest(*[F.max(F.col(p)) for p in stamps]).alias("newest"))
+            if stamps:  # least and greatest take two columns or more
+                lows, highs = [F.min(F.col(p)) for p in stamps], [F.max(F.col(p)) for p in stamps]
+                aggs.append((F.least(*lows) if len(lows) > 1 else lows[0]).alias("oldest"))
+                aggs.append((F.greatest(*highs) if len(highs) > 1 else highs[0]).alias("newest"))
             totals = frame.agg(*aggs).collect()[0]
             op.rows = int(totals["rows"])
             if stamps:

@@ -23,6 +23,7 @@ from slipstream.errors import ConfigError, ValidationError
 from slipstream.ingest.expectations import check_expectations
 from slipstream.ingest.guard import EventTimeGuard
 from slipstream.pipelines import get_pipeline
+from slipstream.runtime import shared_stage
 from slipstream.runtime.bound import QUARANTINE, BoundInput, BoundOutput, Prepared, QueryKind
 from slipstream.runtime.from_checkpoint import apply, start_from
 from slipstream.runtime.ingest_stage import applies, decide, refuse_unstaged_delta
@@ -109,12 +110,19 @@ def prepare(
     refuse_unstaged_delta(settings, inputs)
     folders = {n: o for n, o in outputs.items() if o.reads}
     outputs = {n: o for n, o in outputs.items() if not o.reads or inputs[o.reads[0]].staged}
+    # `--shared-stage auto`: likewise; a shared input's query is its shared query
+    settings = settings.with_(shared_stage=shared_stage.decide(settings, pipeline, inputs, outputs))
+    if settings.shared_stage:
+        inputs = {n: replace(b, shared=n in pipeline.shared_inputs) for n, b in inputs.items()}
+        for name in pipeline.shared_inputs:
+            query = shared_stage.query_name(name)
+            ctx = _ctx(pipeline, settings, query, query, (), "append")
+            sink = make_sink(shared_stage.rows_sink(ctx.checkpoint), Path())
+            outputs[query] = BoundOutput(None, sink, ctx, (name,), QueryKind.SHARED)
     start = start_from(settings, pipeline.name, inputs) if check_source else None
     # the queries that read the raw files (`--from-checkpoint`'s filter lasts until each has
-    # committed past OLD's files): with every stream input staged, its ingest queries only
-    bound_streams = [b for b in inputs.values() if b.source is not None]
-    staged = bool(bound_streams) and all(b.staged for b in bound_streams)
-    raw = [Path(o.ctx.checkpoint) for o in outputs.values() if not o.is_output or not staged]
+    # committed past OLD's files)
+    raw = [Path(o.ctx.checkpoint) for o in outputs.values() if _reads_raw(o, inputs)]
     inputs = apply(inputs, start, raw)
     prepared = Prepared(
         pipeline, settings, params, inputs, outputs, start_from=start, quarantine_sinks=folders
@@ -132,6 +140,17 @@ def prepare(
     if problems and check_rules:
         raise problems[0]
     return prepared
+
+
+def _reads_raw(out: BoundOutput, inputs: dict[str, BoundInput]) -> bool:
+    """Whether a query reads an input itself: an ingest query; a shared query of an input not
+    staged; an output reading a stream input neither staged nor shared."""
+    if out.kind is QueryKind.INGEST:
+        return True
+    if out.kind is QueryKind.SHARED:
+        return not inputs[out.reads[0]].staged
+    streams = [b for b in inputs.values() if b.source is not None]
+    return any(not b.staged and not b.shared for b in streams)
 
 
 def _spark_names(prepared: Prepared) -> dict[str, str]:

@@ -34,6 +34,10 @@ class QueryKind(enum.Enum):
     #: typed rows for the outputs (bronze) and the rejected ones to the quarantine (named
     #: `quarantine.INPUT`, as an older version's quarantine query was)
     INGEST = "ingest"
+    #: the shared stage's query of one input (runtime/shared_stage.py): the steps every output
+    #: takes first (`Pipeline.shared`), its rows appended to files the outputs read (named
+    #: `shared.INPUT`)
+    SHARED = "shared"
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,8 @@ class BoundInput:
     source_options: Mapping[str, Any] = field(default_factory=dict)  # the source's own settings
     #: read through the ingest stage in this run: decided once, by runtime.bind
     staged: bool = False
+    #: its shared steps run once, by its shared query, in this run: decided by runtime.bind
+    shared: bool = False
 
     @property
     def name(self) -> str:
@@ -62,7 +68,7 @@ class BoundOutput:
     spec: Output | None  # the pipeline's declaration (None for an ingest query)
     sink: Sink
     ctx: SinkContext
-    reads: tuple[str, ...] = ()  # an ingest query: the input it reads
+    reads: tuple[str, ...] = ()  # an ingest or shared query: the input it reads
     kind: QueryKind = QueryKind.OUTPUT
 
     @property

@@ -42,6 +42,7 @@ from slipstream.runtime.inputs import read_guarded, read_table
 from slipstream.runtime.late_plan import late_plan
 from slipstream.runtime.late_rows import late_settings, late_tap
 from slipstream.runtime.partitions import query_settings
+from slipstream.runtime.shared_stage import read_rows
 
 
 @dataclass(frozen=True)
@@ -67,17 +68,40 @@ class _Read:
     valid: dict[str, DataFrame]
     staged: dict[str, DataFrame]
     tapped: dict[str, Path]
+    #: each shared input's shared query frame (runtime/shared_stage.py)
+    shared: dict[str, DataFrame] = field(default_factory=dict)
 
 
 def build(spark: SparkSession, prepared: Prepared) -> list[Query]:
     """Every query of the run, built and not started; `prepared.plans` gets each output's plan,
     read from Spark. The ingest queries come first: they feed the outputs."""
     read = _read_inputs(spark, prepared)
-    frames = prepared.pipeline.build(spark, read.valid, prepared.params)
+    frames = _outputs(spark, prepared, read)
     queries = [_query(prepared, out, read, frames) for out in prepared.outputs.values()]
     queries = _owners(queries, read.tapped)
     prepared.quarantines.update({name: q.output.name for q in queries for name in q.quarantines})
-    return sorted(queries, key=lambda q: q.output.kind is not QueryKind.INGEST)
+    return sorted(queries, key=lambda q: _ORDER.index(q.output.kind))
+
+
+#: the order queries start in: each feeds the next
+_ORDER = (QueryKind.INGEST, QueryKind.SHARED, QueryKind.OUTPUT)
+
+
+def _outputs(spark: SparkSession, prepared: Prepared, read: _Read) -> Mapping[str, DataFrame]:
+    """The pipeline's output frames: over the inputs read (`Pipeline.assemble`), or, for a
+    shared input, over its shared query's rows (runtime/shared_stage.py)."""
+    pipeline, params = prepared.pipeline, prepared.params
+    sharing = {o.reads[0]: o for o in prepared.outputs.values() if o.kind is QueryKind.SHARED}
+    if not sharing:
+        return pipeline.assemble(spark, read.valid, params)
+    steps = pipeline.shared(spark, read.valid, params)
+    views = dict(read.valid)
+    for name, query in sharing.items():
+        if name not in steps:
+            raise AssertionError(f"pipeline {pipeline.name}.shared returned no frame for {name}")
+        read.shared[name] = steps[name]
+        views[name] = read_rows(spark, query.ctx.checkpoint, steps[name])
+    return pipeline.build(spark, views, params)
 
 
 def _owners(queries: list[Query], tapped: dict[str, Path]) -> list[Query]:
@@ -142,6 +166,8 @@ def _query(
         bound = prepared.inputs[output.reads[0]]
         frame = read.staged[bound.name]
         ingest = ingest_batch(prepared.settings, bound)
+    elif output.kind is QueryKind.SHARED:
+        frame = read.shared[output.reads[0]]
     elif output.name in frames:
         frame = frames[output.name]
     else:
@@ -152,7 +178,7 @@ def _query(
     plan = replace(read_plan(tree), quarantine=prepared.parses)
     prepared.plans[output.name] = plan
     own = query_settings(frame.sparkSession, prepared, plan, output.ctx.mode)
-    if output.is_output and plan.watermark_column is not None:
+    if output.kind is not QueryKind.INGEST and plan.watermark_column is not None:
         found = prepared.late[output.name] = late_plan(prepared, output, tree, plan)
         own.update(late_settings(prepared.settings, output, found))
     return Query(output, frame, tree, ingest, settings=own)

@@ -8,7 +8,7 @@ from typing import Any
 from slipstream.analysis import realtime
 from slipstream.core.specs import format_duration
 from slipstream.runtime import partitions
-from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared, stream_inputs
+from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared, QueryKind, stream_inputs
 
 
 def explain(prepared: Prepared) -> str:
@@ -29,8 +29,11 @@ def explain(prepared: Prepared) -> str:
     lines += prepared.pipeline.notes(prepared.params)
     for out in prepared.outputs.values():
         streams = [b.source.kind for b in stream_inputs(prepared, out) if b.source is not None]
+        label, what = "output      ", ""
+        if out.kind is QueryKind.SHARED:  # runtime/shared_stage.py
+            label, what = "shared      ", "the steps every output takes first, once; "
         lines.append(
-            f"output      {out.name}: {out.ctx.mode} to {describe_sink(out, s.trigger.kind)}"
+            f"{label}{out.name}: {what}{out.ctx.mode} to {describe_sink(out, s.trigger.kind)}"
             f"  (checkpoint {out.ctx.checkpoint})"
         )
         plan = prepared.plans.get(out.name)

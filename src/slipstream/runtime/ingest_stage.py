@@ -59,7 +59,6 @@ from pyspark.sql.types import LongType, StructField, StructType
 from slipstream.errors import CheckpointError, ConfigError
 from slipstream.ingest.parse import RAW, REASON
 from slipstream.ingest.quarantine import QUALITY_METRICS, rejected
-from slipstream.runtime.bound import QueryKind
 from slipstream.sinks.base import FAULT_ENV
 from slipstream.sinks.delta import append_once
 
@@ -239,29 +238,6 @@ def quality(parsed: DataFrame) -> DataFrame:
         F.count(F.when(F.col(REASON).isNull(), 1)).alias("valid"),
         F.min(F.col(REASON)).alias("reason"),
     )
-
-
-def accounts(prepared: Prepared, by_query: dict[str, dict]) -> dict[str, dict]:
-    """Each query's totals as read from the source (monitor.accounts.with_ingest): an output
-    that read an input's bronze gets what that input's ingest query quarantined."""
-    from slipstream.monitor.accounts import with_ingest
-
-    feeds: dict[str, str] = {}  # bronze folder -> the ingest query that writes it
-    for out in prepared.outputs.values():
-        if out.kind is QueryKind.INGEST:
-            bound = prepared.inputs[out.reads[0]]
-            feeds[str(bronze_dir(prepared.settings, bound).resolve())] = out.ctx.query_name
-    shown: dict[str, dict] = {}
-    for query, t in by_query.items():
-        ingests = [
-            by_query[ingest]
-            for folder, ingest in feeds.items()
-            if ingest != query
-            and ingest in by_query
-            and any(f"{folder}]" in source for source in t.get("sources", []))
-        ]
-        shown[query] = with_ingest(t, ingests)
-    return shown
 
 
 def _has_run(checkpoint: Path) -> bool:

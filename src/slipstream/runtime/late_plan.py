@@ -38,6 +38,7 @@ from slipstream.analysis.plan import (
 from slipstream.runtime.bound import BoundInput, BoundOutput, Prepared
 from slipstream.runtime.ingest_stage import bronze_dir
 from slipstream.runtime.late_rows import FUNCTION
+from slipstream.runtime.shared_stage import shared_folders
 
 DEDUPLICATIONS = ("Deduplicate", "DeduplicateWithinWatermark")
 _FILE_SOURCE = re.compile(r"FileSource\[(?P<path>[^\]]*)\]")
@@ -99,9 +100,13 @@ def late_plan(prepared: Prepared, output: BoundOutput, tree: str, plan: Plan) ->
     nodes = plan_nodes(tree)
     rules: list[LateRule] = []
     uncovered: list[str] = []
+    shared = shared_folders(prepared)
     for index, node in enumerate(nodes):
         if not node.name.startswith("StreamingRelation"):
             continue
+        found = _FILE_SOURCE.search(node.text)
+        if found is not None and str(Path(found.group("path")).resolve()) in shared:
+            continue  # a shared query's rows: it judged them, and none is late here
         bound = _input_of(prepared, nodes, index)
         if bound is None:
             uncovered.append("an input without slipstream's parse and event time is not covered")

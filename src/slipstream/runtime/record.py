@@ -2,8 +2,8 @@
 
 Each checkpoint's build record (after the state it holds was judged to fit this run's queries,
 runtime/compat.py), a new checkpoint's start (`--from-checkpoint`, runtime/from_checkpoint.py),
-the ingest stage's marks (runtime/ingest_stage.py), the outputs this checkpoint owns and the
-quarantine folders its outputs write (runtime/ownership.py)."""
+the ingest and shared stages' marks (runtime/ingest_stage.py, shared_stage.py), the outputs
+this checkpoint owns and the quarantine folders its outputs write (runtime/ownership.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import logging
 
 from pyspark.sql import SparkSession
 
+from slipstream.runtime import shared_stage
 from slipstream.runtime.bound import Prepared
 from slipstream.runtime.build import Query
 from slipstream.runtime.checks import restart_verdicts
@@ -32,5 +33,6 @@ def record_start(spark: SparkSession, prepared: Prepared, built: list[Query]) ->
     refuse_or_record(prepared, restart_verdicts(spark, prepared, built), _say)
     begin(prepared, _say)
     mark_checkpoints(prepared, {b.name for b in prepared.inputs.values() if b.staged})
+    shared_stage.mark_checkpoints(prepared)
     claim_quarantines(built)
     record_outputs(prepared)

@@ -17,6 +17,7 @@ from slipstream.checkpoint.lifecycle import (
     require_writable,
     sweep_interrupted_writes,
 )
+from slipstream.runtime import shared_stage
 from slipstream.runtime.bound import Prepared
 from slipstream.runtime.ingest_stage import check_checkpoints
 from slipstream.runtime.ownership import refuse_foreign_outputs
@@ -46,3 +47,4 @@ def refuse_before_start(prepared: Prepared, *, locked: bool = False) -> None:
     refuse_foreign_outputs(prepared)
     staged = {b.name for b in prepared.inputs.values() if b.staged}
     check_checkpoints(prepared, staged)  # never a silent restart from zero
+    shared_stage.check_checkpoints(prepared)

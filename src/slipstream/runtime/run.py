@@ -288,7 +288,7 @@ class Run:
     def accounts(self) -> dict[str, dict]:
         """Each query's totals, an output's as read from the source: with the ingest stage the
         records its inputs' ingest queries quarantined are among those it read."""
-        from slipstream.runtime.ingest_stage import accounts
+        from slipstream.runtime.feeds import accounts
 
         return accounts(self.prepared, self.totals.by_query)
 

@@ -17,7 +17,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from slipstream.checkpoint.lifecycle import CheckpointLock
 from slipstream.monitor.listener import Handler, RunListener
-from slipstream.runtime.bound import Prepared
+from slipstream.runtime.bound import Prepared, QueryKind
 from slipstream.runtime.build import Query, build
 from slipstream.runtime.checks import refuse_rules
 from slipstream.runtime.partitions import STATE_ROWS_COUNTED
@@ -90,12 +90,12 @@ def _start_queries(
         listener.register(str(started.id), out.ctx.query_name, rows_counted=counted)
         queries[out.name] = started
         restarts[out.name] = again
-        if query.ingest is not None and settings.trigger.finite:
-            # the outputs then read all of what it wrote, back to back as they would read
-            # the input itself (an output beside it would catch up and run the no-data
-            # batch of a new watermark between two batches, so a row near the watermark
-            # could be judged late where a direct read keeps it). If it failed, none
-            # starts, and Run.wait raises its failure with its code (KAFKA_DATA_LOST, ...)
+        if query.output.kind is not QueryKind.OUTPUT and settings.trigger.finite:
+            # an ingest or shared query: the outputs then read all of what it wrote, back to
+            # back as they would read the input itself (an output beside it would catch up
+            # and run the no-data batch of a new watermark between two batches, so a row near
+            # the watermark could be judged late where a direct read keeps it). If it failed,
+            # none starts, and Run.wait raises its failure with its code (KAFKA_DATA_LOST, ...)
             with contextlib.suppress(StreamingQueryException):
                 started.awaitTermination()
             if started.exception() is not None:

@@ -12,7 +12,7 @@ from slipstream.monitor.accounts import (
     quarantine_account,
 )
 from slipstream.monitor.listener import mostly_quarantined, no_batches
-from slipstream.runtime.bound import BoundOutput
+from slipstream.runtime.bound import BoundOutput, QueryKind
 from slipstream.runtime.run import Run
 
 
@@ -27,7 +27,7 @@ def summary(run_: Run, out: TextIO) -> None:
     for query in sorted(set(by_query) | set(accounts)):
         t = accounts.get(query) or no_batches()
         output = by_query.get(query)
-        if output is not None and not output.is_output:  # an ingest query
+        if output is not None and output.kind is QueryKind.INGEST:
             bound = prepared.inputs.get(output.reads[0]) if output.reads else None
             folder = bound.quarantine if bound else None
             shown = f"delta:{folder}" if folder is not None and s.quarantine_delta else folder

@@ -72,6 +72,9 @@ class Settings:
     late_rows: bool = True  # the late-row dead-letter (runtime/deadletter.py)
     #: parse once, outputs read bronze; None: auto, decided by runtime.bind (ingest_stage.decide)
     ingest_stage: bool | None = None
+    #: the pipeline's shared steps computed once per input, outputs read their rows; None: auto,
+    #: decided by runtime.bind (shared_stage.decide)
+    shared_stage: bool | None = None
     #: the sources' own settings given (`--host`, `--max-files-per-trigger`, ...), parsed by the
     #: declarations each source keeps (sources/); `Source.given` fills in the defaults
     source_options: dict[str, Any] = field(default_factory=dict)

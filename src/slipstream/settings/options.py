@@ -97,6 +97,18 @@ RUN_OPTIONS: tuple[Option, ...] = (
         metavar="BOOL|auto",
     ),
     Option(
+        "shared_stage",
+        values.boolean_or_auto,
+        "compute the steps every output of the pipeline takes first (`Pipeline.shared`: "
+        "sensors' watermark and deduplication) once, in one query per input that appends its "
+        "rows to files in its checkpoint; every output reads them. auto (the default): a "
+        "checkpoint goes on as it was made; a new one uses the stage in a finite run "
+        "(available-now, once) of two or more outputs (runtime/shared_stage.py)",
+        "true, false or auto",
+        default=None,
+        metavar="BOOL|auto",
+    ),
+    Option(
         "late_rows",
         values.boolean,
         "write the rows Spark drops as late to STATE_DIR/late (each batch's files are read "

@@ -23,6 +23,7 @@ from slipstream.monitor.health import FallingBehindRule
 from slipstream.monitor.listener import ConsoleReporter, RunTotals
 from slipstream.monitor.status import query_status
 from slipstream.monitor.status_view import status_table
+from slipstream.runtime.bound import QueryKind
 from slipstream.runtime.summary import summary
 from slipstream.testing import article_views_db
 from slipstream.tools.demo_view import RESULTS_QUERY, TopView
@@ -56,7 +57,7 @@ def _fake_run(totals: RunTotals, *, plans: dict[str, Plan] | None = None, mode: 
         late_delta=False,
     )
     views = SimpleNamespace(
-        spec=object(), name="views", reads=(), is_output=True,
+        spec=object(), name="views", reads=(), is_output=True, kind=QueryKind.OUTPUT,
         ctx=SimpleNamespace(query_name=output, mode=mode),
     )  # fmt: skip
     prepared = SimpleNamespace(
