@@ -30,6 +30,7 @@ from slipstream.checkpoint.lifecycle import (
 from slipstream.core.backoff import SlowWorker
 from slipstream.core.specs import format_duration
 from slipstream.ingest.expectations import as_expectation_failure
+from slipstream.monitor.events import batch_executed
 from slipstream.monitor.listener import RunListener, RunTotals
 from slipstream.monitor.recorder import RunRecorder
 from slipstream.runtime.control import StopControl
@@ -286,8 +287,8 @@ class Run:
             self.lock.release()
 
     def accounts(self) -> dict[str, dict]:
-        """Each query's totals, an output's as read from the source: with the ingest stage the
-        records its inputs' ingest queries quarantined are among those it read."""
+        """Each query's totals, an output's as read from the source: the records an ingest or
+        shared query did not pass on to it are among those it read (runtime/feeds.py)."""
         from slipstream.runtime.feeds import accounts
 
         return accounts(self.prepared, self.totals.by_query)
@@ -348,9 +349,16 @@ def _stop_at_batch_boundaries(
 
 
 def _last_batch(query: StreamingQuery) -> int | None:
-    """The id of the query's last completed batch (its last progress), None before one."""
+    """The id of the query's last completed batch (its last progress), None before one. An idle
+    report (the query waited for input) carries the id of the batch it has not run yet: the
+    one before it is the last that ran."""
     progress = query.lastProgress
-    return None if not progress else progress.get("batchId")
+    if not progress or progress.get("batchId") is None:
+        return None
+    batch = int(progress["batchId"])
+    if batch_executed(progress):
+        return batch
+    return batch - 1 if batch > 0 else None
 
 
 def batch_boundaries(root: Path, queries: dict[str, StreamingQuery]) -> str:
