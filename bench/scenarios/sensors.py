@@ -2,12 +2,16 @@
 three tables in one run, over the same generated readings (1,000,000 in the full run).
 
 Variants, alternated:
-- **slipstream (no stage)**: `sensors` as a user runs it, available-now, every output to the
-  noop sink, `ingest_stage=False`: four streaming queries (sensor_stats, sensor_alerts,
-  sensor_baseline and the quarantine), each reading and parsing the input itself;
-- **slipstream, ingest stage**: the same with `ingest_stage=True` (issue 26): one ingest query
-  reads and parses the input once and writes the rejected records and the typed rows (Parquet,
-  "bronze"); the three outputs read bronze;
+- **slipstream**: `sensors` as a user runs it, available-now on a new checkpoint, every output
+  to the noop sink: the shared stage (runtime/shared_stage.py, the default for such a run) reads,
+  parses and deduplicates the input once, in one query that writes the quarantine and appends
+  its rows to Parquet; the three outputs read those rows under the same watermark;
+- **slipstream, no shared stage**: the same with `shared_stage=False`, as before it: three
+  output queries, each reading, parsing and deduplicating the input itself (the first also
+  writing the quarantine);
+- **slipstream, ingest stage** (asked for by `--set variants`): `ingest_stage=True` (issue 26):
+  one ingest query parses the input once and writes the rejected records and the typed rows
+  (Parquet, "bronze"), which the shared query reads;
 - **batch**: `spark.read.schema(S).json`, required fields present, deduplicated, cached once,
   then the three tables written to noop: Spark's own reader, no quarantine, no reasons, one
   read and one parse for all three;
@@ -27,9 +31,10 @@ Variants, alternated:
 - **bare, deduplicated once by timers** (asked for by `--set variants`): the first form with
   slipstream's deduplication by event-time timers (`--dedup timers`, on RocksDB) in the stage
   query;
-- **parse once**: one streaming query doing only what each of slipstream's four does first
-  (read the text, parse strictly, keep the valid rows) to noop. `4 x parse once / slipstream`
-  is the share of slipstream's time spent reading and parsing the input once per query.
+- **parse once** (asked for by `--set variants`): one streaming query doing only what each of
+  the three queries without the shared stage does first (read the text, parse strictly, keep
+  the valid rows) to noop. `3 x parse once / slipstream, no shared stage` is the share of its
+  time spent reading and parsing the input once per query.
 
 events/s = readings / wall time of the whole run (session shared, started before); CPU
 seconds = the JVM's and this process's. Every streaming variant runs with the shuffle
@@ -59,8 +64,9 @@ from slipstream.pipelines.sensors import SCHEMA
 NAME = "sensors"
 TITLE = "sensors: three outputs from one input vs a Spark batch job, same readings"
 REQUIRED = ("sensor_id", "event_time", "value")
-QUERIES = 4  # three outputs and the quarantine, each reading and parsing the input
-SLIP, STAGED = "slipstream (no stage)", "slipstream, ingest stage"
+QUERIES = 3  # without the shared stage: three outputs, each reading and parsing the input
+SLIP, DIRECT = "slipstream", "slipstream, no shared stage"
+STAGED = "slipstream, ingest stage"
 BARE = "bare streaming query"
 ONCE = "bare, deduplicated once"
 TWO_HOPS = "bare, deduplicated in a second hop"
@@ -177,9 +183,11 @@ def measure(ctx: Context, variant: str, folder: Path, readings: int) -> dict[str
 
 
 def run_variant(spark: Any, variant: str, folder: Path, scratch: Path) -> None:
-    if variant in (SLIP, STAGED):
+    if variant in (SLIP, DIRECT, STAGED):
         flags = {"input": folder, "sink": "noop", "trigger": "available-now",
                  "ingest_stage": variant == STAGED}  # fmt: skip
+        if variant == DIRECT:
+            flags["shared_stage"] = False
         run = inproc.start_run(spark, "sensors", {**flags, "state_dir": scratch})
         run.wait()
     elif variant == BARE:
@@ -207,8 +215,8 @@ def run(ctx: Context) -> Result:
     readings = write_readings(folder, int(target))
     result.params = {"readings": readings, "repetitions": reps, "sensors": 500,
                      "window": "5m tumbling", "watermark": "10m"}  # fmt: skip
-    every = [SLIP, STAGED, BARE, *DEDUPLICATED, "batch", "parse once"]
-    usual = [v for v in every if v not in (TWO_HOPS, TIMERS)]  # those two: by --set variants
+    every = [SLIP, DIRECT, STAGED, BARE, *DEDUPLICATED, "batch", "parse once"]
+    usual = [SLIP, DIRECT, BARE, ONCE, "batch"]  # the others: by --set variants
     variants = [v for v in every if v in ctx.param("variants", usual, usual)]
 
     def one(variant: str, rep: int) -> dict[str, Any]:
@@ -216,23 +224,24 @@ def run(ctx: Context) -> Result:
 
     metrics = {"seconds": "seconds", "events_per_s": "events_per_s", "cpu_s": "cpu_s"}
     against = [(d, "batch") for d in DEDUPLICATED] + [(d, BARE) for d in DEDUPLICATED]
-    pairs = [(SLIP, "batch"), (STAGED, "batch"), (BARE, "batch"), (SLIP, BARE), (STAGED, SLIP)]
+    pairs = [(SLIP, "batch"), (DIRECT, "batch"), (STAGED, "batch"), (BARE, "batch")]
+    pairs += [(SLIP, BARE), (DIRECT, BARE), (SLIP, DIRECT), (STAGED, SLIP), (SLIP, ONCE)]
     pairs += against
     by = Comparison(metrics, "events_per_s", pairs, "events/s")
     runs = by.run(ctx, result, variants, one, reps, readings=readings)
-    for a, b in [(SLIP, BARE), (STAGED, BARE), (BARE, "batch"), (SLIP, "batch"), *against]:
+    cpu_pairs = [(SLIP, BARE), (DIRECT, BARE), (STAGED, BARE), (SLIP, ONCE), (BARE, "batch")]
+    for a, b in [*cpu_pairs, (SLIP, "batch"), *against]:
         if a in variants and b in variants:
             cpu = paired_ratios(runs, "cpu_s", a, b)
             result.headline[f"{a} / {b}, CPU s"] = summarize_ratio(cpu)
-    shares = [QUERIES / r for r in paired_ratios(runs, "seconds", SLIP, "parse once")]
-    result.headline["reading and parsing, 4 queries x parse once / slipstream, seconds"] = (
-        f"{median(shares):.2f} ({min(shares):.2f}-{max(shares):.2f}, {len(shares)} pairs)"
-        if shares
-        else "n/a"
-    )
+    shares = [QUERIES / r for r in paired_ratios(runs, "seconds", DIRECT, "parse once")]
+    if shares:
+        result.headline[f"reading and parsing, 3 queries x parse once / {DIRECT}, seconds"] = (
+            f"{median(shares):.2f} ({min(shares):.2f}-{max(shares):.2f}, {len(shares)} pairs)"
+        )
     result.notes.append(
-        "slipstream without the stage reads and parses the input once per query (4 here); "
-        "with the ingest stage once, plus a Parquet write and three reads of the typed rows; "
-        "the batch job once"
+        "slipstream reads, parses and deduplicates the input once (the shared stage), plus a "
+        "Parquet write and three reads of its rows; without the shared stage each of the three "
+        "outputs reads, parses and deduplicates it; the batch job reads and deduplicates once"
     )
     return result
