@@ -42,9 +42,10 @@ def with_shared(t: dict[str, Any], shared: dict[str, Any]) -> dict[str, Any]:
     lines that are no record) is added to what the output read, each to its own term, and
     `records read = valid + quarantined + late + duplicates` holds as without the stage."""
     late = shared["late"] - shared.get("late_aggregates", 0)
-    passed = shared["rows"] - shared["quarantined"] - late - shared.get("duplicates", 0)
+    unjudged = max(0, shared["rows"] - shared.get("checked", shared["rows"]))  # blank lines
+    dropped = shared["quarantined"] + late + shared.get("duplicates", 0) + unjudged
     merged = dict(t, expectations=dict(shared["expectations"]))
-    merged["rows"] = t["rows"] + shared["rows"] - passed
+    merged["rows"] = t["rows"] + dropped
     merged["quarantined"] = t["quarantined"] + shared["quarantined"]
     merged["late"] = t["late"] + late
     merged["duplicates"] = t.get("duplicates", 0) + shared.get("duplicates", 0)

@@ -11,8 +11,9 @@ from slipstream.runtime.shared_stage import shared_folders
 
 
 def accounts(prepared: Prepared, by_query: dict[str, dict]) -> dict[str, dict]:
-    """Each query's totals as read from the source (monitor.accounts.with_ingest): an output
-    that read an input's bronze gets what that input's ingest query quarantined."""
+    """Each query's totals as read from the source: an output that read an input's bronze gets
+    what that input's ingest query quarantined (monitor.accounts.with_ingest), one that read a
+    shared query's rows what that query did not pass on (with_shared)."""
     feeds: dict[str, str] = {}  # bronze folder -> the ingest query that writes it
     for out in prepared.outputs.values():
         if out.kind is QueryKind.INGEST:

@@ -347,3 +347,23 @@ def test_status_shows_rows_written_per_second_from_the_sinks_count() -> None:
     rows = render(status_table(list(statuses.values()), now)).splitlines()
     assert "WRITTEN ROWS/S" in rows[0]
     assert f"{want:,.0f}" in next(r for r in rows if OUTPUT in r and "quarantine" not in r)
+
+
+def test_an_output_reading_a_shared_querys_rows_accounts_from_the_source() -> None:
+    """runtime/shared_stage.py: 100 lines read by the shared query, 2 of them blank (read, no
+    record: `checked` 98), 5 quarantined, 3 late, 2 duplicates; 88 rows passed on. The output
+    read those 88 and accounts for the 100, as the shared query does and as a direct read did."""
+    from slipstream.monitor.accounts import output_account, with_shared
+
+    shared = {"rows": 100, "checked": 98, "quarantined": 5, "late": 3, "duplicates": 2,
+              "expectations": {"amount_positive": 1}, "batches": 2}  # fmt: skip
+    output = {"rows": 88, "quarantined": 0, "late": 0, "duplicates": 0, "expectations": {},
+              "batches": 2}  # fmt: skip
+    merged = with_shared(output, shared)
+    assert (merged["rows"], merged["quarantined"], merged["late"], merged["duplicates"]) == (
+        100, 5, 3, 2,
+    )  # fmt: skip
+    assert merged["expectations"] == {"amount_positive": 1}
+    line = output_account("p.out", merged)
+    assert line.split(": ", 1)[1] == output_account("p.shared.in", shared).split(": ", 1)[1]
+    assert "100 records read = 90 valid + 5 quarantined + 3 late" in line
