@@ -72,9 +72,9 @@ def why_not(settings: Settings, pipeline: Pipeline, inputs: dict[str, BoundInput
     if not pipeline.shared_inputs:
         return f"pipeline {pipeline.name} declares no steps its outputs share"
     if settings.remote is not None:
-        return "under Spark Connect"
+        return "not under Spark Connect"
     if settings.trigger.kind in ("real-time", "continuous"):
-        return f"under a {settings.trigger.kind} trigger (the outputs read the source itself)"
+        return f"not under a {settings.trigger.kind} trigger (its outputs read the source itself)"
     for name in pipeline.shared_inputs:
         bound = inputs[name]
         if bound.source is None:
@@ -102,9 +102,7 @@ def decide(
         if settings.shared_stage and reason is not None:
             raise ConfigError(
                 "CONFIG_BAD_VALUE",
-                f"--shared-stage true: not possible {reason}"
-                if reason.startswith("under")
-                else f"--shared-stage true: {reason}",
+                f"--shared-stage true: {reason}",
                 "drop --shared-stage (auto decides), or give --shared-stage false",
             )
         return settings.shared_stage
