@@ -130,6 +130,22 @@ def counted(
     return kept, stats
 
 
+def counted_readings(
+    batches: Sequence[Sequence[str]], watermark: timedelta, ids: Sequence[int] | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """`counted` for sensor readings: valid by `sensor_reading`, a re-sent reading being one
+    with the same sensor and event time."""
+    now = datetime.now(UTC)
+    return counted(
+        batches,
+        lambda line: sensor_reading(line, now),
+        "event_time",
+        lambda r: (r["sensor_id"], r["event_time"]),
+        watermark,
+        ids=ids,
+    )
+
+
 def window_start(moment: datetime, length: timedelta) -> datetime:
     return EPOCH + ((moment - EPOCH) // length) * length
 

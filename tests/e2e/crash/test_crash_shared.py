@@ -136,10 +136,7 @@ def test_the_shared_stage_survives_sigkills_exactly_once(tmp_path: Path) -> None
     checkpoint = chain.checkpoint / SHARED
     batches = _shared_batches(checkpoint)
     assert sum(map(len, batches)) == sum(len(p.read_text().splitlines()) for p in chain.files)
-    readings, stats = ref.counted(
-        batches, _reading(datetime.now(UTC)), "event_time",
-        lambda r: (r["sensor_id"], r["event_time"]), WATERMARK, ids=data_batch_ids(checkpoint),
-    )  # fmt: skip
+    readings, stats = ref.counted_readings(batches, WATERMARK, data_batch_ids(checkpoint))
     tables = {n: read_table(db, n) for n in ("sensor_stats", "sensor_alerts", "sensor_baseline")}
     run = {"report": pool()[1], "tables": tables, "readings": readings, "stats": stats}
     _assert_stats_equal(tables["sensor_stats"], ref.sensor_stats(readings, WINDOW), WINDOW)

@@ -67,13 +67,7 @@ def _run(
         for name in tables
     }
     now = datetime.now(UTC)
-    readings, stats = ref.counted(
-        batches,
-        lambda line: ref.sensor_reading(line, now),
-        "event_time",
-        lambda r: (r["sensor_id"], r["event_time"]),
-        lateness,
-    )
+    readings, stats = ref.counted_readings(batches, lateness)
     malformed = [x for b in batches for x in b if ref.sensor_reading(x, now) is None]
     return {"report": report, "tables": tables, "quarantine": quarantine, "totals": totals,
             "readings": readings, "stats": stats, "view": view, "malformed": malformed,

@@ -64,14 +64,7 @@ def shared(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> dic
     quarantine = [r.asDict() for r in read_quarantine(spark, folder).collect()]
     batches = [[line for lines in run for line in lines] for run in runs]
     now = datetime.now(UTC)
-    readings, stats = ref.counted(
-        batches,
-        lambda line: ref.sensor_reading(line, now),
-        "event_time",
-        lambda r: (r["sensor_id"], r["event_time"]),
-        WATERMARK,
-        ids=data_batch_ids(checkpoint),
-    )
+    readings, stats = ref.counted_readings(batches, WATERMARK, data_batch_ids(checkpoint))
     state = root / "state"
     late = {name: late_records(state, "sensors", name) for name in ("shared.readings", *OUTPUTS)}
     held = read_state(spark, checkpoint)  # what `slipstream state` shows of its deduplication
