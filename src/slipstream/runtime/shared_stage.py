@@ -22,12 +22,12 @@ duplicates (runtime/feeds.py).
 When: `--shared-stage auto` (the default) goes on with a checkpoint as it was made (a mark in
 each output's checkpoint); a new one uses the stage under a finite trigger (available-now,
 once) with two or more outputs, which the outputs then run after the shared queries have ended,
-over all their rows, as they would over the input (docs/benchmarks.md section 52: `sensors`
-0.45 -> 0.7 of the batch job's events/s). Live, a checkpoint made with it goes on with it, the
-outputs beside the shared query. Never under real-time or continuous triggers (their outputs
-read the source record by record), under Spark Connect, or for an input whose batches are
-bounded (`--max-files-per-trigger`, `maxOffsetsPerTrigger`): its outputs would see other batch
-boundaries, so other watermarks."""
+over all their rows, as they would over the input (a `sensors` backfill runs at about 1.5x the
+events/s it has without the stage: docs/benchmarks.md section 52). Live, a checkpoint made with
+it goes on with it, the outputs beside the shared query. Never under real-time or continuous
+triggers (their outputs read the source record by record), under Spark Connect, or for an input
+whose batches are bounded (`--max-files-per-trigger`, `maxOffsetsPerTrigger`): its outputs would
+see other batch boundaries, so other watermarks."""
 
 from __future__ import annotations
 
