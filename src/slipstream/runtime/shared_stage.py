@@ -40,6 +40,7 @@ from slipstream.analysis.plan import analyzed_text, plan_nodes, watermark
 from slipstream.checkpoint.lifecycle import last_planned_batch
 from slipstream.core.specs import SinkSpec, spark_interval
 from slipstream.errors import CheckpointError, ConfigError
+from slipstream.runtime.bound import QueryKind
 from slipstream.runtime.ingest_stage import per_batch
 
 if TYPE_CHECKING:
@@ -133,8 +134,6 @@ def read_rows(spark: SparkSession, checkpoint: Path, steps: DataFrame) -> DataFr
 
 def shared_folders(prepared: Prepared) -> dict[str, str]:
     """Each shared query's rows folder (resolved) -> the query's name."""
-    from slipstream.runtime.bound import QueryKind
-
     return {
         str(rows_dir(o.ctx.checkpoint).resolve()): o.ctx.query_name
         for o in prepared.outputs.values()
