@@ -60,7 +60,12 @@ class RunListener(StreamingQueryListener):
     slipstream's name. `state_counted` False: the state stores do not count their rows (a
     finite run: runtime/partitions.py), so each progress record says so
     (`state_rows_counted: false`) and readers show no count rather than Spark's 0; a query
-    registered with `rows_counted=False` (a deduplication by timers) is said so alone."""
+    registered with `rows_counted=False` (a deduplication by timers) is said so alone.
+
+    The handlers see one record at a time, and each executed batch once: Spark delivers its
+    events late (0.1-0.7 s after the batch, run CW), so a finite run's end hands the handlers
+    the batches not yet delivered itself (`catch_up`), and the listener's copies, when they
+    come, are dropped."""
 
     def __init__(
         self,
@@ -77,19 +82,25 @@ class RunListener(StreamingQueryListener):
         self._names: dict[str, str] = {}
         self._uncounted: frozenset[str] = frozenset()  # queries whose stores count no rows
         self._failures: set[str] = set()  # each handler failure is said once
+        # held while handlers run; notified after each record
+        self._emitting = threading.Condition(threading.RLock())
+        self._delivered: dict[str, int] = {}  # run id -> the last executed batch handed over
+        self._ended: set[str] = set()  # run ids whose terminated event was handed over
 
     def _mine(self, name: str | None) -> bool:
         return bool(name) and (name in self.named or str(name).startswith(self.pipeline + "."))
 
     def _emit(self, record: Record) -> None:
-        for handler in self.handlers:
-            try:
-                handler(record)
-            except Exception as exc:  # a monitoring failure must never stop the query
-                said = handler_failure(exc)
-                if said not in self._failures:  # a full disk fails every record after it
-                    self._failures.add(said)
-                    print(f"slipstream: monitor handler failed: {said}", file=sys.stderr)
+        with self._emitting:
+            for handler in self.handlers:
+                try:
+                    handler(record)
+                except Exception as exc:  # a monitoring failure must never stop the query
+                    said = handler_failure(exc)
+                    if said not in self._failures:  # a full disk fails every record after it
+                        self._failures.add(said)
+                        print(f"slipstream: monitor handler failed: {said}", file=sys.stderr)
+            self._emitting.notify_all()
 
     def _base(self, event: str, name: str | None, qid: Any, run_id: Any) -> Record:
         return {
@@ -121,15 +132,43 @@ class RunListener(StreamingQueryListener):
         self.on_progress(json.loads(event.progress.json))
 
     def on_progress(self, progress: Record) -> None:
-        """A progress event as Spark's JSON of it."""
-        if self._mine(progress.get("name")):
-            record = self._base(
-                "progress", progress.get("name"), progress.get("id"), progress.get("runId")
-            )
-            record["progress"] = progress
-            if not self.state_counted or record["query"] in self._uncounted:
-                record[STATE_COUNTED] = False
+        """A progress event as Spark's JSON of it; an executed batch already handed to the
+        handlers (by `catch_up`) is not handed again."""
+        if not self._mine(progress.get("name")):
+            return
+        record = self._base(
+            "progress", progress.get("name"), progress.get("id"), progress.get("runId")
+        )
+        record["progress"] = progress
+        if not self.state_counted or record["query"] in self._uncounted:
+            record[STATE_COUNTED] = False
+        with self._emitting:
+            batch = progress.get("batchId")
+            if isinstance(batch, int) and batch_executed(progress):
+                run = record["run_id"]
+                if batch <= self._delivered.get(run, -1):
+                    return
+                self._delivered[run] = batch
             self._emit(record)
+
+    def catch_up(self, recent: list[Record], complete: bool, timeout: float = 600.0) -> bool:
+        """Hand the handlers each executed batch of one query's run (`recent`: Spark's
+        `recentProgress` as JSON, oldest first) that the listener has not delivered yet,
+        without waiting for Spark to deliver it. `complete` False: Spark has dropped older
+        entries, so first wait (up to `timeout` s, no sleep) until the listener has
+        delivered the batch before the oldest kept; False if it has not."""
+        executed = [p for p in recent if isinstance(p.get("batchId"), int) and batch_executed(p)]
+        if not executed:
+            return True
+        run, oldest = str(executed[0].get("runId")), executed[0]["batchId"]
+        with self._emitting:
+            if not complete and not self._emitting.wait_for(
+                lambda: self._delivered.get(run, -1) >= oldest - 1, timeout
+            ):
+                return False
+            for progress in executed:
+                self.on_progress(progress)
+        return True
 
     def onQueryIdle(self, event: Any) -> None:
         name = self._names.get(str(event.id))
@@ -137,12 +176,29 @@ class RunListener(StreamingQueryListener):
             self._emit(self._base("idle", name, event.id, event.runId))
 
     def onQueryTerminated(self, event: Any) -> None:
-        name = self._names.get(str(event.id))
-        if name:
-            record = self._base("terminated", name, event.id, event.runId)
+        record = self._terminated(event.id, event.runId)
+        if record is not None:
             record["exception"] = event.exception
             record["error_class"] = getattr(event, "errorClassOnException", None)
             self._emit(record)
+
+    def ended(self, query_id: Any, run_id: Any) -> None:
+        """Hand the handlers the terminated event of a query's run that ended without a
+        failure now, rather than when Spark delivers it (about 0.4 s after the stop, run CW);
+        the listener's copy is then dropped. A failed query's event carries Spark's text of
+        the failure: that one is left to the listener."""
+        record = self._terminated(query_id, run_id)
+        if record is not None:
+            self._emit({**record, "exception": None, "error_class": None})
+
+    def _terminated(self, query_id: Any, run_id: Any) -> Record | None:
+        """A terminated record of a registered query's run not yet handed over, claimed."""
+        name = self._names.get(str(query_id))
+        with self._emitting:
+            if not name or str(run_id) in self._ended:
+                return None
+            self._ended.add(str(run_id))
+        return self._base("terminated", name, query_id, run_id)
 
     def register(self, query_id: str, name: str, *, rows_counted: bool = True) -> None:
         self._names = {**self._names, query_id: name}
@@ -323,29 +379,15 @@ def no_batches() -> dict[str, Any]:
 
 
 class RunTotals:
-    """Totals over a run, per query: the run summary and the accounting tests read them."""
+    """Totals over a run, per query: the run summary and the accounting tests read them (a
+    handler of RunListener, which hands it one record at a time)."""
 
     def __init__(self) -> None:
         self.by_query: dict[str, dict[str, Any]] = {}
         self.failures: dict[str, str] = {}
         self.last_batch: dict[str, int] = {}
-        self._changed = threading.Condition()
-
-    def wait_for(self, query: str, batch_id: int, timeout: float = 600.0) -> bool:
-        """Block until the progress event of `batch_id` has been seen (events are async);
-        False if it has not come within `timeout` seconds (a loaded machine delivers them
-        late: 60 s was seen to be too short at a load of 40 on 2 cores)."""
-        with self._changed:
-            return self._changed.wait_for(
-                lambda: self.last_batch.get(query, -1) >= batch_id, timeout
-            )
 
     def __call__(self, record: Record) -> None:
-        with self._changed:
-            self._record(record)
-            self._changed.notify_all()
-
-    def _record(self, record: Record) -> None:
         if record["event"] == "terminated" and record.get("exception"):
             self.failures[record["query"]] = record["exception"]
         if record["event"] != "progress":

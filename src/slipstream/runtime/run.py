@@ -6,6 +6,7 @@ Run.wait() until the queries finish (finite triggers), --duration passes, Ctrl-C
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import sys
 import threading
@@ -38,6 +39,9 @@ from slipstream.runtime.idle import IdleWatch
 from slipstream.sources.kafka_faults import as_kafka_failure
 
 log = logging.getLogger(__name__)
+
+#: how many progress reports a query keeps (`recentProgress`); Spark's default 100
+RECENT_PROGRESS = "spark.sql.streaming.numRecentProgressUpdates"
 
 if TYPE_CHECKING:
     from slipstream.core.kafka_url import KafkaTopic
@@ -118,21 +122,17 @@ class Run:
             self.dead_letter.catch_up()  # every committed batch's late rows are written
 
     def sync_progress(self) -> None:
-        """Wait until the listener has seen each query's last progress (bounded, no sleep):
-        Spark updates `lastProgress` before processAllAvailable returns, but delivers listener
-        events asynchronously.
-
-        Only executed batches count: an idle query also appends progress entries (no
-        `addBatch` timing, carrying the id of the batch it has not run yet) that reach
-        listeners as idle events, not progress events, so waiting for `lastProgress` would
-        time out whenever a query had been idle for noDataProgressEventInterval."""
+        """Hand every handler (the totals, the event log, ...) each query's last batches now:
+        Spark updates `recentProgress` before processAllAvailable returns or the query ends,
+        but delivers listener events asynchronously, 0.1-0.7 s later (run CW), which a finite
+        run would otherwise wait for at its end."""
+        kept = int(self.spark.conf.get(RECENT_PROGRESS, "100") or 100)
         for name, query in self.queries.items():
-            executed = [p["batchId"] for p in query.recentProgress if "addBatch" in p["durationMs"]]
-            query_name = f"{self.prepared.pipeline.name}.{name}"
-            if executed and not self.totals.wait_for(query_name, max(executed)):
+            recent = [json.loads(p.json) for p in query.recentProgress]
+            if not self.listener.catch_up(recent, complete=len(recent) < kept):
                 # never silent: the summary would undercount what the query processed
-                log.warning("progress of %s up to batch %d not seen: totals may be short",
-                            query_name, max(executed))  # fmt: skip
+                log.warning("progress of %s.%s not all seen: totals may be short",
+                            self.prepared.pipeline.name, name)  # fmt: skip
 
     def wait(
         self, duration: timedelta | None = None, poll: float = 0.5, idle: timedelta | None = None
@@ -270,8 +270,13 @@ class Run:
         try:
             self.interrupted |= _stop_at_batch_boundaries(self.queries)
         finally:
+            with contextlib.suppress(Exception):  # the session gone
+                self.sync_progress()  # the last batches recorded before the ends
+                for query in self.queries.values():
+                    if not query.isActive and query.exception() is None:
+                        self.listener.ended(query.id, query.runId)
             if self.recorder is not None:
-                # the listener bus delivers each query's last events after stop() returns
+                # a failed query's event: the listener bus delivers it after stop() returns
                 self.recorder.wait_terminated(str(q.id) for q in self.queries.values())
             with contextlib.suppress(Exception):  # already removed / session gone
                 self.spark.streams.removeListener(self.listener)

@@ -4,8 +4,8 @@ Each batch's progress goes to the handlers in this order: the state's share of t
 heap (runtime/state_heap.py), the rows each output wrote (runtime/written.py), the files the
 batch read (runtime/landed.py), the late-row dead-letter (runtime/deadletter.py), the event log
 (monitor/recorder.py), the caller's handlers (console, metrics, dashboard, a demo's view) and
-last the run's totals (`sync_progress` waits on them, so
-every handler saw a batch once the totals did)."""
+last the run's totals. The listener hands them one record at a time; a finite run's end hands
+them the batches Spark has not delivered yet (`Run.sync_progress`)."""
 
 from __future__ import annotations
 

@@ -125,7 +125,8 @@ class Query:
         self.isActive = error is None
         self.status: dict[str, Any] = {"isTriggerActive": False}
         self.lastProgress: dict[str, Any] | None = None
-        self.recentProgress: list[dict[str, Any]] = []
+        self.recentProgress: list[Any] = []
+        self.id = self.runId = f"query-{id(self)}"
         self.waits = 0
         self.stopped = False
 
@@ -159,15 +160,19 @@ def test_a_failed_query_stops_its_siblings_under_available_now(tmp_path: Any) ->
         pipeline=SimpleNamespace(name="mobile"),
         inputs={},
     )
+    ended: list[str] = []
     run = Run(
-        spark=SimpleNamespace(),  # type: ignore[arg-type]
+        spark=SimpleNamespace(conf=SimpleNamespace(get=lambda key, default: default)),  # type: ignore[arg-type]
         prepared=prepared,  # type: ignore[arg-type]
         queries={"counts": failed, "quarantine": sibling},  # type: ignore[dict-item]
         lock=SimpleNamespace(release=lambda: None),  # type: ignore[arg-type]
-        listener=None,  # type: ignore[arg-type]
-        totals=SimpleNamespace(wait_for=lambda *a: True),  # type: ignore[arg-type]
+        listener=SimpleNamespace(  # type: ignore[arg-type]
+            catch_up=lambda recent, complete: True, ended=lambda qid, run: ended.append(qid)
+        ),
+        totals=SimpleNamespace(),  # type: ignore[arg-type]
     )
     with pytest.raises(RuntimeError, match="Incomplete log file"):
         run.wait(poll=0.001)
     assert sibling.stopped and sibling.waits == 0  # stopped at once, not run to its end
     assert run.stop_reason == "query mobile.counts failed"
+    assert ended == [sibling.id]  # the failed query's end is Spark's event, with its failure
