@@ -121,15 +121,16 @@ class Run:
         if self.dead_letter is not None:
             self.dead_letter.catch_up()  # every committed batch's late rows are written
 
-    def sync_progress(self) -> None:
+    def sync_progress(self, timeout: float = 600.0) -> None:
         """Hand every handler (the totals, the event log, ...) each query's last batches now:
         Spark updates `recentProgress` before processAllAvailable returns or the query ends,
         but delivers listener events asynchronously, 0.1-0.7 s later (run CW), which a finite
-        run would otherwise wait for at its end."""
+        run would otherwise wait for at its end. `timeout`: how long to wait for the listener
+        to deliver the batches Spark no longer keeps (a long run, over 100 batches)."""
         kept = int(self.spark.conf.get(RECENT_PROGRESS, "100") or 100)
         for name, query in self.queries.items():
             recent = [json.loads(p.json) for p in query.recentProgress]
-            if not self.listener.catch_up(recent, complete=len(recent) < kept):
+            if not self.listener.catch_up(recent, len(recent) < kept, timeout):
                 # never silent: the summary would undercount what the query processed
                 log.warning("progress of %s.%s not all seen: totals may be short",
                             self.prepared.pipeline.name, name)  # fmt: skip
@@ -271,7 +272,7 @@ class Run:
             self.interrupted |= _stop_at_batch_boundaries(self.queries)
         finally:
             with contextlib.suppress(Exception):  # the session gone
-                self.sync_progress()  # the last batches recorded before the ends
+                self.sync_progress(timeout=5.0)  # the last batches recorded before the ends
                 for query in self.queries.values():
                     if not query.isActive and query.exception() is None:
                         self.listener.ended(query.id, query.runId)

@@ -167,7 +167,8 @@ def test_a_failed_query_stops_its_siblings_under_available_now(tmp_path: Any) ->
         queries={"counts": failed, "quarantine": sibling},  # type: ignore[dict-item]
         lock=SimpleNamespace(release=lambda: None),  # type: ignore[arg-type]
         listener=SimpleNamespace(  # type: ignore[arg-type]
-            catch_up=lambda recent, complete: True, ended=lambda qid, run: ended.append(qid)
+            catch_up=lambda recent, complete, timeout: True,
+            ended=lambda qid, run: ended.append(qid),
         ),
         totals=SimpleNamespace(),  # type: ignore[arg-type]
     )
