@@ -142,7 +142,20 @@ def sql_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
 
 
 class ProgressCollector(StreamingQueryListener):
-    """Every progress report of every query, by query id; waiters wake on each new one."""
+    """Every progress report of every query, by query id; waiters wake on each new one.
+
+    Its events cross from the JVM as JSON text (slipstream's bridge, monitor/listener.py):
+    PySpark's own reads each field with a call of its own, and the listener bus delivers to
+    one listener after the other, so the collector's conversions held back every other
+    listener's events (0.1-0.7 s after a batch, docs/benchmarks.md section 53)."""
+
+    @property
+    def _jlistener(self) -> Any:
+        if not hasattr(self, "_jlistenerobj"):
+            from slipstream.monitor.listener import progress_as_text
+
+            self._jlistenerobj = progress_as_text(self)
+        return self._jlistenerobj
 
     def __init__(self) -> None:
         self._progress: dict[str, list[dict[str, Any]]] = {}
@@ -152,7 +165,9 @@ class ProgressCollector(StreamingQueryListener):
         pass
 
     def onQueryProgress(self, event: Any) -> None:
-        progress = json.loads(event.progress.json)
+        self.on_progress(json.loads(event.progress.json))
+
+    def on_progress(self, progress: dict[str, Any]) -> None:
         with self._changed:
             self._progress.setdefault(str(progress["id"]), []).append(progress)
             self._changed.notify_all()

@@ -44,6 +44,17 @@ def failure_said(exception: str) -> str:
     return f"[{ours.code}] {ours.message}" if ours else exception.splitlines()[0]
 
 
+def progress_as_text(listener: Any) -> Any:
+    """The JVM's side of a Python listener whose progress events reach its
+    `on_progress(progress)` as Spark's JSON of them (`_ProgressAsText`), for a listener's
+    `_jlistener` (what a classic session's `streams.addListener` registers)."""
+    from pyspark import SparkContext
+
+    jvm = SparkContext._jvm
+    assert jvm is not None
+    return jvm.PythonStreamingQueryListenerWrapper(_ProgressAsText(listener))
+
+
 class _ProgressAsText(JStreamingQueryListener):
     """PySpark's bridge from the JVM's listener bus, but a progress event crosses as its JSON
     text, in one call into the JVM: PySpark's own bridge reads each field, source, sink and
@@ -121,11 +132,7 @@ class RunListener(StreamingQueryListener):
     def _jlistener(self) -> Any:
         """What `spark.streams.addListener` registers in the JVM (not used under Connect)."""
         if not hasattr(self, "_jlistenerobj"):
-            from pyspark import SparkContext
-
-            jvm = SparkContext._jvm
-            assert jvm is not None
-            self._jlistenerobj = jvm.PythonStreamingQueryListenerWrapper(_ProgressAsText(self))
+            self._jlistenerobj = progress_as_text(self)
         return self._jlistenerobj
 
     def onQueryProgress(self, event: Any) -> None:
