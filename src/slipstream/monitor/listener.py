@@ -74,7 +74,8 @@ class RunListener(StreamingQueryListener):
     registered with `rows_counted=False` (a deduplication by timers) is said so alone.
 
     The handlers see one record at a time, and each executed batch once: Spark delivers its
-    events late (0.1-0.7 s after the batch, run CW), so a finite run's end hands the handlers
+    events late (0.1-0.7 s after the batch behind another listener on PySpark's own bridge,
+    docs/benchmarks.md section 53), so a finite run's end hands the handlers
     the batches not yet delivered itself (`catch_up`), and the listener's copies, when they
     come, are dropped."""
 
@@ -191,7 +192,7 @@ class RunListener(StreamingQueryListener):
 
     def ended(self, query_id: Any, run_id: Any) -> None:
         """Hand the handlers the terminated event of a query's run that ended without a
-        failure now, rather than when Spark delivers it (about 0.4 s after the stop, run CW);
+        failure now, rather than when Spark delivers it (up to 0.4 s after the stop, section 53);
         the listener's copy is then dropped. A failed query's event carries Spark's text of
         the failure: that one is left to the listener."""
         record = self._terminated(query_id, run_id)

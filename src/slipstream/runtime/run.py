@@ -124,9 +124,11 @@ class Run:
     def sync_progress(self, timeout: float = 600.0) -> None:
         """Hand every handler (the totals, the event log, ...) each query's last batches now:
         Spark updates `recentProgress` before processAllAvailable returns or the query ends,
-        but delivers listener events asynchronously, 0.1-0.7 s later (run CW), which a finite
-        run would otherwise wait for at its end. `timeout`: how long to wait for the listener
-        to deliver the batches Spark no longer keeps (a long run, over 100 batches)."""
+        but delivers listener events asynchronously, one listener of the session after the
+        other: behind a listener on PySpark's own bridge (a user's, or a benchmark's) 0.1-0.7 s
+        later (docs/benchmarks.md section 53), which a finite run would otherwise wait for.
+        `timeout`: how long to wait for the listener to deliver the batches Spark no longer
+        keeps (a long run, over 100 batches)."""
         kept = int(self.spark.conf.get(RECENT_PROGRESS, "100") or 100)
         for name, query in self.queries.items():
             recent = [json.loads(p.json) for p in query.recentProgress]
