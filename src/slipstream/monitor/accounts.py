@@ -1,4 +1,4 @@
-"""What a run's summary says about each query, from its totals (monitor.listener.RunTotals):
+"""What a run's summary says about each query, from its totals (monitor.totals.RunTotals):
 every record read accounted for once, so the lines of one run reconcile with each other.
 
 An output's records read are `valid + quarantined + late + duplicates`: the quarantined ones

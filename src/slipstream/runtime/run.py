@@ -32,8 +32,9 @@ from slipstream.core.backoff import SlowWorker
 from slipstream.core.specs import format_duration
 from slipstream.ingest.expectations import as_expectation_failure
 from slipstream.monitor.events import batch_executed
-from slipstream.monitor.listener import RunListener, RunTotals
+from slipstream.monitor.listener import RunListener
 from slipstream.monitor.recorder import RunRecorder
+from slipstream.monitor.totals import RunTotals
 from slipstream.runtime.control import StopControl
 from slipstream.runtime.idle import IdleWatch
 from slipstream.sources.kafka_faults import as_kafka_failure

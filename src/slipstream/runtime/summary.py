@@ -11,7 +11,8 @@ from slipstream.monitor.accounts import (
     output_account,
     quarantine_account,
 )
-from slipstream.monitor.listener import mostly_quarantined, no_batches
+from slipstream.monitor.listener import mostly_quarantined
+from slipstream.monitor.totals import no_batches
 from slipstream.runtime.bound import BoundOutput, QueryKind
 from slipstream.runtime.run import Run
 

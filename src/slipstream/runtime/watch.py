@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from slipstream.monitor.listener import Handler, RunListener, RunTotals
+from slipstream.monitor.listener import Handler, RunListener
 from slipstream.monitor.recorder import RunRecorder
+from slipstream.monitor.totals import RunTotals
 from slipstream.runtime.bound import Prepared
 from slipstream.runtime.control import StopControl
 from slipstream.runtime.deadletter import DeadLetter, dead_letter

@@ -54,7 +54,7 @@ def test_a_finite_run_with_nothing_new_says_so() -> None:
     from types import SimpleNamespace
 
     from slipstream.core.specs import TriggerSpec
-    from slipstream.monitor.listener import RunTotals
+    from slipstream.monitor.totals import RunTotals
     from slipstream.runtime.summary import summary
 
     settings = SimpleNamespace(

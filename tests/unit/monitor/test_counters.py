@@ -20,9 +20,10 @@ from slipstream.core.words import count
 from slipstream.monitor.console import render
 from slipstream.monitor.eventlog import read_events
 from slipstream.monitor.health import FallingBehindRule
-from slipstream.monitor.listener import ConsoleReporter, RunTotals
+from slipstream.monitor.listener import ConsoleReporter
 from slipstream.monitor.status import query_status
 from slipstream.monitor.status_view import status_table
+from slipstream.monitor.totals import RunTotals
 from slipstream.runtime.bound import QueryKind
 from slipstream.runtime.summary import summary
 from slipstream.testing import article_views_db

@@ -7,7 +7,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from slipstream.monitor.listener import RunListener, RunTotals
+from slipstream.monitor.listener import RunListener
+from slipstream.monitor.totals import RunTotals
 
 
 def progress(batch: int, run: str = "r1", rows: int = 10, name: str = "mobile.counts") -> Any:

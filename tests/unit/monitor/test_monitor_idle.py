@@ -13,9 +13,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from slipstream.monitor.events import QueryProgress, format_ts, parse_event
-from slipstream.monitor.listener import RunTotals
 from slipstream.monitor.metrics import SlipstreamMetrics
 from slipstream.monitor.status import query_status
+from slipstream.monitor.totals import RunTotals
 
 T0 = datetime(2026, 1, 15, 9, 0, tzinfo=UTC)
 RAN = {"addBatch": 40, "commitOffsets": 5, "latestOffset": 2, "triggerExecution": 60}

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from slipstream.monitor.listener import ConsoleReporter, RunTotals, mostly_quarantined
+from slipstream.monitor.listener import ConsoleReporter, mostly_quarantined
+from slipstream.monitor.totals import RunTotals
 from slipstream.runtime.ingest_stage import MARK as STAGED
 from tests.helpers import slipstream
 

@@ -21,7 +21,8 @@ from pyspark.sql import SparkSession
 from slipstream.app import cli
 from slipstream.errors import CODES, ConfigError, ValidationError
 from slipstream.ingest.expectations import Expectation, as_expectation_failure, check_expectations
-from slipstream.monitor.listener import RunTotals, progress_summary
+from slipstream.monitor.listener import progress_summary
+from slipstream.monitor.totals import RunTotals
 from slipstream.runtime import runner
 from slipstream.runtime.explain import explain
 from slipstream.settings.config import load_settings
