@@ -7,7 +7,6 @@ is taken with slipstream's defaults unless a variant says otherwise."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 import time
@@ -17,9 +16,10 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
+from pyspark.sql.streaming import StreamingQuery
 
 from bench.procs import cpu_seconds_of, stat_fields
+from slipstream.monitor.listener import JsonProgressListener
 
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -141,21 +141,12 @@ def sql_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
                 spark.conf.set(key, value)
 
 
-class ProgressCollector(StreamingQueryListener):
+class ProgressCollector(JsonProgressListener):
     """Every progress report of every query, by query id; waiters wake on each new one.
 
-    Its events cross from the JVM as JSON text (slipstream's bridge, monitor/listener.py):
-    PySpark's own reads each field with a call of its own, and the listener bus delivers to
-    one listener after the other, so the collector's conversions held back every other
+    Its events cross from the JVM as JSON text (slipstream's bridge): on PySpark's own, each
+    field read with a call of its own, the collector's conversions held back every other
     listener's events (0.1-0.7 s after a batch, docs/benchmarks.md section 53)."""
-
-    @property
-    def _jlistener(self) -> Any:
-        if not hasattr(self, "_jlistenerobj"):
-            from slipstream.monitor.listener import progress_as_text
-
-            self._jlistenerobj = progress_as_text(self)
-        return self._jlistenerobj
 
     def __init__(self) -> None:
         self._progress: dict[str, list[dict[str, Any]]] = {}
@@ -163,9 +154,6 @@ class ProgressCollector(StreamingQueryListener):
 
     def onQueryStarted(self, event: Any) -> None:
         pass
-
-    def onQueryProgress(self, event: Any) -> None:
-        self.on_progress(json.loads(event.progress.json))
 
     def on_progress(self, progress: dict[str, Any]) -> None:
         with self._changed:

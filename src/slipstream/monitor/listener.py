@@ -44,17 +44,6 @@ def failure_said(exception: str) -> str:
     return f"[{ours.code}] {ours.message}" if ours else exception.splitlines()[0]
 
 
-def progress_as_text(listener: Any) -> Any:
-    """The JVM's side of a Python listener whose progress events reach its
-    `on_progress(progress)` as Spark's JSON of them (`_ProgressAsText`), for a listener's
-    `_jlistener` (what a classic session's `streams.addListener` registers)."""
-    from pyspark import SparkContext
-
-    jvm = SparkContext._jvm
-    assert jvm is not None
-    return jvm.PythonStreamingQueryListenerWrapper(_ProgressAsText(listener))
-
-
 class _ProgressAsText(JStreamingQueryListener):
     """PySpark's bridge from the JVM's listener bus, but a progress event crosses as its JSON
     text, in one call into the JVM: PySpark's own bridge reads each field, source, sink and
@@ -65,7 +54,32 @@ class _ProgressAsText(JStreamingQueryListener):
         self.pylistener.on_progress(json.loads(jevent.progress().json()))  # type: ignore[attr-defined]
 
 
-class RunListener(StreamingQueryListener):
+class JsonProgressListener(StreamingQueryListener):
+    """A listener whose progress events reach `on_progress` as Spark's JSON of them: in a
+    classic session through `_ProgressAsText` (one call into the JVM per event), under Spark
+    Connect from the event the client receives. Spark delivers a session's events to its
+    listeners one after the other, so a listener on PySpark's own bridge holds back the others
+    (docs/benchmarks.md section 53)."""
+
+    @property
+    def _jlistener(self) -> Any:
+        """What `spark.streams.addListener` registers in the JVM (not used under Connect)."""
+        if not hasattr(self, "_jlistenerobj"):
+            from pyspark import SparkContext
+
+            jvm = SparkContext._jvm
+            assert jvm is not None
+            self._jlistenerobj = jvm.PythonStreamingQueryListenerWrapper(_ProgressAsText(self))
+        return self._jlistenerobj
+
+    def onQueryProgress(self, event: Any) -> None:
+        self.on_progress(json.loads(event.progress.json))
+
+    def on_progress(self, progress: Record) -> None:
+        raise NotImplementedError
+
+
+class RunListener(JsonProgressListener):
     """Forwards events of the queries whose names start with `PIPELINE.`, and of those named
     in `named` (Spark's name -> slipstream's PIPELINE.OUTPUT: `--query-name`), under
     slipstream's name. `state_counted` False: the state stores do not count their rows (a
@@ -128,16 +142,6 @@ class RunListener(StreamingQueryListener):
     def onQueryStarted(self, event: Any) -> None:
         if self._mine(event.name):
             self._emit(self._base("started", event.name, event.id, event.runId))
-
-    @property
-    def _jlistener(self) -> Any:
-        """What `spark.streams.addListener` registers in the JVM (not used under Connect)."""
-        if not hasattr(self, "_jlistenerobj"):
-            self._jlistenerobj = progress_as_text(self)
-        return self._jlistenerobj
-
-    def onQueryProgress(self, event: Any) -> None:
-        self.on_progress(json.loads(event.progress.json))
 
     def on_progress(self, progress: Record) -> None:
         """A progress event as Spark's JSON of it; an executed batch already handed to the
