@@ -10,11 +10,11 @@ defaults), read from the topic's first offset:
 
 - **slipstream**: `slipstream run mobile --trigger real-time:EPOCH --mode update --sink
   postgresql://...` (realtime.measure: `local[3]`, one shuffle partition; the JVM writer
-  flushes the latest row per key every 20 ms, `slipstream.realtime.flushMs`);
+  flushes the latest row per key every `flush_ms`, `slipstream.realtime.flushMs`);
 - **spark-kafka** (the floor): the same query with `--sink kafka://...` (Spark's own Kafka
   sink), its records read back by a consumer;
 - **flink**: bench/peers/flink_mobile.py, Kafka SQL connector -> TUMBLE with early fire on every
-  element -> the JDBC connector (upsert, a batch every 20 ms or 1,000 rows);
+  element -> the JDBC connector (upsert, a batch every `flush_ms` or 1,000 rows);
 - **bytewax**: bench/peers/bytewax_mobile.py, KafkaSource -> per-batch counts -> a psycopg
   upsert per output batch, one transaction;
 - **pathway**: bench/peers/pathway_mobile.py, pw.io.kafka.read (commits every 20 ms) ->
@@ -27,6 +27,11 @@ batches) and are left out; p50/p95/p99/max over the rest, and `steady` = the p50
 over the p50 of the first 20 s after the warm-up (1.0 = no growth). `equal`: the table at the
 end holds exactly the counts of the records sent (each engine judged the same way). A table row
 per (rate, engine) gives the medians over its runs; the runs' own rows follow.
+
+Slipstream's writer and Flink's JDBC connector flush every `flush_ms` (`--set flush_ms=N`,
+default slipstream's own default, `slipstream.realtime.flushMs`); a variant named `engine:N`
+(`slipstream:20`, `flink:5`) runs that engine with N ms instead, so one run can alternate the
+intervals of both.
 
 `--set pin=true` splits the machine: the engine under test on core 0, and the broker, the
 database server, the producer and the poller on the other cores (bench/procs.py, split_cores),
@@ -43,6 +48,7 @@ from bench.core import REPO, Context, Result, load_average, median
 from bench.procs import Proc, split_cores
 from bench.scenarios.kafka_latency import FLINK_JAR, peer_python
 from bench.scenarios.realtime import PgCounts, measure, observe, summary
+from slipstream.sinks.jvm_rows import FLUSH_MS, FLUSH_MS_CONF
 
 NAME = "realtime_peers"
 TITLE = "mobile Kafka -> PostgreSQL (fsync on): slipstream real-time, Spark's Kafka sink, peers"
@@ -56,30 +62,42 @@ FLINK_JDBC = (
     JARS / "postgresql-42.7.14.jar",
 )
 SINKS = {
-    "slipstream": "PostgreSQL: JdbcUpsertWriter, latest row per key, a batch + commit per 20 ms",
+    "slipstream": "PostgreSQL: JdbcUpsertWriter, latest row per key, a batch + commit per flush",
     "spark-kafka": "a Kafka topic: Spark's own Kafka sink (no database)",
-    "flink": "PostgreSQL: Flink's JDBC connector, upsert, a batch per 20 ms or 1,000 rows",
+    "flink": "PostgreSQL: Flink's JDBC connector, upsert, a batch per flush or 1,000 rows",
     "bytewax": "PostgreSQL: psycopg executemany upsert per output batch, one transaction",
     "pathway": "PostgreSQL: pw.io.postgres.write (snapshot), a commit per 20 ms of input",
 }
 
 
+def engine_of(variant: str, flush_ms: int) -> tuple[str, int]:
+    """`slipstream:20` -> ("slipstream", 20); a bare name -> (name, flush_ms)."""
+    name, _, ms = variant.partition(":")
+    if name not in VARIANTS or (ms and not ms.isdigit()):
+        raise ValueError(f"unknown variant {variant!r}: one of {VARIANTS}, optionally ':MS'")
+    return name, int(ms) if ms else flush_ms
+
+
 def installed(variant: str) -> bool:
+    variant = variant.partition(":")[0]
     if variant not in PEERS:
         return True
     jars = (FLINK_JAR, *FLINK_JDBC) if variant == "flink" else ()
     return peer_python(variant).exists() and all(j.exists() for j in jars)
 
 
-def peer_argv(variant: str, bootstrap: str, topic: str) -> list[str]:
+def peer_argv(variant: str, bootstrap: str, topic: str, flush_ms: int) -> list[str]:
     script = REPO / "bench" / "peers" / f"{variant}_mobile.py"
     argv = [str(peer_python(variant)), str(script), f"kafka://{bootstrap}/{topic}", "postgresql"]
     if variant == "flink":
         argv.append("--jars=" + ";".join(f"file://{j}" for j in (FLINK_JAR, *FLINK_JDBC)))
+        argv.append(f"--flush-ms={flush_ms}")
     return argv
 
 
-def peer_run(ctx: Context, broker: Any, pg: Any, variant: str, rate: int) -> dict[str, Any]:
+def peer_run(
+    ctx: Context, broker: Any, pg: Any, variant: str, rate: int, flush_ms: int
+) -> dict[str, Any]:
     """One peer's run: a fresh topic and database (the table created for it), the peer on it."""
     import psycopg
 
@@ -93,7 +111,7 @@ def peer_run(ctx: Context, broker: Any, pg: Any, variant: str, rate: int) -> dic
         conn.execute(MOBILE_TABLE_DDL)
         conn.execute(f"ALTER TABLE {MOBILE_TABLE} OWNER TO {env['PGUSER']}")
     read = PgCounts(pg.admin_dsn(database))
-    proc = Proc(peer_argv(variant, broker.bootstrap, topic), work / "run.log", env)
+    proc = Proc(peer_argv(variant, broker.bootstrap, topic, flush_ms), work / "run.log", env)
     try:
         seen = observe(ctx, broker, topic, read, proc, rate)
     finally:
@@ -103,19 +121,22 @@ def peer_run(ctx: Context, broker: Any, pg: Any, variant: str, rate: int) -> dic
 
 
 def one_run(
-    ctx: Context, broker: Any, pg: Any, variant: str, rate: int, epoch: str
+    ctx: Context, broker: Any, pg: Any, variant: str, rate: int, epoch: str, flush_ms: int
 ) -> dict[str, Any]:
     load = load_average()[0]
-    if variant == "slipstream":
-        row = measure(ctx, broker, variant, f"real-time:{epoch}", pg, rate=rate)
-    elif variant == "spark-kafka":
+    engine, flush_ms = engine_of(variant, flush_ms)
+    if engine == "slipstream":
+        flush = ("--conf", f"{FLUSH_MS_CONF}={flush_ms}")
+        row = measure(ctx, broker, variant, f"real-time:{epoch}", pg, rate=rate, extra=flush)
+    elif engine == "spark-kafka":
         row = measure(ctx, broker, variant, f"real-time:{epoch}", to_kafka=True, rate=rate)
     else:
-        row = peer_run(ctx, broker, pg, variant, rate)
+        row = peer_run(ctx, broker, pg, engine, rate, flush_ms)
     row.pop("variant", None)
     return {
         "rate": rate,
         "engine": variant,
+        **({"flush_ms": flush_ms} if engine in ("slipstream", "flink") else {}),
         **row,
         "load1_before_after": f"{load:.1f} -> {load_average()[0]:.1f}",
     }
@@ -139,18 +160,18 @@ def medians(runs: list[dict[str, Any]], rate: int, variant: str) -> dict[str, An
 def headline(result: Result, table: list[dict[str, Any]], rates: list[int]) -> None:
     for rate in rates:
         mine = {r["engine"]: r for r in table if r["rate"] == rate}
-        base = mine.get("slipstream")
         for v, r in mine.items():
             result.headline[f"{v} at {rate:,}/s: p50 / p95 / p99 ms"] = (
                 f"{r['p50_ms']} / {r['p95_ms']} / {r['p99_ms']}"
             )
-        if base is None or not base["p50_ms"]:
-            continue
-        for v in ("spark-kafka", "flink"):
-            if v in mine and mine[v]["p50_ms"]:
-                result.headline[f"slipstream / {v} p50 at {rate:,}/s"] = round(
-                    base["p50_ms"] / mine[v]["p50_ms"], 2
-                )
+        for mine_v, base in mine.items():
+            if not mine_v.startswith("slipstream") or not base["p50_ms"]:
+                continue
+            for v, r in mine.items():
+                if v.startswith(("spark-kafka", "flink")) and r["p50_ms"]:
+                    result.headline[f"{mine_v} / {v} p50 at {rate:,}/s"] = round(
+                        base["p50_ms"] / r["p50_ms"], 2
+                    )
 
 
 def run(ctx: Context) -> Result:
@@ -162,7 +183,10 @@ def run(ctx: Context) -> Result:
     rates = [int(r) for r in ctx.param("rates", [1_000], [1_000, 5_000, 10_000])]
     reps = int(ctx.param("reps", 1, 2))
     epoch = str(ctx.param("epoch", "5s", "5s"))
+    flush_ms = int(ctx.param("flush_ms", FLUSH_MS, FLUSH_MS))
     wanted = list(ctx.param("variants", list(VARIANTS), list(VARIANTS)))
+    for variant in wanted:
+        engine_of(variant, flush_ms)  # an unknown name fails before anything starts
     absent = [v for v in wanted if not installed(v)]
     wanted = [v for v in wanted if v not in absent]
     if absent:
@@ -174,8 +198,9 @@ def run(ctx: Context) -> Result:
         "warmup_s": ctx.param("warmup_s", 10, 30),
         "poll_ms": ctx.param("poll_ms", 5, 5),
         "epoch": epoch,
+        "flush_ms": flush_ms,
         "variants": wanted,
-        "sinks": {v: SINKS[v] for v in wanted},
+        "sinks": {v: SINKS[engine_of(v, flush_ms)[0]] for v in wanted},
         "pg": "fsync, synchronous_commit, full_page_writes at their defaults (on)",
         "topic": "one partition, fresh per run, read from the first offset",
         "producer": "confluent-kafka, linger.ms 0, acks 1, one record at a time, ts = now",
@@ -201,7 +226,7 @@ def run(ctx: Context) -> Result:
                 for variant in wanted if rep % 2 == 0 else list(reversed(wanted)):
                     ctx.log(f"  {variant} at {rate:,} events/s, round {rep + 1}")
                     try:
-                        runs.append(one_run(ctx, broker, pg, variant, rate, epoch))
+                        runs.append(one_run(ctx, broker, pg, variant, rate, epoch, flush_ms))
                         ctx.log(f"    {runs[-1]}")
                     except Exception as exc:  # noqa: BLE001 - one engine must not hide the rest
                         result.notes.append(f"{variant} at {rate:,}/s failed: {str(exc)[:600]}")
