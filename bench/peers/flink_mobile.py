@@ -1,6 +1,6 @@
 """mobile on Apache Flink (PyFlink, Table API / SQL, local mini-cluster, streaming mode), from
 Kafka into PostgreSQL through Flink's JDBC connector: python flink_mobile.py
-kafka://HOST:PORT/TOPIC postgresql --jars=file:///a.jar;file:///b.jar [--flush-ms=5]
+kafka://HOST:PORT/TOPIC postgresql --jars=file:///a.jar;file:///b.jar [--flush-ms=20]
 (libpq's variables PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, or a postgresql:// URL).
 
 Everything runs in Flink's JVM (no Python UDF), parallelism 1:
@@ -22,7 +22,7 @@ Everything runs in Flink's JVM (no Python UDF), parallelism 1:
   Maven Central, with the PostgreSQL driver) into `mobile_action_counts` with PRIMARY KEY
   (window_start, action) NOT ENFORCED: an upsert (`INSERT ... ON CONFLICT DO UPDATE`) per
   changed key, buffered and written as one JDBC batch every `sink.buffer-flush.interval` =
-  `--flush-ms` (default 5 ms, slipstream's real-time writer's default flushMs) or 1,000 rows
+  `--flush-ms` (default 20 ms, slipstream's real-time writer's default flushMs) or 1,000 rows
   (`sink.buffer-flush.max-rows`, slipstream's flushKeys). The password reaches the table's
   options from PGPASSWORD and is never printed."""
 
@@ -71,7 +71,7 @@ def statements(bootstrap: str, topic: str, out: str, flush_ms: int) -> list[str]
     ]
 
 
-def main(events: str, out: str, jars: str, flush_ms: int = 5) -> None:
+def main(events: str, out: str, jars: str, flush_ms: int = 20) -> None:
     mark("started")
     topic = kafka_topic(events)
     if topic is None:
@@ -91,4 +91,4 @@ def main(events: str, out: str, jars: str, flush_ms: int = 5) -> None:
 
 if __name__ == "__main__":
     positional, _, options = arguments(sys.argv[1:])
-    main(*positional[:2], jars=options["jars"], flush_ms=int(options.get("flush-ms", "5")))
+    main(*positional[:2], jars=options["jars"], flush_ms=int(options.get("flush-ms", "20")))

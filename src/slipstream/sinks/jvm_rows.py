@@ -17,7 +17,7 @@ Real-time update mode emits a row per input record, mostly newer values of keys 
 waiting: a row per record and a commit each (the writer before this one) reached about 130
 rows/s against a PostgreSQL with fsync on (issue 39). Coalesced, the database's work follows
 the keys changed per flush, and a row waits at most `flushMs` plus one flush. The settings are
-Spark settings (`--conf slipstream.realtime.flushMs=5`, `slipstream.realtime.flushKeys=1000`).
+Spark settings (`--conf slipstream.realtime.flushMs=20`, `slipstream.realtime.flushKeys=1000`).
 A flush that fails in the flusher thread fails the task at its next row or at its end, with
 the codes of a failed row (SINK_WRITE_FAILED; SINK_UNREACHABLE for a lost connection).
 
@@ -62,7 +62,7 @@ PG_PROPERTIES = {
     "options": "options",
 }
 #: the Spark settings of the writer's flushes, and their defaults
-FLUSH_MS_CONF, FLUSH_MS = "slipstream.realtime.flushMs", 5
+FLUSH_MS_CONF, FLUSH_MS = "slipstream.realtime.flushMs", 20
 FLUSH_KEYS_CONF, FLUSH_KEYS = "slipstream.realtime.flushKeys", 1000
 #: SQLite connection settings (sqlite-jdbc properties), as the Python writer's `row_connect`
 SQLITE_PROPERTIES = {"journal_mode": "WAL", "synchronous": "NORMAL", "busy_timeout": "30000"}

@@ -87,8 +87,8 @@ def test_the_sqlite_target_is_the_file_with_the_python_writers_settings(tmp_path
 def test_a_bad_flush_setting_is_refused_with_its_name() -> None:
     """The flush settings (`--conf slipstream.realtime.flushMs=...`): unset is the default,
     anything but a positive whole number is refused before the query starts, naming it."""
-    assert Flush.from_conf(lambda _name: None) == Flush(5, 1000)
-    assert Flush.from_conf({FLUSH_MS_CONF: " 20 "}.get) == Flush(20, 1000)
+    assert Flush.from_conf(lambda _name: None) == Flush(20, 1000)
+    assert Flush.from_conf({FLUSH_MS_CONF: " 5 "}.get) == Flush(5, 1000)
     for bad in ("0", "-3", "fast", "1e3"):
         with pytest.raises(ConfigError) as refused:
             Flush.from_conf({FLUSH_MS_CONF: bad}.get)
