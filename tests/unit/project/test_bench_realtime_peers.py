@@ -14,6 +14,7 @@ import pytest
 from bench.peers.peer_common import mobile_action, tumbling_start
 from bench.procs import Proc, split_cores
 from bench.scenarios.realtime import Observed, summary
+from bench.scenarios.realtime_peers import engine_of, peer_argv
 
 from tests import stream_reference as ref
 
@@ -45,6 +46,16 @@ def test_a_peer_takes_the_actions_mobile_takes(line: str) -> None:
 def observed(latency_at: dict[float, float], final: dict, expected: dict) -> Observed:
     samples = [(t, lat) for t, lat in sorted(latency_at.items())]
     return Observed(samples, len(samples), 1000.0, final, expected)
+
+
+def test_a_variant_may_name_its_flush_interval_and_flink_is_given_it() -> None:
+    assert engine_of("slipstream", 20) == ("slipstream", 20)
+    assert engine_of("flink:5", 20) == ("flink", 5)
+    for bad in ("flinck", "slipstream:fast", "flink:-5"):
+        with pytest.raises(ValueError, match="unknown variant"):
+            engine_of(bad, 20)
+    assert "--flush-ms=7" in peer_argv("flink", "127.0.0.1:9092", "t", 7)
+    assert not any(a.startswith("--flush-ms") for a in peer_argv("bytewax", "b:1", "t", 7))
 
 
 def test_steady_compares_the_last_20_s_with_the_first() -> None:
