@@ -28,7 +28,7 @@ over the p50 of the first 20 s after the warm-up (1.0 = no growth). `equal`: the
 end holds exactly the counts of the records sent (each engine judged the same way). A table row
 per (rate, engine) gives the medians over its runs; the runs' own rows follow.
 
-Slipstream's writer and Flink's JDBC connector flush every `flush_ms` (`--set flush_ms=N`,
+slipstream's writer and Flink's JDBC connector flush every `flush_ms` (`--set flush_ms=N`,
 default slipstream's own default, `slipstream.realtime.flushMs`); a variant named `engine:N`
 (`slipstream:20`, `flink:5`) runs that engine with N ms instead, so one run can alternate the
 intervals of both.
