@@ -75,6 +75,8 @@ def engine_of(variant: str, flush_ms: int) -> tuple[str, int]:
     name, _, ms = variant.partition(":")
     if name not in VARIANTS or (ms and not ms.isdigit()):
         raise ValueError(f"unknown variant {variant!r}: one of {VARIANTS}, optionally ':MS'")
+    if ms and name not in ("slipstream", "flink"):
+        raise ValueError(f"{variant!r}: only slipstream and flink take a flush interval")
     return name, int(ms) if ms else flush_ms
 
 

@@ -54,6 +54,8 @@ def test_a_variant_may_name_its_flush_interval_and_flink_is_given_it() -> None:
     for bad in ("flinck", "slipstream:fast", "flink:-5"):
         with pytest.raises(ValueError, match="unknown variant"):
             engine_of(bad, 20)
+    with pytest.raises(ValueError, match="flush interval"):
+        engine_of("bytewax:5", 20)  # its interval would be ignored
     assert "--flush-ms=7" in peer_argv("flink", "127.0.0.1:9092", "t", 7)
     assert not any(a.startswith("--flush-ms") for a in peer_argv("bytewax", "b:1", "t", 7))
 
