@@ -21,7 +21,9 @@ defaults), read from the topic's first offset:
   incremental tumbling windowby -> pw.io.postgres.write (snapshot).
 
 A run (realtime.observe): once the engine shows a warm-up record's row, a producer sends `rate`
-actions a second, `ts` = now, for `warmup_s` + `seconds` s; the table is read every `poll_ms`.
+actions a second, `ts` = now, for `warmup_s` + `seconds` s (the records due every `tick_ms`,
+`linger.ms` = `linger_ms`, both 1 by default; 0 and 0 send one record per request, as runs
+before section 55 did); the table is read every `poll_ms`.
 The first `warmup_s` seconds of records are the stated warm-up (the JVMs' JIT, Python's first
 batches) and are left out; p50/p95/p99/max over the rest, and `steady` = the p50 of the last 20 s
 over the p50 of the first 20 s after the warm-up (1.0 = no growth). `equal`: the table at the
@@ -47,7 +49,7 @@ from typing import Any
 from bench.core import REPO, Context, Result, load_average, median
 from bench.procs import Proc, split_cores
 from bench.scenarios.kafka_latency import FLINK_JAR, peer_python
-from bench.scenarios.realtime import PgCounts, measure, observe, summary
+from bench.scenarios.realtime import PgCounts, measure, observe, producer_params, summary
 from slipstream.sinks.jvm_rows import FLUSH_MS, FLUSH_MS_CONF
 
 NAME = "realtime_peers"
@@ -205,7 +207,7 @@ def run(ctx: Context) -> Result:
         "sinks": {v: SINKS[engine_of(v, flush_ms)[0]] for v in wanted},
         "pg": "fsync, synchronous_commit, full_page_writes at their defaults (on)",
         "topic": "one partition, fresh per run, read from the first offset",
-        "producer": "confluent-kafka, linger.ms 0, acks 1, one record at a time, ts = now",
+        "producer": producer_params(ctx),
     }
     runs: list[dict[str, Any]] = []
     with contextlib.ExitStack() as stack:
