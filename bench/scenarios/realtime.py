@@ -37,6 +37,7 @@ import statistics
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -221,17 +222,12 @@ def observe(
     span: list[float] = []
 
     def produce() -> None:
-        """Every tick, the records whose time has come (one at a time with tick_ms 0), each
-        noted as sent just before it is handed to the client; none is sent early."""
+        """Each record noted as sent just before it is handed to the client."""
         began = time.monotonic()
-        i = 0
-        while i < total:
-            due = min(total, int((time.monotonic() - began) * rate) + 1)
-            if tick_s == 0:
-                due = i + 1
+        for due in paced(total, rate, tick_s):
             now = datetime.now(UTC)
             window = window_of(now)
-            batch = [(i + k, ACTIONS[(i + k) % len(ACTIONS)]) for k in range(due - i)]
+            batch = [(n, ACTIONS[n % len(ACTIONS)]) for n in due]
             with lock:
                 moment = time.monotonic()
                 for n, action in batch:
@@ -239,10 +235,6 @@ def observe(
             for n, action in batch:
                 producer.produce(topic, record(action, now, n).encode())
             producer.poll(0)
-            i = due
-            wait = began + i / rate - time.monotonic()
-            if wait > 0:
-                time.sleep(max(wait, tick_s))
         span.extend((began, time.monotonic()))
         producer.flush(30)
 
@@ -274,6 +266,27 @@ def observe(
         final=read(),
         expected=expected,
     )
+
+
+def paced(
+    total: int,
+    rate: float,
+    tick_s: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[range]:
+    """The indices of `total` records at `rate` a second, in the batches to send: every
+    `tick_s` (at least), the records whose time (start + index / rate) has come; with `tick_s`
+    0, one record at a time, each at its time. None is due before its time."""
+    began = clock()
+    i = 0
+    while i < total:
+        due = i + 1 if tick_s == 0 else min(total, max(i + 1, int((clock() - began) * rate) + 1))
+        yield range(i, due)
+        i = due
+        wait = began + i / rate - clock()
+        if wait > 0 and i < total:
+            sleep(max(wait, tick_s))
 
 
 def producer_params(ctx: Context) -> str:

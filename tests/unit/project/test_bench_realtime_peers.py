@@ -1,6 +1,6 @@
 """Scenario realtime_peers (issue 39, item 4): the peers' model of mobile's valid action and
-window is mobile's, a run's summary reads growth and the final table as documented, and a
-pinned run keeps the engine on its own core."""
+window is mobile's, a run's summary reads growth and the final table as documented, the
+producer sends no record before its time, and a pinned run keeps the engine on its own core."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from bench.peers.peer_common import mobile_action, tumbling_start
 from bench.procs import Proc, split_cores
-from bench.scenarios.realtime import Observed, summary
+from bench.scenarios.realtime import Observed, paced, summary
 from bench.scenarios.realtime_peers import engine_of, peer_argv
 
 from tests import stream_reference as ref
@@ -95,3 +95,41 @@ def test_split_cores_puts_the_engine_on_its_core_and_the_rest_elsewhere(tmp_path
     proc = Proc([sys.executable, "-c", show], tmp_path / "free.log")
     assert proc.wait(60) == 0
     assert (tmp_path / "free.log").read_text().splitlines()[-1] == str(sorted(mine))
+
+
+class FakeClock:
+    """Time that moves only when slept, and by `step` at every read (a slow producer)."""
+
+    def __init__(self, step: float = 0.0) -> None:
+        self.now, self.step, self.slept = 100.0, step, 0.0
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds > 0
+        self.now += seconds
+        self.slept += seconds
+
+
+@pytest.mark.parametrize(("tick_s", "step"), [(0.001, 0.0), (0.001, 0.0004), (0.0, 0.0)])
+def test_the_producer_sends_every_record_once_and_none_before_its_time(
+    tick_s: float, step: float
+) -> None:
+    clock, rate, total = FakeClock(step), 10_000, 2_000
+    began = clock.now + step  # paced reads the clock once to start
+    sent: list[int] = []
+    for batch in paced(total, rate, tick_s, clock=clock, sleep=clock.sleep):
+        at = clock.now
+        assert len(batch) > 0
+        assert all(began + n / rate <= at + 1e-9 for n in batch), (batch, at)
+        sent.extend(batch)
+    assert sent == list(range(total))
+    again = FakeClock(step)
+    sizes = [len(b) for b in paced(total, rate, tick_s, clock=again, sleep=again.sleep)]
+    if tick_s == 0:
+        assert sizes == [1] * total
+    else:  # several records a request: up to a tick's (or a slow read's) worth
+        assert len(sizes) <= total / 4
+        assert max(sizes) <= rate * max(tick_s, 2 * step) + 2
