@@ -11,13 +11,13 @@ with `ts` = now (so every record lands in the open 10-minute window) and one of 
 and notes when it handed each record to the client. It hands over the records that are due
 every `tick_ms` (default 1) with `linger.ms` = `linger_ms` (default 1), as a producer at these
 rates batches; `--set tick_ms=0 --set linger_ms=0` sends one record per request, which at
-10,000 events/s cost the broker 0.6-1.0 of a core and the producer 0.55-0.6 (0.13-0.30 and
-0.2 in ticks) on the engine's two cores. The main thread reads the
-table every `poll_ms`: when the count of (window, action) reaches c, the first c records of
-that key sent are visible, and each one's latency is the read's time minus its send time (a
-record's latency includes up to one poll interval). p50/p95/p99 over the records sent after
-the first `warmup_s` seconds of production (the JVM's JIT warms up on those: a measurement from
-the first record measures the warm-up, issue 39).
+10,000 events/s costs the broker 0.6-1.0 of a core and the producer about 0.6 (0.11-0.12 and
+0.17 in ticks: `python -m bench.producercost`, docs/benchmarks.md section 55). The main thread
+reads the table every `poll_ms`: when the count of (window, action) reaches c, the first c
+records of that key sent are visible, and each one's latency is the read's time minus its send
+time (a record's latency includes up to one poll interval). p50/p95/p99 over the records sent
+after the first `warmup_s` seconds of production (the JVM's JIT warms up on those: a
+measurement from the first record measures the warm-up, issue 39).
 
 PostgreSQL is a throwaway server of the test suite's (tests/services.py), which runs as users
 run it (fsync, synchronous_commit and full_page_writes at their defaults), its password given
